@@ -1,0 +1,126 @@
+"""The models the guide profiles.
+
+``SimpleGeGLUMLP`` is the MLP of the original write-up; ``load_liger_geglu_mlp``
+fetches Liger's fused version through the ``kernels`` library exactly as a user
+with internet would, and falls back to the ``liger-kernel`` package when the
+Hugging Face Hub cannot be reached. Our own epilogue-fused MLP lives in
+:mod:`profiling_guide.fused_mlp`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import urllib.parse
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import GuideError
+
+LIGER_HUB_REPO = "kernels-community/liger-kernels"
+LIGER_HUB_VERSION = 1
+
+
+class SimpleGeGLUMLP(nn.Module):
+    """``down(gelu_tanh(gate(x)) * up(x))``: the GeGLU MLP of Gemma-style models."""
+
+    def __init__(self, dim: int, hidden: int, device=None, dtype=None):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False, device=device, dtype=dtype)
+        self.up_proj = nn.Linear(dim, hidden, bias=False, device=device, dtype=dtype)
+        self.down_proj = nn.Linear(hidden, dim, bias=False, device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+def mlp_flops(rows: int, dim: int, hidden: int) -> int:
+    """FLOPs of one GeGLU MLP forward: three GEMMs of ``2·rows·dim·hidden`` each."""
+    return 3 * 2 * rows * dim * hidden
+
+
+@dataclass
+class LigerMLP:
+    """A loaded Liger GeGLU MLP and where its code came from."""
+
+    module: nn.Module
+    source: str  # "hub" | "local-cache" | "liger-kernel <version>"
+    note: str  # one line for the console and the page
+
+
+def hub_reachable(timeout_s: float = 1.5) -> bool:
+    """True if a TCP connection to the Hub endpoint opens within ``timeout_s``.
+
+    ``kernels.get_kernel`` waits several seconds and then raises a misleading
+    error when the Hub is unreachable; a short connect tells us first.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+        return False
+    url = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def load_liger_geglu_mlp(
+    dim: int,
+    hidden: int,
+    *,
+    hidden_act: str = "gelu_pytorch_tanh",
+    device=None,
+    dtype=None,
+    use_hub: bool | None = None,
+) -> LigerMLP:
+    """Build Liger's ``LigerGEGLUMLP`` for ``dim``/``hidden``.
+
+    First the way the original write-up does it, from the Hub through
+    ``kernels.get_kernel``; if the Hub cannot be reached (``use_hub=None``
+    checks with a short connect; ``False`` skips the Hub), the same layer from
+    the ``liger-kernel`` package. The returned ``note`` says which was used.
+    """
+    if hidden_act not in {"gelu_pytorch_tanh", "gelu_tanh"}:
+        raise GuideError(
+            f"Liger's GeGLU MLP implements only the tanh GELU, not {hidden_act!r}: "
+            "use hidden_act='gelu_pytorch_tanh'"
+        )
+    config = SimpleNamespace(hidden_size=dim, intermediate_size=hidden, hidden_act=hidden_act)
+    layer_cls, source, note = _liger_layer_class(use_hub)
+    with torch.device(device or "cpu"):
+        module = layer_cls(config)
+    return LigerMLP(module.to(dtype=dtype) if dtype else module, source, note)
+
+
+def _liger_layer_class(use_hub: bool | None):
+    hub_error = "skipped"
+    if use_hub is None:
+        use_hub = hub_reachable() or bool(os.environ.get("LOCAL_KERNELS"))
+    if use_hub:
+        start = time.perf_counter()
+        try:
+            from kernels import get_kernel
+
+            liger = get_kernel(LIGER_HUB_REPO, version=LIGER_HUB_VERSION)
+            return liger.layers.LigerGEGLUMLP, "hub", f"Liger GeGLU MLP from the Hub ({LIGER_HUB_REPO}, version {LIGER_HUB_VERSION})"
+        except Exception as exc:  # kernels raises ValueError/OSError/HTTP errors alike
+            hub_error = f"{type(exc).__name__} after {time.perf_counter() - start:.1f} s"
+    else:
+        hub_error = "Hub unreachable"
+    try:
+        from importlib.metadata import version
+
+        from liger_kernel.transformers.geglu import LigerGEGLUMLP
+    except ImportError as exc:
+        raise GuideError(
+            f"Liger's GeGLU MLP is unavailable: the Hub could not be used ({hub_error}) and the "
+            f"liger-kernel package is not installed ({exc.name}): pip install 'profiling-guide[liger]'"
+        ) from None
+    pkg = f"liger-kernel {version('liger-kernel')}"
+    return LigerGEGLUMLP, pkg, f"Liger GeGLU MLP from the {pkg} package ({LIGER_HUB_REPO} not loaded: {hub_error})"
