@@ -1,0 +1,131 @@
+"""``profiling-guide``: read traces and kernel names from the command line.
+
+Commands
+--------
+``profiling-guide summarize TRACE [--json]``
+    Per profiler step on average: the device work (name, decoded kind, calls
+    per step, mean µs), the runtime calls, and the CPU ops that launched nothing.
+``profiling-guide decode NAME [--json]``
+    The fields a kernel name encodes (kind, library, arch, tile, layout...).
+``profiling-guide bench-mlp [...]``
+    Time every MLP variant against the compute floor on this GPU
+    (see ``profiling-guide bench-mlp --help``).
+
+Errors a user can fix print one line, ``error: ...``, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import GuideError
+
+
+def summarize(trace) -> dict:
+    """The ``summarize`` report of a :class:`~profiling_guide.trace.Trace` as plain data.
+
+    ``kernels`` lists every kind of device work (memsets and copies included,
+    with their decoded kind); ``kernels_per_step`` counts true kernels only.
+    """
+    from .kernel_names import decode
+    from .tables import kernel_table
+
+    table = kernel_table(trace)
+    return {
+        "steps": len(trace.steps),
+        "kernels_per_step": trace.kernels_per_step(),
+        "kernels": [
+            {"name": row.name, "kind": decode(row.name).kind, "calls_per_step": row.calls_per_step,
+             "avg_us": round(row.avg_us, 3)}
+            for row in table.itertuples()
+        ],
+        "runtime_calls_per_step": trace.runtime_calls_per_step(),
+        "no_kernel_ops": trace.no_device_ops,
+    }
+
+
+def _print_summary(report: dict, source: str) -> None:
+    print(f"{source}: {report['steps']} profiler steps, {report['kernels_per_step']:g} kernels per step\n")
+    print("device work per step")
+    print(f"  {'calls':>5}  {'mean µs':>9}  {'kind':<9}  name")
+    for k in report["kernels"]:
+        print(f"  {k['calls_per_step']:>5g}  {k['avg_us']:>9.2f}  {k['kind']:<9}  {k['name']}")
+    print("\nruntime calls per step")
+    for name, n in report["runtime_calls_per_step"].items():
+        print(f"  {n:>5g}  {name}")
+    print("\nCPU ops that launched no device work")
+    print("  " + (", ".join(report["no_kernel_ops"]) or "none"))
+
+
+def _cmd_summarize(args) -> int:
+    from .trace import Trace
+
+    trace = Trace.load(args.trace)
+    if not trace.steps:
+        raise GuideError(f"{args.trace} has no ProfilerStep events: record it with a torch.profiler schedule")
+    report = summarize(trace)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        _print_summary(report, args.trace)
+    return 0
+
+
+def _cmd_decode(args) -> int:
+    from .kernel_names import FIELDS, decode
+
+    name = " ".join(args.name).strip()
+    if not name:
+        raise GuideError("decode needs a kernel name, e.g. profiling-guide decode 'triton_poi_fused_gelu_mul_0'")
+    k = decode(name)
+    if args.json:
+        print(json.dumps(k.to_dict(), indent=1))
+    else:
+        print(k.name)
+        for field in FIELDS:
+            value = getattr(k, field)
+            if value not in (None, (), ""):
+                print(f"  {field:<10} {', '.join(value) if isinstance(value, tuple) else value}")
+    return 0
+
+
+def _cmd_bench(args, rest) -> int:
+    from . import bench_mlp
+
+    return bench_mlp.main(rest) or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="profiling-guide", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("summarize", help="what a trace ran, per profiler step")
+    p.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_cmd_summarize)
+    p = sub.add_parser("decode", help="the fields a kernel name encodes")
+    p.add_argument("name", nargs="+", help="the kernel name (quote it)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_cmd_decode)
+    p = sub.add_parser("bench-mlp", help="time the MLP variants against the compute floor (GPU)", add_help=False)
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.command == "bench-mlp":
+            return _cmd_bench(args, rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return args.func(args)
+    except GuideError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The tables a page shows, as pandas DataFrames computed from a :class:`~profiling_guide.trace.Trace`.
+
+Every number is a per-step mean over the profiler's active steps, so a table
+from a three-step trace reads as "one forward".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pandas as pd
+
+from .kernel_names import decode
+from .trace import CpuOp, Trace
+
+
+def _per_step(trace: Trace) -> float:
+    return float(max(len(trace.steps), 1))
+
+
+def op_table(trace: Trace, *, top: int | None = None) -> pd.DataFrame:
+    """The familiar profiler table: per CPU op, calls and self/total CPU and CUDA µs per step.
+
+    *Self* CPU time excludes nested ops; *self* CUDA time is the device work
+    launched by the op's own runtime calls, *total* includes nested ops'.
+    """
+    n = _per_step(trace)
+    rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
+        ("calls", "self_cpu_us", "cpu_total_us", "self_cuda_us", "cuda_total_us"), 0.0))
+    for op in trace.step_ops:
+        row = rows[op.name]
+        row["calls"] += 1
+        row["cpu_total_us"] += op.dur_us
+        row["self_cpu_us"] += op.dur_us - sum(c.dur_us for c in op.children)
+        row["self_cuda_us"] += sum(ev.dur_us for ev in op.self_device_events)
+        row["cuda_total_us"] += sum(ev.dur_us for ev in op.device_events)
+    df = pd.DataFrame.from_dict(rows, orient="index") / n
+    df.index.name = "op"
+    df = df.sort_values("cpu_total_us", ascending=False)
+    return df.head(top) if top else df
+
+
+def kernel_table(trace: Trace) -> pd.DataFrame:
+    """Per device event name: decoded kind, calls and mean µs per step, who launched it and how."""
+    n = _per_step(trace)
+    groups: dict[str, list] = defaultdict(list)
+    for step in trace.steps:
+        for ev in step.device_events:
+            groups[ev.name].append(ev)
+    rows = []
+    for name, events in groups.items():
+        k = decode(name)
+        first = events[0]
+        launcher = first.launch.op.name if first.launch and first.launch.op else "?"
+        rows.append({
+            "kernel": k.short,
+            "kind": k.kind,
+            "library": k.library,
+            "calls_per_step": len(events) / n,
+            "avg_us": sum(e.dur_us for e in events) / len(events),
+            "grid": "×".join(map(str, first.grid)) if first.grid else "",
+            "block": "×".join(map(str, first.block)) if first.block else "",
+            "launched_by": launcher,
+            "via": first.launch.name if first.launch else "?",
+            "name": name,
+        })
+    df = pd.DataFrame(rows, columns=["kernel", "kind", "library", "calls_per_step", "avg_us", "grid", "block",
+                                     "launched_by", "via", "name"])
+    return df.sort_values(["calls_per_step", "avg_us"], ascending=False, ignore_index=True)
+
+
+def _short_op(op: CpuOp) -> str:
+    return op.name
+
+
+def dispatch_chain(trace: Trace, root: str, *, step: int | None = None) -> pd.DataFrame:
+    """How one call unfolds: every op nested under the first ``root`` op of a step.
+
+    ``root`` is an op or annotation name (e.g. ``"linear_fwd"``). Each row is an
+    op indented by depth, with its input shapes and strides, CPU µs, the runtime
+    calls it made and the device work they started.
+    """
+    steps = [s for s in trace.steps if step is None or s.number == step]
+    roots = [op for s in steps for op in s.ops if op.name == root]
+    if not roots:
+        raise ValueError(f"no op named {root!r} in the chosen step of {trace.source}")
+    top = roots[0]
+    rows = []
+    for op in top.walk():
+        rel = op.depth - top.depth
+        device = op.self_device_events
+        rows.append({
+            "op": ("  " * rel) + ("└ " if rel else "") + _short_op(op),
+            "input_dims": _fmt_list(op.input_dims),
+            "input_strides": _fmt_list(op.input_strides),
+            "cpu_us": op.dur_us,
+            "runtime_calls": ", ".join(c.name for c in op.runtime_calls),
+            "device_work": ", ".join(decode(ev.name).short for ev in device),
+            "device_us": sum(ev.dur_us for ev in device),
+        })
+    return pd.DataFrame(rows)
+
+
+def _fmt_list(value) -> str:
+    if not value:
+        return ""
+    return " ".join("[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v) for v in value)
+
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
+
+
+def gemm_table(trace: Trace, *, gemm_tflops: float | None = None) -> pd.DataFrame:
+    """One row per GEMM op of a step: shapes → M·K·N → kernel → µs → TFLOP/s.
+
+    ``aten::mm(A[M,K], B[K,N])`` does ``2·M·K·N`` FLOPs; with a measured
+    ``gemm_tflops`` ceiling the last column says what fraction of it the
+    kernel reached.
+    """
+    step = trace.steps[0]
+    rows = []
+    for op in step.ops:
+        if op.name not in GEMM_OPS or not op.device_events:
+            continue
+        dims = op.input_dims
+        a, b = (dims[1], dims[2]) if op.name == "aten::addmm" else (dims[0], dims[1])
+        m, k, n = a[-2], a[-1], b[-1]
+        kernels = [ev for ev in op.device_events if ev.kind == "kernel"]
+        # Mean over all steps of the same call position, for a steadier number.
+        us = _mean_same_position(trace, op)
+        flops = 2 * m * k * n
+        row = {
+            "op": op.name,
+            "parent": _first_named_ancestor(op),
+            "input_dims": _fmt_list(dims),
+            "M·K·N": f"{m}·{k}·{n}",
+            "GFLOP": flops / 1e9,
+            "kernel": " + ".join(decode(ev.name).short for ev in kernels),
+            "avg_us": us,
+            "TFLOP/s": flops / us / 1e6 if us else float("nan"),
+        }
+        if gemm_tflops:
+            row["% of ceiling"] = 100 * row["TFLOP/s"] / gemm_tflops
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _first_named_ancestor(op: CpuOp) -> str:
+    for anc in op.ancestors():
+        if anc.name.startswith("aten::linear") or anc.annotation:
+            return anc.name
+    return ""
+
+
+def _mean_same_position(trace: Trace, op: CpuOp) -> float:
+    """Mean device µs of the op at the same position (n-th op of that name) in every step."""
+    first = trace.steps[0]
+    index = [o for o in first.ops if o.name == op.name].index(op)
+    totals = []
+    for s in trace.steps:
+        same = [o for o in s.ops if o.name == op.name]
+        if len(same) > index:
+            totals.append(sum(ev.dur_us for ev in same[index].device_events))
+    return sum(totals) / len(totals) if totals else 0.0
+
+
+def runtime_table(trace: Trace) -> pd.DataFrame:
+    """Runtime/driver API calls per step, with their mean CPU µs."""
+    n = _per_step(trace)
+    groups: dict[str, list] = defaultdict(list)
+    for s in trace.steps:
+        for c in s.runtime_calls:
+            groups[c.name].append(c)
+    rows = [{
+        "call": name,
+        "calls_per_step": len(calls) / n,
+        "avg_us": sum(c.dur_us for c in calls) / len(calls),
+        "launches_work": any(c.device_events for c in calls),
+    } for name, calls in groups.items()]
+    return pd.DataFrame(rows, columns=["call", "calls_per_step", "avg_us", "launches_work"]).sort_values(
+        "calls_per_step", ascending=False, ignore_index=True)
+
+
+def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
+    """A Styler that renders ``df`` as a clean HTML table on the page (µs with ``precision`` digits)."""
+    fmt = {c: f"{{:,.{precision}f}}" for c in df.columns if pd.api.types.is_float_dtype(df[c])}
+    st = df.style.format(fmt, na_rep="–")
+    if df.index.name is None and isinstance(df.index, pd.RangeIndex):
+        st = st.hide(axis="index")
+    if caption:
+        st = st.set_caption(caption)
+    return st.set_table_attributes('class="pg-table"')
