@@ -226,6 +226,13 @@ class Chapter:
         """``"cuda"`` live; ``"meta"`` in replay, where models are built but never run."""
         return "cuda" if self.live else "meta"
 
+    def require_memory(self, nbytes: int, what: str) -> None:
+        """Live: fail in one line if ``what`` cannot fit on the GPU. Replay: nothing to check."""
+        if self.live:
+            from .capture import require_cuda_memory
+
+            require_cuda_memory(nbytes, what)
+
     def _replay_folder(self) -> Path:
         slug = os.environ.get(GPU_ENV)
         if slug:

@@ -190,3 +190,28 @@ def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
     if caption:
         st = st.set_caption(caption)
     return st.set_table_attributes('class="pg-table"')
+
+
+def launch_table(trace: Trace, *, step: int | None = None) -> pd.DataFrame:
+    """Each piece of device work of one step, with the runtime calls its op made around the launch.
+
+    This is where the GPUs differ: on an A100 the post saw an occupancy query
+    before every cuBLAS launch; newer cuBLAS builds launch with
+    ``cuLaunchKernelEx`` and may query nothing at all.
+    """
+    s = trace.steps[0] if step is None else next(x for x in trace.steps if x.number == step)
+    rows = []
+    for ev in s.device_events:
+        call = ev.launch
+        op = call.op if call else None
+        others = [c.name for c in (op.runtime_calls if op else []) if c is not call]
+        rows.append({
+            "device work": decode(ev.name).short,
+            "kind": decode(ev.name).kind,
+            "launched by": op.name if op else "?",
+            "launch call": call.name if call else "?",
+            "other runtime calls of that op": ", ".join(others) or "–",
+            "launch → start µs": ev.start_us - call.start_us if call else float("nan"),
+            "device µs": ev.dur_us,
+        })
+    return pd.DataFrame(rows)
