@@ -8,8 +8,11 @@ are given, so the defaults (the original write-up's sizes) apply.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
+
+from .errors import GuideError
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
           "float32": torch.float32, "fp32": torch.float32}
@@ -26,8 +29,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _one_line_errors(exc_type, exc, tb, _default=sys.excepthook):
+    if issubclass(exc_type, GuideError):
+        print(f"error: {exc}", file=sys.stderr)
+    else:
+        _default(exc_type, exc, tb)
+
+
 def example_parser(description: str) -> argparse.ArgumentParser:
-    """A parser with the flags every example has: ``--dtype`` and ``--mode``."""
+    """A parser with the flags every example has: ``--dtype`` and ``--mode``.
+
+    It also makes an uncaught :class:`~profiling_guide.errors.GuideError`
+    (a missing recording, no GPU in live mode...) print as one line when the
+    example runs as a script; other exceptions keep their traceback.
+    """
+    sys.excepthook = _one_line_errors
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES),
                         help="element type of weights and inputs (default: bfloat16)")

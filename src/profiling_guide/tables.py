@@ -69,10 +69,6 @@ def kernel_table(trace: Trace) -> pd.DataFrame:
     return df.sort_values(["calls_per_step", "avg_us"], ascending=False, ignore_index=True)
 
 
-def _short_op(op: CpuOp) -> str:
-    return op.name
-
-
 def dispatch_chain(trace: Trace, root: str, *, step: int | None = None) -> pd.DataFrame:
     """How one call unfolds: every op nested under the first ``root`` op of a step.
 
@@ -90,7 +86,8 @@ def dispatch_chain(trace: Trace, root: str, *, step: int | None = None) -> pd.Da
         rel = op.depth - top.depth
         device = op.self_device_events
         rows.append({
-            "op": ("  " * rel) + ("└ " if rel else "") + _short_op(op),
+            # non-breaking spaces: HTML would collapse ordinary ones and lose the nesting
+            "op": ("\u00a0\u00a0\u00a0" * rel) + ("└ " if rel else "") + op.name,
             "input_dims": _fmt_list(op.input_dims),
             "input_strides": _fmt_list(op.input_strides),
             "cpu_us": op.dur_us,

@@ -42,6 +42,9 @@ def _step(trace: Trace, step: int | None) -> Step:
 
 
 def _short_op(name: str) -> str:
+    # Inductor names its graph call after a 52-character hash; the hash says nothing on a plot.
+    if name.startswith("## Call CompiledFxGraph"):
+        return "call CompiledFxGraph"
     return name.removeprefix("aten::")
 
 
@@ -126,7 +129,8 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     kinds = sorted({decode(ev.name).kind for ev in s.device_events})
     handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in kinds]
     handles.append(Patch(color=RUNTIME_COLOR, label="runtime call"))
-    ax.legend(handles=handles, loc="upper right", fontsize=7, frameon=False, ncols=len(handles))
+    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+              ncols=len(handles), borderaxespad=0.2)
     if title:
         ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
     return fig

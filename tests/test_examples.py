@@ -1,0 +1,42 @@
+"""Every example replays its recordings as a plain script, and none is stale."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
+
+
+def run_example(path, *args, **env):
+    return subprocess.run(
+        [sys.executable, str(path), *args],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "MPLBACKEND": "Agg", "PROFILING_GUIDE_MODE": "replay", **env},
+    )
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_replays_its_recordings_and_none_is_stale(example):
+    # STALE=error: a recording whose code or arguments changed fails here,
+    # with the command that re-records it on a GPU.
+    result = run_example(example, PROFILING_GUIDE_STALE="error")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Replayed from a recording made on NVIDIA" in result.stdout
+
+
+@pytest.mark.parametrize("flag", ["--batch=0", "--batch=-4", "--dtype=int3"])
+def test_bad_flags_are_one_line_errors(flag):
+    result = run_example(EXAMPLES[0], flag)
+    assert result.returncode == 2
+    error_lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(error_lines) == 1 and "Traceback" not in result.stderr
+
+
+def test_live_mode_without_a_gpu_is_a_one_line_error():
+    result = run_example(EXAMPLES[0], "--mode", "live")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: PROFILING_GUIDE_MODE=live but no CUDA GPU is visible")
+    assert result.stderr.count("\n") == 1

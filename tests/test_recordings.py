@@ -1,0 +1,115 @@
+"""Live/replay modes, fingerprints and stale recordings."""
+
+import json
+import shutil
+
+import pytest
+
+from profiling_guide import recordings
+from profiling_guide.errors import GuideError
+from profiling_guide.recordings import Chapter, StaleRecordingError, fingerprint, gpu_slug, resolve_mode
+
+
+def test_auto_replays_on_a_machine_without_cuda(monkeypatch):
+    monkeypatch.setenv("PROFILING_GUIDE_MODE", "auto")
+    assert resolve_mode() == "replay"
+
+
+def test_live_without_cuda_is_a_one_line_error(monkeypatch):
+    monkeypatch.setenv("PROFILING_GUIDE_MODE", "live")
+    with pytest.raises(GuideError, match="no CUDA GPU") as err:
+        resolve_mode()
+    assert "PROFILING_GUIDE_MODE=replay" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_unknown_mode_names_the_valid_ones(monkeypatch):
+    monkeypatch.setenv("PROFILING_GUIDE_MODE", "sometimes")
+    with pytest.raises(GuideError, match="auto, live, replay"):
+        resolve_mode()
+
+
+def test_gpu_slug_is_the_recordings_folder_name():
+    assert gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def _function_from_source(tmp_path, name, source):
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.step
+
+
+def test_fingerprint_ignores_comments_and_docstrings_but_not_code(tmp_path):
+    plain = _function_from_source(tmp_path, "plain", "def step():\n    return x + 1\n")
+    prose = _function_from_source(tmp_path, "prose", (
+        'def step():\n    """Add one."""\n    # the increment\n\n    return x + 1  # done\n'))
+    other = _function_from_source(tmp_path, "other", "def step():\n    return x + 2\n")
+    assert fingerprint([plain]) == fingerprint([prose])
+    assert fingerprint([plain]) != fingerprint([other])
+    assert fingerprint([plain], {"batch": 1}) != fingerprint([plain], {"batch": 2})
+
+
+def test_replay_builds_on_meta_and_reads_the_recording():
+    chapter = Chapter("01_linear", {}, mode="replay")
+    assert chapter.device == "meta" and not chapter.live
+    assert chapter.folder.name == "nvidia-h100-80gb-hbm3"
+
+
+def test_a_missing_recording_names_the_file_and_how_to_make_it(tmp_path):
+    (tmp_path / "some-gpu").mkdir()
+    chapter = Chapter("09_nothing", {}, mode="replay", root=tmp_path)
+    with pytest.raises(GuideError) as err:
+        chapter.capture("eager", lambda: None, label="x")
+    msg = str(err.value)
+    assert "09_nothing.eager.run.json" in msg and "PROFILING_GUIDE_MODE=live" in msg and "\n" not in msg
+
+
+def test_replay_without_any_recordings_says_how_to_get_them(tmp_path):
+    with pytest.raises(GuideError, match="has none"):
+        Chapter("01_linear", {}, mode="replay", root=tmp_path / "empty")
+
+
+def _copy_recording(tmp_path, name):
+    src = recordings.default_root() / recordings.DEFAULT_GPU
+    dst = tmp_path / recordings.DEFAULT_GPU
+    dst.mkdir(parents=True, exist_ok=True)
+    for suffix in (".run.json", ".trace.json.gz"):
+        if (src / f"{name}{suffix}").exists():
+            shutil.copy(src / f"{name}{suffix}", dst / f"{name}{suffix}")
+    return dst
+
+
+def test_a_recording_made_by_other_code_is_stale(tmp_path, monkeypatch):
+    folder = _copy_recording(tmp_path, "01_linear.eager")
+    run = json.loads((folder / "01_linear.eager.run.json").read_text())
+    chapter = Chapter("01_linear", run["args"], mode="replay", root=tmp_path)
+
+    def a_different_step():
+        return "not the recorded code"
+
+    with pytest.warns(UserWarning, match="01_linear.eager is stale"):
+        rec = chapter.capture("eager", a_different_step, label="linear_fwd")
+    assert rec.stale and "stale" in chapter.banner().text()
+    monkeypatch.setenv("PROFILING_GUIDE_STALE", "error")
+    with pytest.raises(StaleRecordingError, match="re-record on a GPU"):
+        chapter.capture("eager", a_different_step, label="linear_fwd")
+
+
+def test_banner_names_gpu_versions_and_date():
+    chapter = Chapter("01_linear", {}, mode="replay")
+    text = chapter.banner().text()
+    assert "NVIDIA H100 80GB HBM3" in text and "torch 2.11" in text and "No GPU was used" in text
+    assert 'class="admonition' in chapter.banner()._repr_html_()
+
+
+def test_json_is_written_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "x.run.json"
+    recordings.write_json_atomic(target, {"a": 1})
+    with pytest.raises(TypeError):
+        recordings.write_json_atomic(target, {"a": object.__new__(type("Bad", (), {"__str__": None}))})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.run.json"]

@@ -1,0 +1,50 @@
+"""The tables a page renders, computed from recordings."""
+
+import pytest
+
+from profiling_guide import tables
+
+
+def test_op_table_shows_aten_t_with_zero_device_time(linear_eager):
+    ops = tables.op_table(linear_eager)
+    assert ops.loc["aten::t", "cuda_total_us"] == 0
+    assert ops.loc["aten::addmm", "self_cuda_us"] > 0
+    assert ops.loc["aten::linear", "calls"] == 1
+    # total CPU time includes nested ops, self time does not
+    assert ops.loc["aten::linear", "cpu_total_us"] > ops.loc["aten::linear", "self_cpu_us"]
+
+
+def test_kernel_table_counts_calls_per_step(mlp_eager):
+    kt = tables.kernel_table(mlp_eager)
+    assert kt["calls_per_step"].sum() == 7  # 5 kernels + 2 memsets
+    gemm = kt[kt["kind"] == "gemm"]
+    assert gemm["calls_per_step"].sum() == 3
+    assert set(gemm["via"]) == {"cuLaunchKernelEx"}
+    assert set(gemm["launched_by"]) == {"aten::mm"}
+
+
+def test_gemm_table_reads_m_k_n_from_the_recorded_shapes(mlp_eager):
+    g = tables.gemm_table(mlp_eager, gemm_tflops=700.0)
+    assert list(g["M·K·N"]) == ["8192·768·3072", "8192·768·3072", "8192·3072·768"]
+    assert g["GFLOP"].round(1).tolist() == [38.7, 38.7, 38.7]
+    row = g.iloc[0]
+    assert row["TFLOP/s"] == pytest.approx(2 * 8192 * 768 * 3072 / row["avg_us"] / 1e6)
+    assert row["% of ceiling"] == pytest.approx(100 * row["TFLOP/s"] / 700.0)
+
+
+def test_dispatch_chain_unfolds_one_linear(linear_eager):
+    chain = tables.dispatch_chain(linear_eager, "linear_fwd")
+    names = [op.replace("\u00a0", "").removeprefix("└ ") for op in chain["op"]]
+    assert names == ["linear_fwd", "aten::linear", "aten::t", "aten::transpose", "aten::as_strided", "aten::addmm"]
+    addmm = chain.iloc[-1]
+    assert addmm["runtime_calls"] == "cuLaunchKernelEx" and addmm["device_us"] > 0
+    with pytest.raises(ValueError, match="no op named"):
+        tables.dispatch_chain(linear_eager, "nope")
+
+
+def test_launch_table_has_one_row_per_device_event(mlp_eager):
+    lt = tables.launch_table(mlp_eager)
+    assert len(lt) == 7
+    memsets = lt[lt["kind"] == "memset"]
+    assert set(memsets["launch call"]) == {"cudaMemsetAsync"}
+    assert (lt["launch → start µs"] >= 0).all()

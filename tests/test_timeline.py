@@ -1,0 +1,33 @@
+"""The timeline figure has the lanes, labels and arrows it should."""
+
+from matplotlib.text import Annotation
+
+from profiling_guide import timeline
+
+
+def test_lanes_are_cpu_depths_then_runtime_then_stream(mlp_eager):
+    names = [name for name, _ in timeline.lanes(mlp_eager)]
+    assert names[0] == "CPU ops · depth 0"
+    assert names[-2] == "CUDA runtime"
+    assert names[-1].startswith("GPU stream")
+    gpu_bars = timeline.lanes(mlp_eager)[-1][1]
+    assert len(gpu_bars) == 7 and all(start >= 0 for start, *_ in gpu_bars)
+
+
+def test_plot_step_labels_lanes_and_draws_one_arrow_per_launch(mlp_eager):
+    fig = timeline.plot_step(mlp_eager, title="eager")
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert "CUDA runtime" in ticks and any(t.startswith("GPU stream") for t in ticks)
+    arrows = [c for c in ax.get_children() if isinstance(c, Annotation)]
+    assert len(arrows) == len(mlp_eager.steps[0].device_events)
+    texts = " ".join(t.get_text() for t in ax.texts)
+    assert "linear" in texts and "mlp_fwd" in texts
+    assert "µs" in ax.get_xlabel()
+
+
+def test_plot_compare_puts_both_runs_on_one_time_axis(linear_eager, linear_compiled):
+    fig = timeline.plot_compare({"eager": linear_eager, "compiled": linear_compiled})
+    top, bottom = fig.axes[:2]
+    assert top.get_xlim() == bottom.get_xlim()
+    assert top.get_title(loc="left") == "eager" and bottom.get_title(loc="left") == "compiled"
