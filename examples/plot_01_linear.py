@@ -216,6 +216,12 @@ eager_verdicts.require()
 compiled_verdicts.require()
 
 # %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
 # Run it yourself
 # ---------------
 # On a GPU machine, from the repository root::

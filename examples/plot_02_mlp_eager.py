@@ -241,6 +241,12 @@ Facts(
 verdicts.require()
 
 # %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
 # Run it yourself
 # ---------------
 # ::

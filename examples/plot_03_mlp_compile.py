@@ -248,6 +248,12 @@ Facts(*[
 verdicts.require()
 
 # %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
 # Run it yourself
 # ---------------
 # ::

@@ -213,6 +213,12 @@ tables.styled(pd.DataFrame(sweep.values), precision=1)
 verdicts.require()
 
 # %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
 # Run it yourself
 # ---------------
 # ::

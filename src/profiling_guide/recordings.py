@@ -339,6 +339,10 @@ class Chapter:
         """What the page says about where its numbers come from."""
         return Banner(self)
 
+    def downloads(self) -> Downloads:
+        """Links to this page's traces and run records (in the built site under ``_recordings/``)."""
+        return Downloads(self)
+
 
 class Banner:
     """An HTML (and plain-text) note naming the GPU, versions and date of the page's data."""
@@ -383,4 +387,38 @@ class Banner:
         return (
             f'<div class="admonition {kind} pg-banner"><p class="admonition-title">{title}</p>'
             f"<p>{html.escape(self.text())}</p></div>"
+        )
+
+
+SITE_RECORDINGS = "_recordings"  # where the docs build copies docs/recordings/ in the HTML output
+
+
+class Downloads:
+    """The recordings a page used, as links, with how to open a trace."""
+
+    def __init__(self, chapter: Chapter):
+        self.chapter = chapter
+
+    def _files(self) -> list[tuple[str, str, bool]]:
+        out = []
+        for rec in self.chapter.recordings:
+            for path in (rec.trace_path, rec.run_path):
+                if path.is_file():
+                    out.append((path.name, f"../{SITE_RECORDINGS}/{self.chapter.folder.name}/{path.name}", rec.stale))
+        return out
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{name}{' (stale)' if stale else ''}" for name, _, stale in self._files())
+
+    def _repr_html_(self) -> str:
+        items = "".join(
+            f'<li><a href="{html.escape(href)}" download><code>{html.escape(name)}</code></a>'
+            f"{' <strong>(stale)</strong>' if stale else ''}</li>"
+            for name, href, stale in self._files()
+        )
+        return (
+            '<div class="pg-downloads"><p>The recordings behind this page. Open a <code>.trace.json.gz</code> '
+            'file in <a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (“Open trace file”; it reads the '
+            "gzip as is) or in <code>chrome://tracing</code>; the <code>.run.json</code> holds the GPU, "
+            f"versions, arguments and timings.</p><ul>{items}</ul></div>"
         )
