@@ -1,0 +1,242 @@
+"""The epilogue-fused GeGLU MLP, checked on the CPU through Triton's interpreter.
+
+``TRITON_INTERPRET=1`` must be in the environment before triton is imported
+(``triton.jit`` and triton's own helpers decide then whether they are compiled
+or interpreted). This module sets it first thing; if another test module
+imported triton earlier without it, these tests are skipped here and run
+instead in a fresh process by ``test_the_fused_mlp_tests_in_a_fresh_process``. In interpreter
+mode the module pins one small tile config (16×16×16), so every call is a
+fraction of a second and the small shapes below still span several tiles and
+K steps, with ragged edges.
+
+bfloat16 is checked on the GPU only (``python -m profiling_guide.fused_mlp
+--check``): Triton's interpreter returns garbage for bf16 inputs to ``tl.dot``.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# Was triton imported (by an earlier test module) before we could ask for the interpreter?
+TRITON_COMPILED_MODE = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
+os.environ["TRITON_INTERPRET"] = "1"  # before triton / the module are imported
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import profiling_guide.fused_mlp as fm  # noqa: E402
+from profiling_guide.errors import GuideError  # noqa: E402
+from profiling_guide.models import SimpleGeGLUMLP  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_only(request):
+    if TRITON_COMPILED_MODE and request.node.originalname != "test_the_fused_mlp_tests_in_a_fresh_process":
+        pytest.skip("triton was imported without TRITON_INTERPRET=1: these tests run in a fresh process instead")
+
+
+if TRITON_COMPILED_MODE:
+
+    def test_the_fused_mlp_tests_in_a_fresh_process():
+        env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+        out = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
+                             env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+TOLERANCE = {torch.float16: 2e-3, torch.float32: 1e-5}  # max|err| / max|ref| of h
+SHAPES = [(1, 32, 48), (17, 80, 96), (64, 48, 64), (33, 40, 72)]  # (M, dim, hidden); tile is 16
+
+
+def weights(M, dim, hidden, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, dim, generator=gen).to(dtype)
+    wg = (torch.randn(hidden, dim, generator=gen) / dim**0.5).to(dtype)
+    wu = (torch.randn(hidden, dim, generator=gen) / dim**0.5).to(dtype)
+    return x, wg, wu
+
+
+def reference_mlp(mlp, x):
+    """The whole MLP in float64: down(gelu_tanh(x @ Wg.T) * (x @ Wu.T))."""
+    x, wg, wu, wd = (t.double() for t in (x, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight))
+    return (F.gelu(x @ wg.T, approximate="tanh") * (x @ wu.T)) @ wd.T
+
+
+def test_the_kernels_really_run_in_triton_s_interpreter():
+    from triton.runtime.interpreter import InterpretedFunction
+
+    for kernel in (fm.dual_kernel, fm.packed_kernel, fm.packed_tma_kernel):
+        jit_fn = kernel.fn
+        while not isinstance(jit_fn, InterpretedFunction):
+            assert hasattr(jit_fn, "fn"), f"{kernel} is not interpreted"
+            jit_fn = jit_fn.fn
+    assert [c.kwargs["BLOCK_M"] for c in fm.packed_kernel.configs] == [16], "tests pin one small config"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("design", fm.DESIGNS)
+@pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
+def test_fused_mlp_matches_the_float64_reference_on_ragged_shapes(M, dim, hidden, design, dtype):
+    x, wg, wu = weights(M, dim, hidden, dtype)
+    h = fm.geglu_dual_gemm(x, wg, wu, design=design)
+    assert h.shape == (M, hidden) and h.dtype == dtype
+    assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("design", ["dual", "packed"])
+def test_a_strided_input_is_read_through_its_strides(design):
+    x, wg, wu = weights(24, 48, 40, torch.float16)
+    x_t = x.T.contiguous().T  # same values, column-major: stride (1, 24)
+    assert not x_t.is_contiguous()
+    h = fm.geglu_dual_gemm(x_t, wg, wu, design=design)
+    assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < TOLERANCE[torch.float16]
+
+
+def test_pack_gate_up_interleaves_gate_and_up_rows():
+    _, wg, wu = weights(1, 8, 5, torch.float32)
+    packed = fm.pack_gate_up(wg, wu)
+    assert packed.shape == (10, 8) and packed.is_contiguous()
+    assert torch.equal(packed[0::2], wg) and torch.equal(packed[1::2], wu)
+
+
+@pytest.mark.parametrize("design", fm.DESIGNS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+def test_from_mlp_gives_the_output_of_the_simple_mlp(design, dtype):
+    torch.manual_seed(0)
+    simple = SimpleGeGLUMLP(40, 56, dtype=dtype)
+    fused = fm.FusedGeGLUMLP.from_mlp(simple, design=design)
+    assert fused.state_dict().keys() == simple.state_dict().keys()  # the packed copy is not state
+    x = torch.randn(2, 9, 40).to(dtype)  # any leading shape
+    with torch.no_grad():
+        y_fused, y_simple = fused(x), simple(x)
+    assert y_fused.shape == (2, 9, 40) and y_fused.dtype == dtype
+    want = reference_mlp(simple, x)
+    tol = {torch.float16: 5e-3, torch.float32: 1e-5}[dtype]
+    assert fm.max_rel_error(y_fused, want) < tol
+    assert fm.max_rel_error(y_fused, y_simple) < tol
+
+
+def test_load_state_dict_from_the_simple_mlp_works():
+    simple = SimpleGeGLUMLP(32, 48, dtype=torch.float16)
+    fused = fm.FusedGeGLUMLP(32, 48, dtype=torch.float16)
+    fused.load_state_dict(simple.state_dict())
+    assert torch.equal(fused.gate_proj.weight, simple.gate_proj.weight)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # gelu of a very negative g: exp → inf → -0, as meant
+def test_the_packed_weight_is_rebuilt_when_the_weights_change():
+    torch.manual_seed(0)
+    simple = SimpleGeGLUMLP(32, 48, dtype=torch.float32)
+    fused = fm.FusedGeGLUMLP.from_mlp(simple)
+    x = torch.randn(5, 32)
+    first = fused.packed_weight()
+    assert fused.packed_weight() is first, "unchanged weights reuse the cached copy"
+
+    with torch.no_grad():  # in place: the version counter moves
+        fused.up_proj.weight.mul_(2)
+    assert fused.packed_weight() is not first
+    assert torch.equal(fused.packed_weight()[1::2], fused.up_proj.weight)
+
+    other = SimpleGeGLUMLP(32, 48, dtype=torch.float32)
+    fused.load_state_dict(other.state_dict())  # copy_ into the parameters
+    assert torch.equal(fused.packed_weight()[0::2], other.gate_proj.weight)
+
+    fused.gate_proj.weight = torch.nn.Parameter(torch.randn(48, 32))  # a new tensor altogether
+    assert torch.equal(fused.packed_weight()[0::2], fused.gate_proj.weight)
+    with torch.no_grad():
+        y = fused(x)
+    want = reference_mlp(fused, x)
+    assert fm.max_rel_error(y, want) < 1e-5
+
+
+def test_a_pinned_config_is_used_and_reported():
+    x, wg, wu = weights(20, 48, 40, torch.float32)
+    cfg = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    for design in fm.DESIGNS:
+        h = fm.geglu_dual_gemm(x, wg, wu, design=design, config=cfg)
+        assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5
+        assert fm.last_config(design) == "BLOCK_M=32 BLOCK_N=16 BLOCK_K=32 GROUP_M=1 num_warps=4 num_stages=2"
+    with pytest.raises(GuideError, match="BLOCK_K"):
+        fm.geglu_dual_gemm(x, wg, wu, config={"BLOCK_M": 16, "BLOCK_N": 16})
+
+
+def test_an_empty_batch_gives_an_empty_result():
+    x, wg, wu = weights(0, 32, 48, torch.float16)
+    assert fm.geglu_dual_gemm(x, wg, wu).shape == (0, 48)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
+def test_an_unsupported_dtype_is_refused_naming_the_supported_ones(dtype):
+    x, wg, wu = (t.to(dtype) for t in weights(4, 32, 48, torch.float32))
+    with pytest.raises(GuideError, match="bfloat16, float16 or float32"):
+        fm.geglu_dual_gemm(x, wg, wu)
+    mlp = fm.FusedGeGLUMLP(32, 48, dtype=dtype if dtype.is_floating_point else None)
+    if dtype.is_floating_point:
+        with torch.no_grad(), pytest.raises(GuideError, match="bfloat16, float16 or float32"):
+            mlp(x)
+
+
+def test_mixed_dtypes_are_refused():
+    x, wg, wu = weights(4, 32, 48, torch.float16)
+    with pytest.raises(GuideError, match="share one dtype"):
+        fm.geglu_dual_gemm(x.float(), wg, wu)
+
+
+def test_shapes_that_do_not_match_the_weights_are_refused():
+    x, wg, wu = weights(4, 32, 48, torch.float16)
+    with pytest.raises(GuideError, match="dim=32"):
+        fm.geglu_dual_gemm(x[:, :16], wg, wu)
+    with pytest.raises(GuideError, match="one shape"):
+        fm.geglu_dual_gemm(x, wg, wu[:40])
+    with pytest.raises(GuideError, match="pack_gate_up"):
+        fm.geglu_dual_gemm(x, wg, wu, design="packed", packed_weight=wg)
+    with pytest.raises(GuideError, match=r"inputs \[\.\.\., 32\]"), torch.no_grad():
+        fm.FusedGeGLUMLP(32, 48, dtype=torch.float16)(torch.randn(3, 31).half())
+    with pytest.raises(GuideError, match="unknown design"):
+        fm.geglu_dual_gemm(x, wg, wu, design="triple")
+
+
+def test_packed_tma_refuses_rows_the_tma_unit_cannot_address():
+    x, wg, wu = weights(4, 36, 48, torch.float16)  # 36 × 2 B = 72 B rows: not a multiple of 16
+    with pytest.raises(GuideError, match="16-byte aligned.*use 'packed'"):
+        fm.geglu_dual_gemm(x, wg, wu, design="packed-tma")
+    assert fm.max_rel_error(fm.geglu_dual_gemm(x, wg, wu, design="packed"), fm.reference_h(x, wg, wu)) < 2e-3
+
+
+def test_calling_the_module_where_autograd_needs_gradients_is_refused():
+    mlp = fm.FusedGeGLUMLP(32, 48, dtype=torch.float16)
+    with pytest.raises(GuideError, match="torch.no_grad"):
+        mlp(torch.randn(2, 32).half())
+
+
+def test_cpu_tensors_are_refused_without_the_interpreter():
+    # A fresh interpreter without TRITON_INTERPRET: the kernels are compiled for a GPU.
+    code = (
+        "import torch\n"
+        "from profiling_guide.fused_mlp import geglu_dual_gemm\n"
+        "from profiling_guide.errors import GuideError\n"
+        "x = torch.randn(4, 32, dtype=torch.float16); w = torch.randn(48, 32, dtype=torch.float16)\n"
+        "try:\n"
+        "    geglu_dual_gemm(x, w, w)\n"
+        "except GuideError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    message = out.stdout.strip()
+    assert "CUDA device" in message and "TRITON_INTERPRET=1" in message and "cpu" in message
+    assert "\n" not in message
+
+
+def test_setting_the_interpreter_after_import_is_explained(monkeypatch):
+    monkeypatch.setattr(fm, "INTERPRETED", False)  # as if imported before TRITON_INTERPRET was set
+    x, wg, wu = weights(4, 32, 48, torch.float16)
+    with pytest.raises(GuideError, match="before the import"):
+        fm.geglu_dual_gemm(x, wg, wu)
