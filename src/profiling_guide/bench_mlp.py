@@ -1,0 +1,428 @@
+"""Time every GeGLU MLP variant on one GPU, in one run, against measured ceilings.
+
+Variants (all with the same bf16 weights, checked against eager first):
+
+* ``eager``: :class:`~profiling_guide.models.SimpleGeGLUMLP`, five kernels.
+* ``compile``: ``torch.compile(mlp)``; Inductor fuses GeLU·mul into one kernel.
+* ``compile-max-autotune``: ``torch.compile(mlp, mode="max-autotune-no-cudagraphs")``;
+  Inductor also benchmarks its own Triton GEMM templates against cuBLAS.
+  CUDA graphs are left off (the plain ``"max-autotune"`` mode turns them on)
+  so every variant is timed the same way: kernel launches from Python, one
+  forward after another; a CUDA graph would remove launch gaps that the other
+  variants pay.
+* ``liger``: Liger's ``LigerGEGLUMLP`` (a Triton GeLU·mul kernel between cuBLAS GEMMs).
+* ``fused``, ``fused-dual``, ``fused-packed``, ``fused-packed-tma``: our
+  :class:`~profiling_guide.fused_mlp.FusedGeGLUMLP` (``fused`` is the default
+  design), gate and up in one Triton GEMM with GeLU·mul in its epilogue.
+
+Timing: median device µs per forward (CUDA events) under ``torch.no_grad()``,
+cycling through several fresh random inputs whose total size exceeds the L2
+cache, so no variant is timed on an input already sitting in L2.
+
+Ceilings measured in the same run (:mod:`profiling_guide.roofline`): the bf16
+GEMM rate and the copy bandwidth. The *floor* is the MLP's FLOPs at the GEMM
+rate: no implementation can be faster than that.
+
+Command line::
+
+    python -m profiling_guide.bench_mlp [--batch 64 --seq 128 --dim 768 --hidden 3072]
+        [--variants eager,compile,...] [--rounds 20] [--json OUT.json]
+    python -m profiling_guide.bench_mlp --sweep [--rows 1024,4096 --hiddens 3072,8192] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from .capture import gpu_facts, median_rotating_us, require_cuda_memory, software_versions
+from .errors import GuideError
+from .models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
+
+VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused", "fused-dual", "fused-packed", "fused-packed-tma")
+# "fused" is the default design again: left out of the default list so it is not timed twice.
+DEFAULT_VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused-dual", "fused-packed", "fused-packed-tma")
+SWEEP_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
+SWEEP_HIDDENS = (3072, 8192)
+DTYPE = torch.bfloat16
+DEVICE = "cuda"
+# max|y - y_eager| / max|y_eager| above this is a wrong kernel, not rounding: in
+# bf16 the variants differ from eager by a few bf16 ulps of the largest output
+# (~0.4 % each); a bad tile or mask gives errors of order 1.
+WRONG_OUTPUT = 3e-2
+L2_FALLBACK_BYTES = 50 * 2**20  # H100: 50 MB
+
+
+# ---------------------------------------------------------------- variants
+def build_variant(name: str, mlp: SimpleGeGLUMLP) -> tuple[Callable, str | None]:
+    """The forward callable of variant ``name`` sharing ``mlp``'s weights, and a note (or None)."""
+    dim, hidden = mlp.gate_proj.in_features, mlp.gate_proj.out_features
+    if name == "eager":
+        return mlp, None
+    if name in ("compile", "compile-max-autotune"):
+        # A fresh Dynamo cache for each compiled variant and each shape, and
+        # static shapes: without dynamic=False the second shape of a sweep
+        # would get a dynamic-shape kernel instead of one tuned to it.
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        if name == "compile":
+            return torch.compile(mlp, dynamic=False), None
+        return torch.compile(mlp, mode="max-autotune-no-cudagraphs", dynamic=False), "CUDA graphs off"
+    if name == "liger":
+        liger = load_liger_geglu_mlp(dim, hidden, device=DEVICE, dtype=DTYPE)
+        liger.module.load_state_dict(mlp.state_dict())
+        return liger.module, liger.note
+    if name.startswith("fused"):
+        from . import fused_mlp
+
+        design = fused_mlp.DEFAULT_DESIGN if name == "fused" else name.removeprefix("fused-")
+        return fused_mlp.FusedGeGLUMLP.from_mlp(mlp, design=design), f"design={design!r}"
+    raise GuideError(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip().rstrip(":")
+
+
+def _rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """``max |got - want| / max |want|`` in float64."""
+    want = want.double()
+    scale = want.abs().max().item() or 1.0
+    return (got.double() - want).abs().max().item() / scale
+
+
+def _float64_reference(mlp: SimpleGeGLUMLP, x: torch.Tensor) -> torch.Tensor:
+    wg, wu, wd = (m.weight.double() for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+    x = x.double()
+    return (torch.nn.functional.gelu(x @ wg.T, approximate="tanh") * (x @ wu.T)) @ wd.T
+
+
+def _input_count(x_bytes: int) -> int:
+    """How many inputs to rotate through: together at least twice the L2 cache, at least 3."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = getattr(props, "L2_cache_size", 0) or L2_FALLBACK_BYTES
+    return max(3, min(256, math.ceil(2 * l2 / x_bytes)))
+
+
+def _finite_or_none(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def measure_shape(
+    shape: tuple[int, ...],
+    hidden: int,
+    variants: Sequence[str],
+    *,
+    gemm_tflops: float,
+    rounds: int = 20,
+    seed: int = 0,
+    progress: Callable[[str], object] = print,
+) -> dict:
+    """Check and time ``variants`` on inputs of ``shape`` (last dim = dim); JSON-ready dict."""
+    dim = shape[-1]
+    rows = math.prod(shape[:-1])
+    x_bytes = rows * dim * DTYPE.itemsize
+    n_inputs = _input_count(x_bytes)
+    # inputs, eager's g, u, h and y, and the float64 reference (x, g, u, y)
+    need = n_inputs * x_bytes + rows * hidden * (4 * 2 + 3 * 8) + 3 * dim * hidden * (2 + 8)
+    require_cuda_memory(need, f"the MLP benchmark at {rows} rows, dim {dim}, hidden {hidden}")
+    torch.manual_seed(seed)
+    mlp = SimpleGeGLUMLP(dim, hidden, device=DEVICE, dtype=DTYPE)
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)
+    inputs = [(torch.randn(*shape, device=DEVICE, dtype=DTYPE, generator=gen),) for _ in range(n_inputs)]
+    floor = mlp_flops(rows, dim, hidden) / gemm_tflops / 1e6
+    with torch.no_grad():
+        y_eager = mlp(inputs[0][0])
+        y_exact = _float64_reference(mlp, inputs[0][0])
+    result = {
+        "rows": rows, "dim": dim, "hidden": hidden, "floor_us": floor,
+        "inputs": n_inputs, "inputs_mb": round(n_inputs * x_bytes / 1e6, 1),
+        "variants_us": {}, "errors": {}, "wrong": [], "max_rel_error": {}, "max_rel_error_fp64": {},
+        "notes": {}, "fused_configs": {},
+    }  # fmt: skip
+    progress(f"shape {list(shape)} hidden {hidden}: {n_inputs} rotating inputs ({result['inputs_mb']} MB), floor {floor:.1f} µs")
+    for name in variants:
+        fn = None
+        try:
+            progress(f"  {name}: building and checking")
+            fn, note = build_variant(name, mlp)
+            if note:
+                result["notes"][name] = note
+            with torch.no_grad():
+                y = fn(inputs[0][0])  # compiles / autotunes on first call
+            torch.cuda.synchronize()
+            err, err64 = _rel_error(y, y_eager), _rel_error(y, y_exact)
+            result["max_rel_error"][name] = _finite_or_none(err)
+            result["max_rel_error_fp64"][name] = _finite_or_none(err64)
+            del y
+            if not err <= WRONG_OUTPUT:  # NaN too
+                result["errors"][name] = f"wrong output: max rel error vs eager {err:.2e} > {WRONG_OUTPUT:.0e}"
+                result["wrong"].append(name)
+                progress(f"  {name}: WRONG OUTPUT, max rel error vs eager {err:.2e} (float64 reference: {err64:.2e})")
+                continue
+            with torch.no_grad():
+                us = median_rotating_us(fn, inputs, rounds=rounds)
+            result["variants_us"][name] = us
+            if name.startswith("fused"):
+                from . import fused_mlp
+
+                result["fused_configs"][name] = fused_mlp.last_config(fn.design)
+            progress(f"  {name}: {us:.1f} µs ({us / floor:.2f}× floor), max rel error vs eager {err:.1e}, vs float64 {err64:.1e}")
+        except Exception as exc:  # one variant's failure is recorded, the run goes on
+            result["errors"][name] = _one_line(exc)
+            progress(f"  {name}: error: {result['errors'][name]}")
+        finally:
+            del fn
+            torch.cuda.empty_cache()
+    return result
+
+
+def _check_variants(variants: Sequence[str] | None) -> list[str]:
+    variants = list(DEFAULT_VARIANTS if variants is None else variants)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise GuideError(f"unknown variant {unknown[0]!r}: choose from {', '.join(VARIANTS)}")
+    return variants
+
+
+def _require_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise GuideError("the MLP benchmark runs on a CUDA GPU and none is visible")
+
+
+def _measure_ceilings(progress) -> dict:
+    from . import roofline
+
+    progress("ceilings: bf16 GEMM rate (8192³) and device-to-device copy bandwidth")
+    ceilings = {"gemm_tflops": roofline.measure_gemm_tflops(), "copy_tbps": roofline.measure_copy_tbps()}
+    progress(f"ceilings: {ceilings['gemm_tflops']:.0f} TFLOP/s bf16 GEMM, {ceilings['copy_tbps']:.2f} TB/s copy")
+    return ceilings
+
+
+def run_benchmark(
+    batch: int = 64,
+    seq: int = 128,
+    dim: int = 768,
+    hidden: int = 3072,
+    variants: Sequence[str] | None = None,
+    rounds: int = 20,
+    progress: Callable[[str], object] = print,
+    *,
+    ceilings: dict | None = None,
+    seed: int = 0,
+) -> dict:
+    """Check and time the MLP variants at ``[batch, seq, dim]`` → ``hidden``; a JSON-ready dict.
+
+    Keys: ``gpu``, ``versions``, ``shape``, ``ceilings`` (``gemm_tflops``,
+    ``copy_tbps``), ``floor_us``, ``variants_us`` (name → median µs),
+    ``errors`` (name → one line: unavailable, failed or wrong output),
+    ``wrong`` (names whose output disagreed with eager), ``max_rel_error``
+    (vs eager) and ``max_rel_error_fp64`` (vs a float64 reference),
+    ``fused_config`` (the default fused design's tile config) and
+    ``fused_configs``, ``notes``, ``timing``.
+    """
+    _require_cuda()
+    variants = _check_variants(variants)
+    ceilings = ceilings or _measure_ceilings(progress)
+    m = measure_shape((batch, seq, dim), hidden, variants, gemm_tflops=ceilings["gemm_tflops"],
+                      rounds=rounds, seed=seed, progress=progress)  # fmt: skip
+    from .fused_mlp import DEFAULT_DESIGN
+
+    configs = m["fused_configs"]
+    return {
+        "gpu": gpu_facts(),
+        "versions": software_versions(),
+        "shape": {"batch": batch, "seq": seq, "rows": m["rows"], "dim": dim, "hidden": hidden, "dtype": "bfloat16"},
+        "ceilings": ceilings,
+        "floor_us": m["floor_us"],
+        "variants_us": m["variants_us"],
+        "errors": m["errors"],
+        "wrong": m["wrong"],
+        "max_rel_error": m["max_rel_error"],
+        "max_rel_error_fp64": m["max_rel_error_fp64"],
+        "fused_config": configs.get("fused") or configs.get(f"fused-{DEFAULT_DESIGN}"),
+        "fused_configs": configs,
+        "notes": m["notes"],
+        "timing": {
+            "method": "median of CUDA-event times per forward, torch.no_grad(), inputs rotated",
+            "rounds": rounds,
+            "inputs": m["inputs"],
+            "inputs_mb": m["inputs_mb"],
+        },
+    }
+
+
+def sweep(
+    rows_list: Sequence[int] = SWEEP_ROWS,
+    hiddens: Sequence[int] = SWEEP_HIDDENS,
+    dim: int = 768,
+    variants: Sequence[str] | None = None,
+    rounds: int = 10,
+    progress: Callable[[str], object] = print,
+    *,
+    ceilings: dict | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """Every variant at every (rows, hidden): one dict per shape.
+
+    Each row holds ``rows``, ``dim``, ``hidden``, ``floor_us``, one key per
+    variant with its median µs (None if it failed), and ``errors``.
+    ``torch.compile`` variants recompile for every shape (static shapes), and
+    the fused kernels autotune once per shape: the first sweep takes minutes.
+    """
+    _require_cuda()
+    variants = _check_variants(variants)
+    ceilings = ceilings or _measure_ceilings(progress)
+    table = []
+    for hidden in hiddens:
+        for rows in rows_list:
+            m = measure_shape((rows, dim), hidden, variants, gemm_tflops=ceilings["gemm_tflops"],
+                              rounds=rounds, seed=seed, progress=progress)  # fmt: skip
+            row = {"rows": rows, "dim": dim, "hidden": hidden, "floor_us": m["floor_us"]}
+            row.update({name: m["variants_us"].get(name) for name in variants})
+            row["errors"] = m["errors"]
+            row["wrong"] = m["wrong"]
+            row["fused_configs"] = m["fused_configs"]
+            table.append(row)
+    return table
+
+
+# ---------------------------------------------------------------- command line
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    values = [_positive_int(part) for part in text.split(",") if part.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def _variant_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated variants from {', '.join(VARIANTS)}")
+    for name in names:
+        if name not in VARIANTS:
+            raise argparse.ArgumentTypeError(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m profiling_guide.bench_mlp",
+        description="Time the GeGLU MLP variants (bf16) against the GEMM and copy ceilings measured in the same run.",
+    )
+    p.add_argument("--batch", type=_positive_int, default=64)
+    p.add_argument("--seq", type=_positive_int, default=128)
+    p.add_argument("--dim", type=_positive_int, default=768)
+    p.add_argument("--hidden", type=_positive_int, default=3072)
+    p.add_argument("--variants", type=_variant_list, default=None,
+                   help=f"comma-separated, from {','.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})")
+    p.add_argument("--rounds", type=_positive_int, default=None,
+                   help="passes over the rotating inputs (default 20; 10 with --sweep)")
+    p.add_argument("--sweep", action="store_true", help="all variants over --rows × --hiddens at --dim")
+    p.add_argument("--rows", type=_int_list, default=list(SWEEP_ROWS), help="sweep rows (batch·seq), comma-separated")
+    p.add_argument("--hiddens", type=_int_list, default=list(SWEEP_HIDDENS), help="sweep hidden sizes, comma-separated")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT.json", help="write the results here (atomically)")
+    return p  # fmt: skip
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write ``data`` as JSON to a temporary file beside ``path``, then rename: never half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def format_table(result: dict) -> str:
+    """variant | median µs | × floor | speedup vs eager, then the errors."""
+    floor, times = result["floor_us"], result["variants_us"]
+    eager = times.get("eager")
+    lines = [f"{'variant':<22} {'median µs':>10} {'× floor':>8} {'vs eager':>9}"]
+    lines.append(f"{'floor (GEMM rate)':<22} {floor:>10.1f} {1:>8.2f} {'':>9}")
+    for name, us in times.items():
+        vs = f"{eager / us:>8.2f}×" if eager else f"{'':>9}"
+        lines.append(f"{name:<22} {us:>10.1f} {us / floor:>8.2f} {vs}")
+    for name, msg in result["errors"].items():
+        lines.append(f"{name:<22} error: {msg}")
+    return "\n".join(lines)
+
+
+def format_sweep(rows: list[dict], variants: Sequence[str]) -> str:
+    """rows | hidden | floor | each variant's µs ('-' where it failed)."""
+    head = f"{'rows':>6} {'hidden':>6} {'floor':>8} " + " ".join(f"{v:>12}" for v in variants)
+    lines = [head, "(µs per forward)"]
+    for r in rows:
+        cells = " ".join(f"{r[v]:>12.1f}" if r.get(v) is not None else f"{'-':>12}" for v in variants)
+        lines.append(f"{r['rows']:>6} {r['hidden']:>6} {r['floor_us']:>8.1f} {cells}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def progress(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        _require_cuda()
+        variants = _check_variants(args.variants)
+        if args.sweep:
+            ceilings = _measure_ceilings(progress)
+            rows = sweep(args.rows, args.hiddens, args.dim, variants, rounds=args.rounds or 10,
+                         progress=progress, ceilings=ceilings)  # fmt: skip
+            result = {"gpu": gpu_facts(), "versions": software_versions(), "ceilings": ceilings, "dim": args.dim,
+                      "dtype": "bfloat16", "variants": variants, "sweep": rows}  # fmt: skip
+            print()
+            print(format_sweep(rows, variants))
+            wrong = sorted({name for r in rows for name in r["wrong"]})
+        else:
+            result = run_benchmark(args.batch, args.seq, args.dim, args.hidden, variants,
+                                   rounds=args.rounds or 20, progress=progress)  # fmt: skip
+            print()
+            print(f"{result['gpu']['name']}, [{args.batch}, {args.seq}, {args.dim}] → {args.hidden}, bf16; "
+                  f"ceilings {result['ceilings']['gemm_tflops']:.0f} TFLOP/s, {result['ceilings']['copy_tbps']:.2f} TB/s")  # fmt: skip
+            print(format_table(result))
+            if result["fused_config"]:
+                print(f"fused config: {result['fused_config']}")
+            wrong = result["wrong"]
+        if args.json:
+            write_json_atomic(args.json, result)
+            print(f"wrote {args.json}")
+    except GuideError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if wrong:
+        print(f"error: wrong output from {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
