@@ -238,5 +238,5 @@ def test_cpu_tensors_are_refused_without_the_interpreter():
 def test_setting_the_interpreter_after_import_is_explained(monkeypatch):
     monkeypatch.setattr(fm, "INTERPRETED", False)  # as if imported before TRITON_INTERPRET was set
     x, wg, wu = weights(4, 32, 48, torch.float16)
-    with pytest.raises(GuideError, match="before the import"):
+    with pytest.raises(GuideError, match="before importing triton"):
         fm.geglu_dual_gemm(x, wg, wu)

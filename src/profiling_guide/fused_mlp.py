@@ -93,8 +93,8 @@ from torch import nn
 
 from .errors import GuideError
 
-# triton.jit decides when the decorator runs, i.e. when this module is
-# imported, whether a kernel is compiled for the GPU or run by the interpreter.
+# Whether the kernels run in Triton's interpreter is decided when triton and
+# this module are imported (triton.jit reads TRITON_INTERPRET as it decorates).
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 DESIGNS = ("packed", "dual", "packed-tma")
@@ -402,11 +402,11 @@ def _check_device(*tensors: torch.Tensor) -> None:
     if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
         raise GuideError(
             "CPU tensors run only in Triton's interpreter, and TRITON_INTERPRET=1 was set after "
-            "profiling_guide.fused_mlp was imported: set it before the import"
+            "triton was imported: set it before importing triton and profiling_guide.fused_mlp"
         )
     raise GuideError(
         f"the fused GeGLU kernel runs on a CUDA device (or on the CPU with TRITON_INTERPRET=1 set "
-        f"before import), got a tensor on {device}"
+        f"before triton is imported), got a tensor on {device}"
     )
 
 
