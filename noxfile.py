@@ -6,27 +6,260 @@ recordings elsewhere (``PROFILING_GUIDE_MODE`` = auto | live | replay).
 torch is not pinned: a GPU machine keeps (or gets) its CUDA build. To choose a
 build, give pip a constraints file, as CI does:
 ``PIP_CONSTRAINT=.ci/constraints-cpu.txt nox -s tests``.
+
+Other sessions:
+
+* ``links``: every relative link and image of the built site resolves (no network).
+* ``browser``: the built site in headless Chromium (Debian's ``chromium``).
+  Both read an existing ``docs/_build/html``: run ``nox -s docs`` first.
+* ``wheelhouse``: on a connected machine, download into ``wheelhouse/`` every
+  wheel the docs build needs on the GPU machine (Python 3.12, manylinux
+  x86_64), except torch, triton and the nvidia-* / cuda-* wheels it already has.
+* ``docs_offline``: on the GPU machine with no package index, build the site
+  live from ``wheelhouse/``, using the machine's preinstalled CUDA torch.
 """
 
+from __future__ import annotations
+
+import json
 import os
+import re
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["tests", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
+ROOT = Path(__file__).parent
+SITE = ROOT / "docs" / "_build" / "html"
+WHEELHOUSE = ROOT / "wheelhouse"
+
+SPHINX_BUILD = ("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+# The GPU machine (Python 3.12, glibc 2.39): pip matches manylinux_2_N tags
+# exactly, so name each N a wheel may carry.
+GPU_PYTHON = "3.12"
+GPU_PLATFORMS = [
+    *(f"manylinux_2_{n}_x86_64" for n in (39, 38, 36, 35, 34, 31, 28, 27, 26, 24, 17)),
+    "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux1_x86_64",
+]
+# What the GPU machine's Python already has, as `pip list` showed it there
+# (torch 2.11.0+cu130, Python 3.12.3, Ubuntu 24.04). The wheelhouse is resolved
+# against exactly these versions and leaves them out: torch and triton are
+# multi-GB, and with numpy, pandas, matplotlib, pillow and the rest carried too
+# the wheelhouse would be about 120 MiB instead of about 60. setuptools is not
+# listed: pip's isolated build of this package needs it in the wheelhouse.
+# If the GPU image changes, update this from `python3 -m pip list` there.
+GPU_IMAGE = dict(line.split("==") for line in """
+    anyio==4.15.1 attrs==26.1.0 certifi==2026.7.22 charset-normalizer==3.5.1 click==8.5.0
+    contourpy==1.4.0 cycler==0.12.1 filelock==3.32.5 fonttools==4.66.1 fsspec==2026.7.0 h11==0.16.0
+    hf-xet==1.6.0 huggingface-hub==1.33.0 humanize==4.16.0 idna==3.19 jinja2==3.1.6
+    kiwisolver==1.5.1 markdown-it-py==4.2.0 markupsafe==3.0.3 matplotlib==3.11.2 mdurl==0.1.2
+    numpy==2.5.2 packaging==26.3 pandas==3.0.6 pillow==12.3.0 psutil==7.2.2 pygments==2.21.0
+    pyparsing==3.3.3 python-dateutil==2.9.0.post0 pyyaml==6.0.3 requests==2.34.2 rich==15.0.0
+    tabulate==0.10.0 torch==2.11.0 tqdm==4.70.1 triton==3.6.0
+    typing-extensions==4.16.0 urllib3==2.7.0 zipp==4.1.0
+""".split())
+# Never in the wheelhouse, whatever resolves: the GPU stack.
+GPU_STACK = re.compile(r"^(torch|triton|pytorch-triton|nvidia-.*|cuda-.*)$")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the tests (CPU only; Triton kernels under TRITON_INTERPRET=1)."""
     session.install("-e", ".[test,liger,docs]")
-    session.run("pytest", *session.posargs)
+    # The browser tests read a built site and need Chromium: `nox -s browser`.
+    session.run("pytest", "--ignore=tests/browser", *session.posargs)
+
+
+# ------------------------------------------------------------------ the site
+MODE_PROBE = r"""
+import os, sys
+mode = os.environ.get("PROFILING_GUIDE_MODE", "auto").strip().lower() or "auto"
+try:
+    import torch
+except ImportError as err:
+    print(f"error: torch does not import ({err})"); sys.exit()
+cuda = torch.cuda.is_available()
+gpu = torch.cuda.get_device_name(0) if cuda else None
+if mode not in ("auto", "live", "replay"):
+    print(f"error: PROFILING_GUIDE_MODE={mode!r} is not a mode: use auto, live or replay")
+elif mode == "live" and not cuda:
+    print(f"error: PROFILING_GUIDE_MODE=live but torch {torch.__version__} sees no CUDA GPU: "
+          "run on a GPU machine, or use PROFILING_GUIDE_MODE=replay")
+elif mode == "replay" or not cuda:
+    why = "PROFILING_GUIDE_MODE=replay" if mode == "replay" else "no CUDA GPU visible"
+    print(f"replay: {why}: replaying the recordings in docs/recordings (torch {torch.__version__})")
+else:
+    print(f"live: CUDA GPU visible ({gpu}, torch {torch.__version__}): measuring live "
+          "and refreshing the recordings in docs/recordings")
+"""
+
+
+def announce_mode(session: nox.Session) -> None:
+    """Say in one line whether this build measures live or replays; stop if it cannot do what was asked."""
+    out = session.run("python", "-c", MODE_PROBE, silent=True) or ""
+    line = out.strip().splitlines()[-1] if out.strip() else "error: the mode probe printed nothing"
+    if line.startswith("error: "):
+        session.error(line.removeprefix("error: "))
+    session.log(line)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the site into docs/_build/html (warnings are errors)."""
     session.install("-e", ".[docs,liger]")
-    mode = os.environ.get("PROFILING_GUIDE_MODE", "auto")
-    session.log(f"PROFILING_GUIDE_MODE={mode} (auto: live with CUDA, replay without)")
-    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html", *session.posargs)
+    announce_mode(session)
+    session.run(*SPHINX_BUILD, *session.posargs)
+
+
+def require_site(session: nox.Session) -> None:
+    if not (SITE / "index.html").is_file():
+        session.error(f"{SITE.relative_to(ROOT)} is missing: run nox -s docs first")
+
+
+@nox.session
+def links(session: nox.Session) -> None:
+    """Check that every relative href/src (and #anchor) of the built site resolves; no network."""
+    require_site(session)
+    session.install("pytest")
+    session.run("pytest", "--confcutdir=tests/browser", "tests/browser/test_links.py", *session.posargs)
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """Load every page of the built site in headless Chromium (/usr/bin/chromium) and check it."""
+    require_site(session)
+    session.install("pytest", "playwright")
+    session.run("pytest", "--confcutdir=tests/browser", "tests/browser", *session.posargs)
+
+
+# ------------------------------------------------------ the air-gapped rebuild
+def _requirements() -> list[str]:
+    """The project's dependencies and its docs and liger extras, from pyproject.toml."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project.get("optional-dependencies", {})
+    return [*project["dependencies"], *extras.get("docs", []), *extras.get("liger", [])]
+
+
+def _stub_wheel(folder: Path, name: str, version: str) -> None:
+    """An empty wheel that stands for a package the GPU machine already has.
+
+    Resolving against it, pip picks what works with the preinstalled version and
+    never looks at (or downloads) the real wheel: torch's alone is several GB.
+    """
+    import zipfile
+
+    stem = f"{name.replace('-', '_')}-{version}"
+    dist = f"{stem}.dist-info"
+    files = {  # no Requires-Dist: what the machine has, it has with its dependencies
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: noxfile\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{dist}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{dist}/RECORD,,\n"
+    with zipfile.ZipFile(folder / f"{stem}-py3-none-any.whl", "w") as whl:
+        for path, text in files.items():
+            whl.writestr(path, text)
+
+
+@nox.session
+def wheelhouse(session: nox.Session) -> None:
+    """Download the docs build's wheels for the GPU machine into wheelhouse/ (run on a connected machine)."""
+    session.install("pip>=24")
+    roots = [*_requirements(), "nox", "setuptools>=68"]
+    target = ["--only-binary=:all:", "--python-version", GPU_PYTHON, "--implementation", "cp",
+              *(arg for p in GPU_PLATFORMS for arg in ("--platform", p))]
+    with tempfile.TemporaryDirectory() as tmp:
+        stubs, report_path = Path(tmp) / "stubs", Path(tmp) / "report.json"
+        stubs.mkdir()
+        for name, version in GPU_IMAGE.items():
+            _stub_wheel(stubs, name, f"{version}+gpuimage")
+        constraints = Path(tmp) / "gpu-image.txt"
+        constraints.write_text("".join(f"{name}=={version}+gpuimage\n" for name, version in GPU_IMAGE.items()))
+        # Resolve for the GPU machine without downloading anything: pip reads
+        # each wheel's metadata only, and what the machine has are the stubs
+        # above (the local version label keeps PyPI's files of the same
+        # version out of the choice).
+        session.run("python", "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                    "--target", str(Path(tmp) / "unused"), "--report", str(report_path),
+                    "--find-links", str(stubs), "--constraint", str(constraints), *target, *roots)
+        report = json.loads(report_path.read_text())
+    needed = {item["metadata"]["name"]: item["metadata"]["version"] for item in report["install"]
+              if _canonical(item["metadata"]["name"]) not in GPU_IMAGE}
+    session.log(f"{len(needed)} distributions for the GPU machine; {len(GPU_IMAGE)} more are preinstalled "
+                "there (GPU_IMAGE in noxfile.py: torch, triton, numpy, pandas, matplotlib, ...)")
+    if WHEELHOUSE.exists():
+        shutil.rmtree(WHEELHOUSE)
+    WHEELHOUSE.mkdir()
+    session.run("python", "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(WHEELHOUSE), *target,
+                *(f"{name}=={version}" for name, version in sorted(needed.items())))
+    leaked = sorted(p.name for p in WHEELHOUSE.iterdir() if GPU_STACK.match(_canonical(p.name.split("-")[0])))
+    if leaked:
+        session.error(f"wheelhouse/ holds packages the GPU machine has: {', '.join(leaked)}")
+    size = sum(p.stat().st_size for p in WHEELHOUSE.iterdir())
+    (WHEELHOUSE / "requirements.txt").write_text("".join(f"{n}=={v}\n" for n, v in sorted(needed.items())))
+    session.log(f"wheelhouse/: {len(needed)} wheels, {size / 2**20:.1f} MiB. Copy it next to the checkout on "
+                "the GPU machine, then: python3 -m pip install --no-index --find-links wheelhouse nox "
+                "&& nox -s docs_offline")
+
+
+def _missing_distribution(pip_output: str) -> str | None:
+    for pattern in (r"No matching distribution found for ([^\s]+)",
+                    r"Could not find a version that satisfies the requirement ([^\s]+)"):
+        found = re.search(pattern, pip_output)
+        if found:
+            return found.group(1)
+    return None
+
+
+def _inherit_parent_venv(session: nox.Session) -> None:
+    """Let the session's venv see the packages of the venv nox runs in.
+
+    ``--system-site-packages`` reaches the *base* interpreter's packages only;
+    on the GPU machine torch lives in a virtual environment (the ``python3``
+    that holds PyTorch), so that environment's site-packages is added as well,
+    after the session's own.
+    """
+    if sys.prefix == sys.base_prefix:
+        return
+    parent = sysconfig.get_paths()["purelib"]
+    site = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                       silent=True).strip().splitlines()[-1]
+    Path(site, "_profiling_guide_parent_env.pth").write_text(parent + "\n")
+
+
+@nox.session(venv_params=["--system-site-packages"])
+def docs_offline(session: nox.Session) -> None:
+    """Build the site on a machine with no package index, from wheelhouse/ and the preinstalled CUDA torch."""
+    if not WHEELHOUSE.is_dir() or not any(WHEELHOUSE.glob("*.whl")):
+        session.error("wheelhouse/ is missing or empty: run `nox -s wheelhouse` on a connected machine "
+                      "and copy wheelhouse/ into this checkout")
+    _inherit_parent_venv(session)
+    out = session.run("python", "-m", "pip", "install", "--no-index", "--find-links", str(WHEELHOUSE),
+                      "-e", ".[docs,liger]", silent=True, success_codes=[0, 1]) or ""
+    if "ERROR:" in out:
+        missing = _missing_distribution(out)
+        if missing and _canonical(re.split(r"[<>=!~;\[ ]", missing)[0]) in GPU_IMAGE:
+            session.error(f"{missing} should be preinstalled here (GPU_IMAGE in noxfile.py) but this Python "
+                          f"lacks it: run nox with the Python that holds torch, or add it to the wheelhouse")
+        if missing:
+            session.error(f"wheelhouse/ has no wheel for {missing}: run `nox -s wheelhouse` on a connected "
+                          "machine and copy the new wheelhouse/ here")
+        errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
+        session.error(f"pip could not install from wheelhouse/: {errors[0] if errors else out.strip()[-300:]}")
+    session.log("installed the docs build from wheelhouse/ (torch, triton: preinstalled)")
+    announce_mode(session)
+    session.run(*SPHINX_BUILD, *session.posargs)

@@ -4,18 +4,42 @@ The gallery (``examples/``) is executed by sphinx-gallery; the concept pages
 (``docs/concepts/``) are MyST notebooks executed by myst-nb on the CPU.
 ``PROFILING_GUIDE_MODE`` (auto | live | replay) decides whether the examples
 measure on a GPU or replay the recordings in ``docs/recordings``.
+
+Besides the configuration, this file holds the site's small extensions:
+
+* ``pg-ladder`` and ``pg-automodules``, two directives that write the landing
+  page's ladder and the API page from what exists in the checkout, so a rung or
+  a module that is not written yet leaves no broken link behind;
+* a hook that copies the recordings into the built site as ``_recordings/``,
+  where each example page's banner links them;
+* a hook that keeps sphinx-gallery's execution-time report free of scripts
+  and styles fetched from other sites (the site works offline).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+import pkgutil
+import re
+import shutil
 import sys
 from pathlib import Path
 
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+from sphinx.util import logging
+from sphinx.util.nodes import nested_parse_with_titles
 from sphinx_gallery.sorting import FileNameSortKey
 
 HERE = Path(__file__).parent
+REPO = HERE.parent
+EXAMPLES = REPO / "examples"
 sys.path.insert(0, str(HERE))  # for _gallery_hooks
+
+logger = logging.getLogger("profiling_guide.docs")
 
 project = "profiling-guide"
 author = "the profiling-guide authors"
@@ -49,7 +73,7 @@ nb_execution_excludepatterns = [f"{GALLERY_DIR}/*", f"{GALLERY_DIR}/**"]
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 
 sphinx_gallery_conf = {
-    "examples_dirs": str(HERE.parent / "examples"),
+    "examples_dirs": str(EXAMPLES),
     "gallery_dirs": GALLERY_DIR,
     "filename_pattern": r"/plot_",
     "within_subsection_order": FileNameSortKey,
@@ -62,20 +86,249 @@ sphinx_gallery_conf = {
     "image_srcset": ["2x"],
     "default_thumb_file": str(HERE / "_static" / "thumb.png"),
     "min_reported_time": 0,
+    # The landing page's `minigallery` reads example files by glob; it wants a
+    # backreferences folder to exist, which lives with the build output.
+    "backreferences_dir": "_build/backreferences",
 }
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_numpy_docstring = True
 
+# Copy buttons copy the command, not the prompt or the output.
+copybutton_prompt_text = r">>> |\.\.\. |\$ |In \[\d*\]: | {2,5}\.\.\.: | {5,8}: "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = False
+copybutton_exclude = ".linenos, .gp, .go"
+
 html_theme = "pydata_sphinx_theme"
 html_title = "profiling-guide"
 html_static_path = ["_static"]
 html_css_files = ["guide.css"]
+html_js_files = ["guide.js"]
+html_favicon = "_static/favicon.svg"
+html_show_sourcelink = False
 html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
-    "secondary_sidebar_items": ["page-toc", "sourcelink"],
+    "secondary_sidebar_items": ["page-toc"],
+    "header_links_before_dropdown": 5,
+    "navbar_align": "left",
+    "show_prev_next": True,
+    "footer_start": ["copyright"],
+    "footer_end": ["build-mode"],
 }
+html_sidebars = {"index": [], "api": [], "about": []}
+templates_path = ["_templates"]
 
 suppress_warnings = ["config.cache"]
+
+
+# ----------------------------------------------------------------- build mode
+def _build_mode() -> str:
+    """``live`` or ``replay``, as the examples will decide it (without importing torch twice)."""
+    requested = os.environ.get("PROFILING_GUIDE_MODE", "auto").strip().lower()
+    if requested in ("live", "replay"):
+        return requested
+    try:
+        import torch
+
+        return "live" if torch.cuda.is_available() else "replay"
+    except ImportError:
+        return "replay"
+
+
+html_context = {"pg_build_mode": _build_mode(), "default_mode": "auto"}
+
+
+# ---------------------------------------------------------- the ladder (index)
+def _example_for(number: str) -> Path | None:
+    found = sorted(EXAMPLES.glob(f"plot_{number}_*.py"))
+    return found[0] if found else None
+
+
+class Ladder(Directive):
+    """The landing page's rungs: ``NN | name | question``, one a line.
+
+    A rung whose example exists links to its page; one that does not yet
+    exist is listed without a link, so the landing page never breaks.
+    """
+
+    has_content = True
+
+    def run(self):
+        items = nodes.enumerated_list(classes=["pg-ladder"])
+        for line in self.content:
+            if not line.strip():
+                continue
+            number, name, question = (part.strip() for part in line.split("|", 2))
+            example = _example_for(number)
+            item = nodes.list_item(classes=["pg-rung"] + ([] if example else ["pg-rung-planned"]))
+            para = nodes.paragraph()
+            if example:
+                ref = nodes.inline("", "", nodes.Text(name))
+                xref = _doc_xref(self, f"/{GALLERY_DIR}/{example.stem}", ref)
+                para += nodes.strong("", "", xref)
+            else:
+                para += nodes.strong(text=name)
+            para += nodes.Text(" — " + question)
+            if not example:
+                para += nodes.inline(text=" (in preparation)", classes=["pg-planned"])
+            item += para
+            items += item
+        return [items]
+
+
+def _doc_xref(directive: Directive, target: str, content: nodes.Node, *, explicit: bool = True) -> nodes.Node:
+    """A ``:doc:`` reference; with ``explicit=False`` Sphinx writes the target's title."""
+    from sphinx.addnodes import pending_xref
+
+    env = directive.state.document.settings.env
+    return pending_xref("", content, refdomain="std", reftype="doc", reftarget=target,
+                        refdoc=env.docname, refexplicit=explicit, refwarn=True)
+
+
+class DocList(Directive):
+    """A bullet list linking every document that matches a glob (``concepts/*``), by title.
+
+    Unlike a second ``toctree`` it leaves each page's place in the navigation alone.
+    """
+
+    required_arguments = 1
+
+    def run(self):
+        env = self.state.document.settings.env
+        pattern = self.arguments[0]
+        found = sorted({p.with_suffix("").relative_to(HERE).as_posix()
+                        for ext in env.config.source_suffix for p in HERE.glob(pattern + ext)})
+        items = nodes.bullet_list(classes=["pg-doclist"])
+        for docname in found:
+            item = nodes.list_item()
+            item += nodes.paragraph("", "", _doc_xref(self, "/" + docname, nodes.inline(), explicit=False))
+            items += item
+        return [items]
+
+
+# ------------------------------------------------------------------- API page
+PACKAGE = "profiling_guide"
+
+
+class AutoModules(Directive):
+    """One section with ``automodule`` per module of the package that exists.
+
+    The content lists modules (short names) in reading order; modules of the
+    package that the list leaves out follow, sorted. A listed module that does
+    not exist yet is skipped with a note in the build log; one that exists but
+    fails to import fails the build, as autodoc would.
+    """
+
+    has_content = True
+
+    def run(self):
+        pkg = importlib.import_module(PACKAGE)
+        present = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+        wanted = [line.strip() for line in self.content if line.strip()]
+        missing = [m for m in wanted if m not in present]
+        if missing:
+            logger.info(f"[api] not written yet, left off the API page: {', '.join(missing)}")
+        order = [m for m in wanted if m in present] + [m for m in present if m not in wanted]
+        lines: list[str] = []
+        for short in order:
+            name = f"{PACKAGE}.{short}"
+            title = f"``{short}``"
+            lines += [f".. _api-{short}:", "", title, "-" * len(title), "",
+                      f".. automodule:: {name}", "   :members:", "", ""]
+        container = nodes.container(classes=["pg-api"])
+        nested_parse_with_titles(self.state, StringList(lines, source="api"), container)
+        return container.children
+
+
+class RecordingsTable(Directive):
+    """A table of the recordings published with the site, linked under ``_recordings/``."""
+
+    def run(self):
+        import html
+
+        root = _recordings_root()
+        env = self.state.document.settings.env
+        prefix = "../" * env.docname.count("/")
+        rows = []
+        for folder in sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else ():
+            names = sorted({f.name.split(".trace.json.gz")[0].split(".run.json")[0]
+                            for pattern in RECORDING_PATTERNS for f in folder.glob(pattern)})
+            for name in names:
+                links = []
+                for suffix, label in ((".trace.json.gz", "trace"), (".run.json", "run record")):
+                    f = folder / f"{name}{suffix}"
+                    if f.is_file():
+                        href = html.escape(f"{prefix}_recordings/{folder.name}/{f.name}")
+                        links.append(f'<a href="{href}" download>{label}</a> '
+                                     f'<span class="pg-size">{f.stat().st_size / 1024:,.0f} KiB</span>')
+                rows.append(f"<tr><td>{html.escape(folder.name)}</td><td><code>{html.escape(name)}</code></td>"
+                            f"<td>{' · '.join(links)}</td></tr>")
+        if not rows:
+            return [nodes.paragraph(text=f"No recordings in {root.name}/ at build time.")]
+        table = ('<div class="pg-scroll"><table class="pg-table pg-recordings"><thead><tr><th>GPU</th>'
+                 "<th>recording</th><th>files</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+        return [nodes.raw("", table, format="html")]
+
+
+# -------------------------------------------------- recordings in the build
+def _recordings_root() -> Path:
+    if os.environ.get("PROFILING_GUIDE_RECORDINGS"):
+        return Path(os.environ["PROFILING_GUIDE_RECORDINGS"])
+    return HERE / "recordings"
+
+
+RECORDING_PATTERNS = ("*.trace.json.gz", "*.run.json")
+
+
+def copy_recordings(app, exception) -> None:
+    """Put every recording at ``_recordings/<gpu-slug>/<file>`` in the HTML output.
+
+    The example pages' banners link them there, relative to the page.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    root = _recordings_root()
+    out = Path(app.outdir) / "_recordings"
+    if out.exists():
+        shutil.rmtree(out)
+    copied = 0
+    for pattern in RECORDING_PATTERNS:
+        for src in sorted(root.glob(f"*/{pattern}")) if root.is_dir() else ():
+            dest = out / src.parent.name / src.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+            copied += 1
+    logger.info(f"[recordings] copied {copied} file(s) from {root} to {out}")
+
+
+# ------------------------------------------- execution times, kept offline
+_CDN_BLOCK = re.compile(r"^\.\. container::\n\n  \.\. raw:: html\n\n(?:    .*\n|\n)*?(?=  \.\. list-table::)", re.M)
+
+
+def tidy_execution_times(app) -> None:
+    """Drop the DataTables scripts and styles sphinx-gallery links from other sites.
+
+    The report keeps its table; the site stays self-contained (no requests
+    beyond its own files, so it works offline and passes the browser tests).
+    """
+    for path in [Path(app.srcdir) / "sg_execution_times.rst", *Path(app.srcdir, GALLERY_DIR).rglob("sg_execution_times.rst")]:
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        tidy = _CDN_BLOCK.sub(".. container:: pg-exec-times\n\n", text)
+        tidy = tidy.replace(":class: table table-striped sg-datatable", ":class: pg-table")
+        if tidy != text:
+            path.write_text(tidy)
+
+
+def setup(app):
+    app.add_directive("pg-ladder", Ladder)
+    app.add_directive("pg-automodules", AutoModules)
+    app.add_directive("pg-doclist", DocList)
+    app.add_directive("pg-recordings", RecordingsTable)
+    app.connect("builder-inited", tidy_execution_times, priority=900)
+    app.connect("build-finished", copy_recordings)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

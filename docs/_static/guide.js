@@ -1,0 +1,25 @@
+// Mark numeric table cells so guide.css can right-align them (tables written by
+// pandas carry no column types). A cell is numeric if it reads as a number,
+// optionally with a unit or a multiplier sign: "1,234.5", "−3", "12 %", "1.3×".
+(function () {
+  "use strict";
+  var NUMBER = /^[\s]*[-+\u2212]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?\s*(%|\u00d7|x|\u00b5s|us|ms|s|B|KiB|MiB|GiB|TB\/s|GB\/s|TFLOP\/s)?\s*$/;
+  function mark() {
+    var cells = document.querySelectorAll(
+      "table.pg-table td, .rendered_html table.dataframe td, .cell_output table.dataframe td"
+    );
+    for (var i = 0; i < cells.length; i++) {
+      var text = cells[i].textContent.trim();
+      if (text && text !== "-" && /\d/.test(text) && NUMBER.test(text)) {
+        cells[i].classList.add("pg-num");
+      } else if (text === "\u2013" || text === "nan") {
+        cells[i].classList.add("pg-num"); // missing values line up with the numbers
+      }
+    }
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", mark);
+  } else {
+    mark();
+  }
+})();

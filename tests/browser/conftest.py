@@ -1,0 +1,83 @@
+"""The built site, served on 127.0.0.1, and a headless Chromium to read it.
+
+These tests read an existing ``docs/_build/html`` (``nox -s docs`` builds it)
+and drive Debian's Chromium (``/usr/bin/chromium``) through Playwright; no
+browser is downloaded. Run them with ``nox -s browser``.
+
+Where Chromium or Playwright is missing the browser tests are skipped with the
+package to install, except under CI (``CI=true``), where they fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from site_pages import CHROMIUM, CHROMIUM_ARGS, SITE, unavailable
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    if not (SITE / "index.html").is_file():
+        unavailable(f"no built site in {SITE}: run nox -s docs first")
+    return SITE
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture(scope="session")
+def base_url(site: Path):
+    """The site served over HTTP on 127.0.0.1, on a free port the OS picks."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium, headless, with a fresh profile and no background network traffic."""
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        unavailable(f"Chromium not found at {CHROMIUM}: apt-get install chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("Playwright for Python is not installed: pip install playwright (or run nox -s browser)")
+    profile = tempfile.mkdtemp(prefix="pg-chromium-")
+    with sync_playwright() as pw:
+        try:
+            context = pw.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+                viewport={"width": 1280, "height": 900},
+            )
+        except Exception as err:  # noqa: BLE001 - the message names the fix either way
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            unavailable(f"Chromium at {CHROMIUM} did not start ({first}): apt-get install chromium")
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(chromium):
+    """A new tab that records console errors and uncaught exceptions."""
+    tab = chromium.new_page()
+    tab.errors = []
+    tab.on("console", lambda msg: tab.errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    tab.on("pageerror", lambda exc: tab.errors.append(f"uncaught: {exc}"))
+    tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.url} ({req.failure})"))
+    yield tab
+    tab.close()

@@ -1,0 +1,103 @@
+"""Every relative link, image and script of the built site resolves to a file (and anchor).
+
+No browser and no network: the HTML is parsed and each ``href``/``src``/``srcset``
+checked against the files of ``docs/_build/html``. Links to other sites are
+left alone.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import cache
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from site_pages import SITE, pages
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.refs: list[tuple[str, str, str]] = []  # (tag, attribute, value)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if attrs.get(key):
+                self.ids.add(attrs[key])
+        for key in ("href", "src"):
+            if attrs.get(key) is not None and not (tag == "link" and attrs.get("rel") in ("preconnect", "dns-prefetch")):
+                self.refs.append((tag, key, attrs[key]))
+        if attrs.get("srcset"):
+            for candidate in attrs["srcset"].split(","):
+                if candidate.strip():
+                    self.refs.append((tag, "srcset", candidate.split()[0]))
+
+
+@cache
+def parse(path: Path) -> _Page:
+    parser = _Page()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def broken_links(page: str) -> list[str]:
+    here = SITE / page
+    problems = []
+    for tag, attr, value in parse(here).refs:
+        value = value.strip()
+        parts = urlsplit(value)
+        if parts.scheme or parts.netloc or value.startswith(("mailto:", "javascript:", "data:")):
+            continue  # another site, or not a file
+        if not parts.path:
+            target = here
+        else:
+            target = (SITE / parts.path.lstrip("/")) if parts.path.startswith("/") else (here.parent / unquote(parts.path))
+            target = Path(*target.parts)  # keep '..' for resolve()
+            target = target.resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if SITE.resolve() not in target.parents and target != SITE.resolve():
+                problems.append(f"<{tag} {attr}={value!r}> leaves the site")
+                continue
+            if not target.is_file():
+                problems.append(f"<{tag} {attr}={value!r}>: no file {target.relative_to(SITE.resolve())}")
+                continue
+        fragment = unquote(parts.fragment)
+        if fragment and target.suffix == ".html" and fragment not in parse(target).ids:
+            problems.append(f"<{tag} {attr}={value!r}>: no id {fragment!r} in {target.name}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def all_pages(site):
+    found = pages()
+    assert found, f"no HTML pages in {site}"
+    return found
+
+
+def test_the_site_has_its_pages(all_pages):
+    for page in ("index.html", "api.html", "about.html", "search.html", "auto_examples/index.html"):
+        assert page in all_pages, f"{page} is missing from the built site"
+
+
+def test_every_relative_link_resolves(all_pages):
+    problems = defaultdict(list)
+    for page in all_pages:
+        for problem in broken_links(page):
+            problems[page].append(problem)
+    report = "\n".join(f"{page}: {p}" for page, ps in problems.items() for p in ps[:10])
+    assert not problems, f"{sum(map(len, problems.values()))} broken internal link(s):\n{report}"
+
+
+def test_every_example_links_its_recordings(all_pages):
+    """Each recording linked from an example page is in the site under _recordings/."""
+    examples = [p for p in all_pages if p.startswith("auto_examples/plot_")]
+    if not examples:
+        pytest.skip("no example pages were built")
+    recordings = sorted((SITE / "_recordings").rglob("*.trace.json.gz")) if (SITE / "_recordings").is_dir() else []
+    assert recordings, "the build copied no recordings into _recordings/ (see copy_recordings in docs/conf.py)"

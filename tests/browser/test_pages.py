@@ -1,0 +1,106 @@
+"""The built site as a reader sees it, in headless Chromium.
+
+Every page loads without console errors and its images decode; each example
+page shows a timeline and a table; search finds the Linear chapter; and on a
+375 px wide phone screen the prose never scrolls sideways (tables and code
+scroll inside their own boxes).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from site_pages import example_pages, pages
+
+ALL_PAGES = pages()
+EXAMPLES = example_pages()
+# The pages a reader reaches from the navigation (not the generated source listings).
+READER_PAGES = [p for p in ALL_PAGES if not p.startswith(("_modules/", "genindex", "py-modindex"))]
+
+IMAGES_DECODE = """
+async () => {
+  const bad = [];
+  for (const img of Array.from(document.images)) {
+    img.loading = "eager";
+    try { await img.decode(); } catch (e) { /* reported below */ }
+    if (!img.complete || img.naturalWidth === 0) bad.push(img.currentSrc || img.src);
+  }
+  return bad;
+}
+"""
+
+WIDE_ELEMENTS = """
+() => {
+  const doc = document.scrollingElement;
+  const limit = doc.clientWidth;
+  const wide = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > limit + 1) {
+      const scroller = el.closest("pre, .highlight, table, .pg-scroll, .output_subarea, .rendered_html, .cell_output, .pst-scrollable-table-container, .table-wrapper, .MathJax, mjx-container");
+      if (!scroller || scroller === el) wide.push(`${el.tagName.toLowerCase()}.${[...el.classList].join(".")} (right edge ${Math.round(r.right)} px)`);
+    }
+  }
+  return {scrollWidth: doc.scrollWidth, clientWidth: limit, wide: wide.slice(0, 8)};
+}
+"""
+
+
+def open_page(page, base_url: str, path: str):
+    response = page.goto(f"{base_url}/{path}", wait_until="load")
+    assert response is not None and response.ok, f"{path}: HTTP {response.status if response else 'no response'}"
+    page.wait_for_load_state("networkidle")
+
+
+@pytest.mark.parametrize("path", ALL_PAGES)
+def test_page_loads_without_console_errors_and_its_images_decode(page, base_url, path):
+    open_page(page, base_url, path)
+    broken = page.evaluate(IMAGES_DECODE)
+    assert not broken, f"{path}: images that do not decode: {broken}"
+    assert not page.errors, f"{path}: " + "; ".join(page.errors)
+
+
+@pytest.mark.parametrize("path", EXAMPLES or [pytest.param("", marks=pytest.mark.skip("no example pages were built"))])
+def test_example_page_shows_a_timeline_and_a_table(page, base_url, path):
+    open_page(page, base_url, path)
+    figures = page.locator("img.sphx-glr-single-img, img.sphx-glr-multi-img")
+    assert figures.count() > 0, f"{path}: no figure"
+    figures.first.scroll_into_view_if_needed()
+    assert figures.first.is_visible(), f"{path}: the first figure is not visible"
+    tables = page.locator("table.pg-table, table.dataframe")
+    assert tables.count() > 0, f"{path}: no .pg-table or pandas table"
+    tables.first.scroll_into_view_if_needed()
+    assert tables.first.is_visible(), f"{path}: the first table is not visible"
+
+
+def test_landing_page_shows_the_ladder(page, base_url):
+    open_page(page, base_url, "index.html")
+    rungs = page.locator("ol.pg-ladder > li")
+    assert rungs.count() == 6, "the ladder has six rungs"
+    linked = page.locator("ol.pg-ladder > li a")
+    assert linked.count() == len(EXAMPLES), "each built example is linked from its rung"
+    thumbs = page.locator(".sphx-glr-thumbcontainer img")
+    assert thumbs.count() == len(EXAMPLES), "each built example has a thumbnail on the landing page"
+
+
+def test_search_finds_the_linear_chapter(page, base_url):
+    open_page(page, base_url, "search.html?q=epilogue")
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for(timeout=20_000)
+    hrefs = [results.nth(i).get_attribute("href") or "" for i in range(results.count())]
+    assert any("plot_01_linear" in h for h in hrefs), f"search for 'epilogue' did not find the Linear chapter: {hrefs}"
+
+
+@pytest.mark.parametrize("path", READER_PAGES)
+def test_prose_does_not_scroll_sideways_on_a_phone(chromium, base_url, path):
+    phone = chromium.new_page()
+    phone.set_viewport_size({"width": 375, "height": 812})
+    try:
+        open_page(phone, base_url, path)
+        seen = phone.evaluate(WIDE_ELEMENTS)
+        assert seen["scrollWidth"] <= seen["clientWidth"], (
+            f"{path} at 375 px: the page scrolls sideways ({seen['scrollWidth']} > {seen['clientWidth']} px); "
+            f"too wide: {seen['wide']}"
+        )
+    finally:
+        phone.close()
