@@ -109,7 +109,9 @@ else:
 
 def announce_mode(session: nox.Session) -> None:
     """Say in one line whether this build measures live or replays; stop if it cannot do what was asked."""
-    out = session.run("python", "-c", MODE_PROBE, silent=True) or ""
+    probe = Path(session.create_tmp()) / "mode_probe.py"
+    probe.write_text(MODE_PROBE)
+    out = session.run("python", str(probe), silent=True) or ""
     line = out.strip().splitlines()[-1] if out.strip() else "error: the mode probe printed nothing"
     if line.startswith("error: "):
         session.error(line.removeprefix("error: "))

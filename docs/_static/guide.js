@@ -17,9 +17,29 @@
       }
     }
   }
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", mark);
-  } else {
+  // Timelines are drawn for a wide screen: a click opens the full-size image.
+  function zoomable() {
+    var figures = document.querySelectorAll(".bd-article img.sphx-glr-single-img, .bd-article img.sphx-glr-multi-img");
+    for (var i = 0; i < figures.length; i++) {
+      var img = figures[i];
+      if (img.closest("a")) continue;
+      var link = document.createElement("a");
+      link.href = img.getAttribute("src");
+      link.className = "pg-zoom";
+      link.target = "_blank";
+      link.rel = "noopener";
+      link.title = "Open the full-size image";
+      img.parentNode.insertBefore(link, img);
+      link.appendChild(img);
+    }
+  }
+  function ready() {
     mark();
+    zoomable();
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", ready);
+  } else {
+    ready();
   }
 })();
