@@ -95,10 +95,9 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_numpy_docstring = True
 
-# Copy buttons copy the command, not the prompt or the output.
+# Copy buttons copy the commands: prompts (>>>, $, In [1]:) and the output lines after them stay behind.
 copybutton_prompt_text = r">>> |\.\.\. |\$ |In \[\d*\]: | {2,5}\.\.\.: | {5,8}: "
 copybutton_prompt_is_regexp = True
-copybutton_only_copy_prompt_lines = False
 copybutton_exclude = ".linenos, .gp, .go"
 
 html_theme = "pydata_sphinx_theme"
@@ -126,7 +125,7 @@ suppress_warnings = ["config.cache"]
 
 # ----------------------------------------------------------------- build mode
 def _build_mode() -> str:
-    """``live`` or ``replay``, as the examples will decide it (without importing torch twice)."""
+    """``live`` or ``replay``, decided as the examples decide it; the footer of every page says which."""
     requested = os.environ.get("PROFILING_GUIDE_MODE", "auto").strip().lower()
     if requested in ("live", "replay"):
         return requested
