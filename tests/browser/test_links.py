@@ -94,10 +94,12 @@ def test_every_relative_link_resolves(all_pages):
     assert not problems, f"{sum(map(len, problems.values()))} broken internal link(s):\n{report}"
 
 
-def test_every_example_links_its_recordings(all_pages):
-    """Each recording linked from an example page is in the site under _recordings/."""
+def test_every_example_links_its_traces(all_pages):
+    """Each example page links the traces it was computed from, and they are in the site under _recordings/."""
     examples = [p for p in all_pages if p.startswith("auto_examples/plot_")]
     if not examples:
         pytest.skip("no example pages were built")
-    recordings = sorted((SITE / "_recordings").rglob("*.trace.json.gz")) if (SITE / "_recordings").is_dir() else []
-    assert recordings, "the build copied no recordings into _recordings/ (see copy_recordings in docs/conf.py)"
+    without = [page for page in examples
+               if not any("_recordings/" in value and value.endswith(".trace.json.gz")
+                          for _, attr, value in parse(SITE / page).refs if attr == "href")]
+    assert not without, f"example pages that link no trace under _recordings/: {without}"
