@@ -24,7 +24,8 @@ from torch import nn
 from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
 from profiling_guide.recordings import Chapter
 
-parser = example_parser(__doc__.strip().splitlines()[0])
+# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
+parser = example_parser('1 · nn.Linear: one kernel, and the add nobody launched')
 parser.add_argument("--batch", type=positive_int, default=1024, help="rows of the input (default 1024)")
 parser.add_argument("--in_dim", type=positive_int, default=32, help="input features (default 32)")
 parser.add_argument("--out_dim", type=positive_int, default=64, help="output features (default 64)")
@@ -43,6 +44,11 @@ chapter.banner()
 # tensors; in replay they live on the ``meta`` device (shapes only, no data),
 # so this is exactly the code that ran when the recording was made.
 
+element = torch.tensor([], dtype=dtype).element_size()
+chapter.require_memory(
+    element * (args.in_dim * args.out_dim + args.out_dim + args.batch * (args.in_dim + args.out_dim)),
+    f"nn.Linear({args.in_dim}, {args.out_dim}) on {args.batch} rows",
+)
 torch.manual_seed(0)
 linear = nn.Linear(args.in_dim, args.out_dim, device=chapter.device, dtype=dtype)
 x = torch.randn(args.batch, args.in_dim, device=chapter.device, dtype=dtype)

@@ -19,7 +19,8 @@ from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
 from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp
 from profiling_guide.recordings import Chapter
 
-parser = example_parser(__doc__.strip().splitlines()[0])
+# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
+parser = example_parser("4 · Liger's GeGLU MLP through ``kernels``: a hand-written fused kernel")
 parser.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default 64)")
 parser.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default 128)")
 parser.add_argument("--dim", type=positive_int, default=768, help="model width (default 768)")

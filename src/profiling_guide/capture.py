@@ -13,6 +13,7 @@ import os
 import statistics
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -46,17 +47,23 @@ def profile_to_trace(
         activities.append(ProfilerActivity.CUDA)
     trace_path = Path(trace_path)
     trace_path.parent.mkdir(parents=True, exist_ok=True)
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=wait, warmup=warmup, active=active),
-        record_shapes=True,
-    ) as prof:
-        for _ in range(wait + warmup + active):
-            with record_function(label):
-                step()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            prof.step()
+    # The profiler warns once per process about events it clears between
+    # cycles; on a page that would print a stray block of stderr, and the trace
+    # is complete either way.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.profiler")
+        warnings.filterwarnings("ignore", message=r".*[Pp]rofiler.*")
+        with profile(
+            activities=activities,
+            schedule=schedule(wait=wait, warmup=warmup, active=active),
+            record_shapes=True,
+        ) as prof:
+            for _ in range(wait + warmup + active):
+                with record_function(label):
+                    step()
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+                prof.step()
     # export_chrome_trace gzips when the name ends in .gz
     fd, tmp = tempfile.mkstemp(suffix=".json.gz", dir=trace_path.parent)
     os.close(fd)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .errors import GuideError
 from .kernel_names import decode
+from .report import echo
 from .trace import Trace
 
 
@@ -92,7 +93,7 @@ def check(predictions: list[Prediction], data) -> Verdicts:
     for p in predictions:
         holds, seen = p.check(data)
         out.append(Verdict(p.claim, bool(holds), seen, p.source, p.must_hold))
-    return out
+    return echo(out)
 
 
 # --------------------------------------------------------------- common checks

@@ -336,8 +336,10 @@ class Chapter:
 
     # ------------------------------------------------------------------ banner
     def banner(self) -> Banner:
-        """What the page says about where its numbers come from."""
-        return Banner(self)
+        """What the page says about where its numbers come from (printed too when run as a script)."""
+        from .report import echo
+
+        return echo(Banner(self))
 
     def downloads(self) -> Downloads:
         """Links to this page's traces and run records (in the built site under ``_recordings/``)."""

@@ -8,6 +8,25 @@ sentence needs one, the example computes the sentence and shows it as
 from __future__ import annotations
 
 import html
+import sys
+
+
+def in_gallery() -> bool:
+    """True while sphinx-gallery executes an example (it shows the values of bare expressions)."""
+    return "sphinx_gallery" in sys.modules
+
+
+def echo(obj):
+    """Print ``obj`` when an example runs as a plain script; return it either way.
+
+    Under sphinx-gallery a bare expression at the end of a block is rendered
+    (as HTML when it has ``_repr_html_``); a plain ``python plot_x.py`` shows
+    nothing for it. The banner, the facts and the checks pass through here so a
+    script run prints them too, and the page does not print them twice.
+    """
+    if not in_gallery():
+        print(repr(obj), flush=True)
+    return obj
 
 
 class Facts:
@@ -15,6 +34,7 @@ class Facts:
 
     def __init__(self, *sentences: str):
         self.sentences = [s for s in sentences if s]
+        echo(self)
 
     def __repr__(self) -> str:
         return "\n".join(self.sentences)
