@@ -240,3 +240,13 @@ def test_setting_the_interpreter_after_import_is_explained(monkeypatch):
     x, wg, wu = weights(4, 32, 48, torch.float16)
     with pytest.raises(GuideError, match="before importing triton"):
         fm.geglu_dual_gemm(x, wg, wu)
+
+
+def test_auto_runs_packed_without_a_tma_unit_and_says_so():
+    torch.manual_seed(0)
+    x, wg, wu = torch.randn(33, 40), torch.randn(24, 40) / 40**0.5, torch.randn(24, 40) / 40**0.5
+    assert fm.choose_design(x, 24) == "packed"  # CPU tensors: no TMA unit
+    h = fm.geglu_dual_gemm(x, wg, wu, design="auto")
+    assert fm.last_design("auto") == "packed"
+    assert fm.last_config("auto") == fm.last_config("packed")
+    assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5

@@ -40,7 +40,7 @@ Three designs of the same idea, selectable with ``design=``:
 ``"dual"``
     Two accumulators. Each K step loads the x tile once and the Wg and Wu
     tiles separately, and issues two ``tl.dot`` (two MMAs of width BLOCK_N).
-``"packed"`` (default)
+``"packed"``
     Wg and Wu interleaved once into one ``[2·hidden, dim]`` matrix (row 2j is
     gate row j, row 2j+1 is up row j: :func:`pack_gate_up`). Each K step is
     one ``tl.dot`` twice as wide (2·BLOCK_N). On Hopper one wgmma can be up
@@ -58,6 +58,11 @@ Three designs of the same idea, selectable with ``design=``:
     masks in registers: the hardware zero-fills what lies past an edge), and
     the kernel is persistent (one program per SM looping over tiles), so the
     loads of the next tile overlap the epilogue of this one.
+
+``"auto"`` (default)
+    ``"packed-tma"`` where the TMA unit can serve the shapes (compute
+    capability 9.0+, rows 16-byte aligned), ``"packed"`` elsewhere; decided
+    per call and reported by :func:`last_design`.
 
 All designs share one list of autotuning configs, so comparing them compares
 the instruction shape and the data movement, not the tile sizes. The down projection stays
@@ -98,7 +103,11 @@ from .errors import GuideError
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 DESIGNS = ("packed", "dual", "packed-tma")
-DEFAULT_DESIGN = "packed"
+# "auto": packed-tma where the TMA unit can serve the shapes (Hopper or later,
+# 16-byte aligned rows), packed elsewhere. The choice is made per call and
+# reported by last_design("auto"); it is never silent.
+AUTO = "auto"
+DEFAULT_DESIGN = AUTO
 PACKED_DESIGNS = ("packed", "packed-tma")  # the ones that read pack_gate_up(w_gate, w_up)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _SUPPORTED_TEXT = "bfloat16, float16 or float32 (float32 is exact fp32, slow)"
@@ -128,12 +137,18 @@ def _config(bm, bn, bk, group_m, warps, stages) -> triton.Config:
 # tile for its TMA store (32 KiB at 128/128).
 # Autotuning runs every config once per new (M, N, K): keep the list short.
 GPU_CONFIGS = [
-    _config(128, 128, 64, 8, warps=8, stages=4),  # 2×(128×128) fp32 acc over 256 threads: 128 regs each
-    _config(128, 128, 64, 8, warps=8, stages=3),
-    _config(128, 64, 64, 8, warps=4, stages=4),
+    # Measured on an H100 at the guide's shape (M=8192, dim 768, hidden 3072),
+    # each design's fastest pinned configs: 128×128 tiles for the pointer-based
+    # packed kernel; taller 256×64 tiles or deeper pipelines for packed-tma,
+    # whose TMA loads leave registers free for the 2·BLOCK_N-wide accumulator.
+    _config(128, 128, 64, 8, warps=8, stages=3),  # 2×(128×128) fp32 acc over 256 threads: 128 regs each
+    _config(128, 128, 64, 8, warps=8, stages=4),
+    _config(256, 64, 64, 8, warps=8, stages=4),
+    _config(128, 64, 64, 8, warps=4, stages=5),
     # 96 KiB and ≤ 256 registers × 128 threads: two programs fit on one SM, so
     # one's epilogue (GeLU, store) can overlap the other's main loop.
     _config(128, 64, 64, 8, warps=4, stages=3),
+    _config(128, 64, 128, 8, warps=8, stages=3),
     _config(64, 128, 64, 8, warps=4, stages=4),
     _config(64, 64, 32, 8, warps=4, stages=3),  # small: fits any GPU, good for small M
 ]
@@ -277,7 +292,7 @@ def _geglu_packed_gemm_kernel(
 
 
 @triton.jit
-def _geglu_packed_tma_kernel(
+def _geglu_packed_tma_gemm_kernel(
     x_desc, w_desc, h_desc,  #
     M, N, K,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
@@ -354,9 +369,12 @@ def _autotuned(kernel, *, tma: bool = False):
 # The autotuned launchers; ``.best_config`` holds the config of the last call.
 dual_kernel = _autotuned(_geglu_dual_gemm_kernel)
 packed_kernel = _autotuned(_geglu_packed_gemm_kernel)
-packed_tma_kernel = _autotuned(_geglu_packed_tma_kernel, tma=True)
+packed_tma_kernel = _autotuned(_geglu_packed_tma_gemm_kernel, tma=True)
 _KERNELS = {"dual": dual_kernel, "packed": packed_kernel, "packed-tma": packed_tma_kernel}
+# The JIT functions themselves: their parameter names order a launch plan's arguments.
+_KERNEL_FNS = {"dual": _geglu_dual_gemm_kernel, "packed": _geglu_packed_gemm_kernel, "packed-tma": _geglu_packed_tma_gemm_kernel}
 _last_config: dict[str, triton.Config] = {}
+_last_auto_design: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- host code
@@ -386,7 +404,24 @@ def config_text(config: triton.Config | None) -> str | None:
 
 def last_config(design: str = DEFAULT_DESIGN) -> str | None:
     """The config the last :func:`geglu_dual_gemm` call of ``design`` ran with (autotuned or pinned)."""
+    if design == AUTO:
+        design = _last_auto_design.get(AUTO, AUTO)
     return config_text(_last_config.get(design))
+
+
+def last_design(design: str = AUTO) -> str | None:
+    """The design the last call asking for ``design`` ran: what ``"auto"`` chose, or ``design`` itself."""
+    return _last_auto_design.get(AUTO) if design == AUTO else design
+
+
+def choose_design(x2d: torch.Tensor, hidden: int) -> str:
+    """What ``design="auto"`` runs for ``x2d`` (``[M, dim]``) and ``hidden``: packed-tma where it can, else packed."""
+    if x2d.device.type == "cuda" and torch.cuda.get_device_capability(x2d.device)[0] >= 9:
+        size = x2d.element_size()
+        aligned = all((n * size) % 16 == 0 for n in (x2d.shape[1], hidden)) and x2d.stride(1) == 1
+        if aligned and (x2d.stride(0) * size) % 16 == 0 and x2d.data_ptr() % 16 == 0:
+            return "packed-tma"
+    return "packed"
 
 
 def _check_device(*tensors: torch.Tensor) -> None:
@@ -430,8 +465,8 @@ def geglu_dual_gemm(
     "num_warps": 8, "num_stages": 4}`` or a ``triton.Config``) instead of
     autotuning. Any M ≥ 0 and any dim/hidden work; loads and stores are masked.
     """
-    if design not in DESIGNS:
-        raise GuideError(f"unknown design {design!r}: use one of {', '.join(DESIGNS)}")
+    if design not in (*DESIGNS, AUTO):
+        raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")
     for name, t in (("x2d", x2d), ("w_gate", w_gate), ("w_up", w_up)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
@@ -452,6 +487,8 @@ def geglu_dual_gemm(
             f"gate {w_gate.dtype}, up {w_up.dtype}"
         )
     _check_device(x2d, w_gate, w_up)
+    if design == AUTO:
+        design = _last_auto_design[AUTO] = choose_design(x2d, hidden)
     packed = design in PACKED_DESIGNS
     if packed:
         if packed_weight is None:
@@ -476,47 +513,131 @@ def geglu_dual_gemm(
         return h
     if dim == 0:  # no K steps: g = u = 0 and gelu(0)·0 = 0
         return h.zero_()
-    if design == "packed-tma":
-        _check_tma(x2d, packed_weight, h)
+    weights = (packed_weight,) if packed else (w_gate, w_up)
+    plan_key = _plan_key(design, config, x2d, weights, h)
+    plan = _PLANS.get(plan_key)
+    if plan is not None:
+        plan.launch(x2d, weights, h)
+        _last_config[design] = plan.config
+        return h
+    _launch_and_plan(design, config, x2d, weights, h, plan_key)
+    return h
 
+
+# ---------------------------------------------------------------- launching
+# Triton's Python launcher binds and specializes every argument, consults the
+# autotuner's cache and builds tensor descriptors on each call: tens of µs of
+# CPU per launch, which on a slow host is as long as the kernel itself at
+# small shapes. The first call for a given shape goes through all of it (and
+# autotunes); it leaves a *launch plan* (the compiled kernel, its grid and its
+# constants) that every later call with the same shapes, strides and pointer
+# alignment replays with one call into the compiled launcher.
+class _LaunchPlan:
+    def __init__(self, design, compiled, grid, config, constants, tma_blocks):
+        self.design, self.compiled, self.grid, self.config = design, compiled, grid, config
+        self.constants = constants  # values of the parameters after the runtime ones, in order
+        self.tma_blocks = tma_blocks  # descriptor tile shapes (packed-tma) or None
+
+    def launch(self, x2d, weights, h):
+        args = _runtime_args(self.design, x2d, weights, h, self.tma_blocks)
+        compiled, (g0, g1, g2) = self.compiled, self.grid
+        stream = torch.cuda.current_stream(x2d.device).cuda_stream
+        # Hooks a tool such as Triton's profiler may have installed: honoured as Triton's launcher does.
+        enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
+        meta = compiled.launch_metadata(self.grid, stream, *args, *self.constants) if enter else None
+        with _on_device(x2d.device):
+            compiled.run(g0, g1, g2, stream, compiled.function, compiled.packed_metadata, meta,
+                         enter, leave, *args, *self.constants)  # fmt: skip
+
+
+_PLANS: dict[tuple, _LaunchPlan | None] = {}
+# Set to False to launch through Triton's launcher on every call (to measure what the plans save).
+USE_LAUNCH_PLANS = True
+# triton.knobs (Triton 3.4+) holds the launch hooks; without it, no plans are made.
+_RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
+
+
+def _plan_key(design, config, x2d, weights, h) -> tuple | None:
+    """What the compiled kernel was specialized on: shapes, strides, 16-byte alignment of pointers."""
+    if not USE_LAUNCH_PLANS or INTERPRETED or _RUNTIME_KNOBS is None or x2d.device.type != "cuda" or x2d.dtype == torch.float32:
+        return None  # the interpreter has no compiled kernel; fp32 is the slow, checking path anyway
+    if config is not None:
+        config = config_text(_as_config(config))
+    tensors = (x2d, *weights, h)
+    return (design, config, x2d.dtype, x2d.device, *(t.shape for t in tensors),
+            *(t.stride() for t in tensors), *(t.data_ptr() % 16 == 0 for t in tensors))  # fmt: skip
+
+
+def _on_device(device: torch.device):
+    if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
+def _runtime_args(design, x2d, weights, h, tma_blocks=None) -> tuple:
+    """The kernel's non-constexpr arguments, in its parameter order."""
+    M, K = x2d.shape
+    N = h.shape[1]
+    if design == "dual":
+        wg, wu = weights
+        return (x2d, wg, wu, h, M, N, K, x2d.stride(0), x2d.stride(1), wg.stride(0), wg.stride(1),
+                wu.stride(0), wu.stride(1), h.stride(0), h.stride(1))  # fmt: skip
+    (w,) = weights
+    if design == "packed":
+        return (x2d, w, h, M, N, K, x2d.stride(0), x2d.stride(1), w.stride(0), w.stride(1), h.stride(0), h.stride(1))
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    blocks = tma_blocks or ([16, 16], [16, 16], [16, 16])  # placeholders until the config's pre-hook sets them
+    return tuple(TensorDescriptor.from_tensor(t, b) for t, b in zip((x2d, w, h), blocks)) + (M, N, K)
+
+
+def _launch_and_plan(design, config, x2d, weights, h, plan_key) -> None:
+    """Launch through Triton's launcher (autotuning on a new shape) and keep a plan for next time."""
+    if design == "packed-tma":
+        _check_tma(x2d, weights[0], h)
+    M, hidden = h.shape
     # fp32 inputs: true fp32 products, as torch's matmul does by default (no TF32).
     # For 16-bit inputs the setting is unused: the MMA takes them as they are.
     precision = "ieee" if x2d.dtype == torch.float32 else "tf32"
     if config is None and x2d.dtype == torch.float32 and not INTERPRETED:
         config = FP32_CONFIG
     kernel = _KERNELS[design]
+    args = _runtime_args(design, x2d, weights, h)
     extra = {"INPUT_PRECISION": precision}
-    if design == "dual":
-        args = (x2d, w_gate, w_up, h, M, hidden, dim,
-                x2d.stride(0), x2d.stride(1), w_gate.stride(0), w_gate.stride(1),
-                w_up.stride(0), w_up.stride(1), h.stride(0), h.stride(1))  # fmt: skip
-    elif design == "packed":
-        args = (x2d, packed_weight, h, M, hidden, dim,
-                x2d.stride(0), x2d.stride(1), packed_weight.stride(0), packed_weight.stride(1),
-                h.stride(0), h.stride(1))  # fmt: skip
-    else:  # packed-tma: the tile shapes are placeholders until the config's pre-hook sets them
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        args = tuple(TensorDescriptor.from_tensor(t, [16, 16]) for t in (x2d, packed_weight, h)) + (M, hidden, dim)
+    num_programs = None
+    if design == "packed-tma":
         extra["NUM_PROGRAMS"] = num_programs = _num_programs(x2d.device)
 
     def grid(meta):
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(hidden, meta["BLOCK_N"])
         return (min(tiles, num_programs),) if design == "packed-tma" else (tiles,)
 
-    device_context = torch.cuda.device(x2d.device) if x2d.device.type == "cuda" else contextlib.nullcontext()
-    with device_context:
+    with _on_device(x2d.device):
         if config is None:
-            kernel[grid](*args, **extra)
-            _last_config[design] = kernel.best_config
+            compiled = kernel[grid](*args, **extra)
+            config = kernel.best_config
         else:
             config = _as_config(config)
             if design == "packed-tma":
                 _set_tma_block_shapes({"x_desc": args[0], "w_desc": args[1], "h_desc": args[2], **config.kwargs})
             # kernel.fn skips the autotuner (for dual/packed it is the heuristics wrapper: EVEN_K still derived)
-            kernel.fn[grid](*args, **extra, **config.all_kwargs())
-            _last_config[design] = config
-    return h
+            compiled = kernel.fn[grid](*args, **extra, **config.all_kwargs())
+    _last_config[design] = config
+    if plan_key is None or not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
+        return
+    constants = {**config.kwargs, **extra}
+    if design != "packed-tma":
+        constants["EVEN_K"] = _even_k({"K": x2d.shape[1], **config.kwargs})
+    names = _KERNEL_FNS[design].arg_names
+    try:
+        values = tuple(constants[name] for name in names[len(args):])
+    except KeyError:  # a parameter this module does not know: keep using Triton's launcher
+        _PLANS[plan_key] = None
+        return
+    bm, bn, bk = (config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    tma_blocks = ([bm, bk], [2 * bn, bk], [bm, bn]) if design == "packed-tma" else None
+    grid_size = grid(config.kwargs)
+    _PLANS[plan_key] = _LaunchPlan(design, compiled, (grid_size[0], 1, 1), config, values, tma_blocks)
 
 
 def _num_programs(device: torch.device) -> int:
@@ -568,8 +689,8 @@ class FusedGeGLUMLP(nn.Module):
 
     def __init__(self, dim: int, hidden: int, device=None, dtype=None, design: str = DEFAULT_DESIGN):
         super().__init__()
-        if design not in DESIGNS:
-            raise GuideError(f"unknown design {design!r}: use one of {', '.join(DESIGNS)}")
+        if design not in (*DESIGNS, AUTO):
+            raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")
         self.dim, self.hidden, self.design = dim, hidden, design
         self.gate_proj = nn.Linear(dim, hidden, bias=False, device=device, dtype=dtype)
         self.up_proj = nn.Linear(dim, hidden, bias=False, device=device, dtype=dtype)
@@ -625,7 +746,7 @@ class FusedGeGLUMLP(nn.Module):
         if x.shape[-1:] != (self.dim,):
             raise GuideError(f"FusedGeGLUMLP(dim={self.dim}) needs inputs [..., {self.dim}], got {list(x.shape)}")
         leading = x.shape[:-1]
-        packed = self.packed_weight() if self.design in PACKED_DESIGNS else None
+        packed = self.packed_weight() if self.design in (*PACKED_DESIGNS, AUTO) else None
         h = geglu_dual_gemm(x.reshape(-1, self.dim), wg, wu, design=self.design, packed_weight=packed)
         # The down projection is a plain GEMM with nothing to fuse: cuBLAS (see the module docstring).
         y = F.linear(h, self.down_proj.weight)
@@ -689,6 +810,9 @@ def run_check(shapes=None, dtypes=(torch.bfloat16, torch.float16), designs=DESIG
         packed = pack_gate_up(wg, wu)
         for design in designs:
             what = f"{design:<10} {str(dtype).removeprefix('torch.'):<8} M={M:<6} dim={dim:<5} hidden={hidden:<6}"
+            if design == "packed-tma" and choose_design(x, hidden) != "packed-tma":
+                progress(f"skip {what} rows not 16-byte aligned: the TMA unit cannot read them (auto runs 'packed')")
+                continue
             try:
                 h = geglu_dual_gemm(x, wg, wu, design=design, packed_weight=packed if design in PACKED_DESIGNS else None)
                 torch.cuda.synchronize()

@@ -91,3 +91,56 @@ def achieved_fraction(achieved: float, ceiling: float) -> float:
     if not ceiling:
         raise GuideError("a ceiling of zero: measure the ceilings before comparing with them")
     return achieved / ceiling
+
+
+# ------------------------------------------------------- kernels of a trace
+def intermediate_passes(kernel_name: str) -> int | None:
+    """Passes over the MLP's ``[rows, hidden]`` intermediate a pointwise kernel makes, from its name.
+
+    GeLU alone reads g and writes gelu(g): 2. A mul reads two tensors and writes
+    one: 3. A fused GeLU·mul (Inductor's ``..._gelu_mul_...``, Liger's
+    ``_geglu_...``) reads g and u and writes h: 3. None for anything else.
+    """
+    name = kernel_name.lower()
+    if "geglu" in name or ("gelu" in name and "mul" in name):
+        return 3
+    if "gelu" in name:
+        return 2
+    if "mul" in name:
+        return 3
+    return None
+
+
+def kernel_work_table(trace, *, rows: int, hidden: int, element: int, ceilings: dict) -> "pd.DataFrame":
+    """Each kernel of one forward against its ceiling: GEMMs in TFLOP/s, pointwise kernels in TB/s.
+
+    GEMM FLOPs come from the ``mm`` input shapes the profiler recorded
+    (:func:`~profiling_guide.tables.gemm_table`); a pointwise kernel's bytes
+    are its passes over the ``[rows, hidden]`` intermediate
+    (:func:`intermediate_passes`) times ``rows·hidden·element``.
+    """
+    import pandas as pd
+
+    from .kernel_names import decode
+    from .tables import gemm_table
+
+    out = []
+    for _, g in gemm_table(trace, gemm_tflops=ceilings["gemm_tflops"]).iterrows():
+        out.append({"kernel": g["kernel"], "kind": "gemm", "avg_us": g["avg_us"],
+                    "work": f"{g['GFLOP']:.1f} GFLOP", "achieved": f"{g['TFLOP/s']:.0f} TFLOP/s",
+                    "% of ceiling": g["% of ceiling"]})  # fmt: skip
+    by_name: dict[str, list[float]] = {}
+    for step in trace.steps:
+        for ev in step.kernels:
+            by_name.setdefault(ev.name, []).append(ev.dur_us)
+    for name, durations in by_name.items():
+        passes = intermediate_passes(name)
+        if decode(name).kind == "gemm" or passes is None:
+            continue
+        us = sum(durations) / len(durations)
+        nbytes = passes * rows * hidden * element
+        tbps = nbytes / us / 1e6
+        out.append({"kernel": decode(name).short, "kind": decode(name).kind, "avg_us": us,
+                    "work": f"{nbytes / 1e6:.0f} MB ({passes} passes)", "achieved": f"{tbps:.2f} TB/s",
+                    "% of ceiling": 100 * tbps / ceilings["copy_tbps"]})  # fmt: skip
+    return pd.DataFrame(out)
