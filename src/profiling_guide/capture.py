@@ -118,15 +118,17 @@ def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5
     """
     for args in inputs[:warmup]:
         fn(*args)
+    # Events made before timing starts: creating them inside the loop would add
+    # the harness's own CPU time to every forward's, and on a slow host that
+    # can be enough to let the GPU run dry between forwards.
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(rounds * len(inputs))]
+    calls = [args for _ in range(rounds) for args in inputs]
     torch.cuda.synchronize()
-    pairs = []
-    for _ in range(rounds):
-        for args in inputs:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn(*args)
-            end.record()
-            pairs.append((start, end))
+    for (start, end), args in zip(pairs, calls):
+        start.record()
+        fn(*args)
+        end.record()
     torch.cuda.synchronize()
     return 1e3 * statistics.median(s.elapsed_time(e) for s, e in pairs)
 
