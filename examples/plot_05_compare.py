@@ -100,7 +100,9 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # output against eager, measures the two ceilings, then times each variant:
 # the median of many forwards, cycling through fresh random inputs that
 # together exceed the L2 cache so no variant reads an input that is already
-# on chip.
+# on chip. Each round of forwards is queued behind a sleep kernel, so the GPU
+# never waits for Python to launch the next kernel: these are device times.
+# What the CPU spends issuing a forward is the *CPU µs* column below.
 
 from profiling_guide import bench_mlp
 
@@ -125,10 +127,11 @@ Facts(
 # %%
 # The table
 # ---------
-# Median µs per forward from the benchmark; kernels, runtime calls and CPU
-# time per forward from the traces. *CPU µs* is the time Python and the
-# dispatcher spent issuing one forward (the ``mlp_fwd`` annotation); *GPU
-# busy* is the sum of kernel times in one profiled forward.
+# Median µs per forward from the benchmark; kernels and launches per forward
+# from the traces; *CPU µs*: the median time Python and the dispatcher spend
+# issuing one forward, timed with the profiler off; *GPU busy*: the sum of
+# kernel times in a profiled forward; *error*: the largest deviation from a
+# float64 reference, relative to the largest output.
 
 import pandas as pd
 
@@ -141,11 +144,11 @@ summary = pd.DataFrame([
         "median µs": times.get(name, float("nan")),
         "× floor": times.get(name, float("nan")) / floor_us,
         "vs eager": times.get("eager", float("nan")) / times.get(name, float("nan")),
-        "kernels/step": run.trace.kernels_per_step(),
-        "launch calls/step": sum(n for call, n in run.trace.runtime_calls_per_step().items() if "Launch" in call),
-        "CPU µs/step": run.trace.cpu_us_per_step("mlp_fwd"),
+        "kernels": run.trace.kernels_per_step(),
+        "launches": sum(n for call, n in run.trace.runtime_calls_per_step().items() if "Launch" in call),
+        "CPU µs": run.timings.get("cpu_us_median", float("nan")),
         "GPU busy µs": run.trace.device_us_per_step(),
-        "max rel error vs fp64": (result["max_rel_error_fp64"] or {}).get(name),
+        "error": (result["max_rel_error_fp64"] or {}).get(name),
     }
     for name, run in runs.items()
 ]).set_index("variant")
@@ -155,8 +158,8 @@ tables.styled(summary, precision=2)
 # Where the time goes
 # -------------------
 # Each bar splits one forward into the device time of its GEMMs and of its
-# pointwise kernels (from the trace), and the rest of the median: time the
-# GPU waited between kernels.
+# pointwise kernels (from the trace), and the rest of the median: time on the
+# GPU between the end of one kernel and the start of the next.
 
 
 def device_time_by_kind(trace):
@@ -183,7 +186,7 @@ fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floor_us, b
 
 from profiling_guide.roofline import kernel_work_table
 
-work = pd.concat({name: kernel_work_table(run.trace, rows=rows, hidden=args.hidden, element=element,
+work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
                                           ceilings=ceilings) for name, run in runs.items()})
 work.index = work.index.droplevel(1)
 work.index.name = "variant"
@@ -213,9 +216,23 @@ if "compile" in times and "liger" in times:
 if "compile-max-autotune" in times and "compile" in times:
     same = set(decode(k.name).short for k in runs["compile"].trace.kernels if decode(k.name).kind == "gemm") == \
         set(decode(k.name).short for k in runs["compile-max-autotune"].trace.kernels if decode(k.name).kind == "gemm")
+    def gemm_kernels(trace):
+        found: dict[str, list[float]] = {}
+        for step in trace.steps:
+            for k in step.kernels:
+                if decode(k.name).kind == "gemm":
+                    found.setdefault(decode(k.name).short, []).append(k.dur_us)
+        return ", ".join(f"{name} ({len(us) / len(trace.steps):g}×, {sum(us) / len(us):.1f} µs)"
+                         for name, us in found.items())
+
     sentences.append(
-        f"max-autotune {'kept cuBLAS for every GEMM (its own Triton templates lost the benchmark)' if same else 'replaced some cuBLAS GEMMs with its own Triton templates'}"
-        f": {times['compile-max-autotune']:.0f} µs against {times['compile']:.0f} µs for the default mode.")
+        f"max-autotune {'kept cuBLAS for every GEMM (its own Triton templates lost its benchmark)' if same else 'replaced some cuBLAS GEMMs with its own Triton templates'}"
+        f": {times['compile-max-autotune']:.0f} µs against {times['compile']:.0f} µs for the default mode. "
+        f"GEMMs in the default mode: {gemm_kernels(runs['compile'].trace)}; with max-autotune: "
+        f"{gemm_kernels(runs['compile-max-autotune'].trace)}."
+        + ("" if same else " Autotuning times each candidate on its own, once, at compile time; inside the "
+           "forward, with the other kernels around it, the choice it made can be the slower one, as the "
+           "trace shows when the times above say so."))
 gemm_share = {n: gemm_us[n] / times[n] for n in runs if n in times}
 sentences.append(
     "GEMMs take " + ", ".join(f"{100 * share:.0f}% of {n}" for n, share in gemm_share.items()) +

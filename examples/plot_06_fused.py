@@ -186,7 +186,9 @@ tables.styled(tables.kernel_table(fused_run.trace).drop(columns=["name"]), preci
 # Every variant of this guide, and each of the three designs, on the same
 # weights, checked against eager and against a float64 reference, timed as
 # medians over inputs rotated through more memory than the L2 cache holds,
-# with the two ceilings measured in the same process.
+# with the two ceilings measured in the same process. As in the previous
+# chapter the GPU's queue is kept full, so these are device times; the CPU
+# side is measured on its own further down.
 
 from profiling_guide import bench_mlp
 
@@ -337,11 +339,19 @@ for r in sweep.values:
     best_rival = min(rivals, key=rivals.get)
     entry = f"{r['rows']}×{r['hidden']} ({best_rival} {rivals[best_rival] / r['fused']:.2f}×)"
     (wins if r["fused"] < rivals[best_rival] else losses).append(entry)
+host_bound = [f"{r['rows']}×{r['hidden']}" for r in sweep.values
+              if min(r[v] for v in SWEEP_VARIANTS if r.get(v)) > 1.5 * r["floor_us"]]
 Facts(
     f"The fused MLP is fastest at {len(wins)} of {len(wins) + len(losses)} shapes"
     + (f": {', '.join(wins)} (the best other variant and how much slower it is)." if wins else "."),
     f"It loses at {', '.join(losses)} (the winner and its speed relative to ours)." if losses else
     "It loses at none of them.",
+    (f"At {', '.join(host_bound)} even the fastest variant takes more than 1.5× its floor: each kernel is "
+     "short there, so the fixed costs of a kernel (its launch on the GPU, the ramp-up and the last partial "
+     "wave of tiles over the SMs) weigh more against the FLOPs.") if host_bound else "",
+    f"In real use a forward this short is also limited by the CPU that issues it: {host.values['launch plans']:.0f} "
+    f"µs of CPU for ours and {host.values['eager (5 kernels)']:.0f} µs for eager (measured above), against device "
+    f"times of {min(r['fused'] for r in sweep.values if r.get('fused')):.0f} µs and up in this sweep.",
 )
 
 # %%
@@ -364,9 +374,12 @@ Facts(
     f"{gate_up_floor:.1f} µs ({gate_up_floor / gate_up_us:.0%} of the GEMM rate, with the GeLU·mul and the store "
     f"of h included); the cuBLAS down GEMM {down_us:.1f} µs against {down_floor:.1f} µs "
     f"({down_floor / down_us:.0%}).",
-    f"The two kernels add up to {gate_up_us + down_us:.1f} µs; the benchmark's median forward is {median:.1f} µs. "
-    f"The rest, {median - gate_up_us - down_us:.1f} µs, is the GPU waiting between kernels and between forwards "
-    "(launches issued from Python).",
+    f"The two kernels add up to {gate_up_us + down_us:.1f} µs; the benchmark's median forward is {median:.1f} µs.",
+    (f"The rest, {median - gate_up_us - down_us:.1f} µs, is time on the GPU between the two kernels and between "
+     "forwards." if median - gate_up_us - down_us >= 1.0 else
+     "With the GPU's queue kept full, nothing but the two kernels is left in the median (the profiled and the "
+     "benchmarked forwards differ by a microsecond or two, either way): what remains between this MLP and "
+     "the floor is inside the kernels."),
     "The floor assumes the large-GEMM rate for every FLOP. A short GEMM can beat it for a few microseconds "
     "(the clock boosts before the power limit bites), which is why a kernel sometimes shows more than 100 % "
     "of the ceiling; an MLP forward is short enough for that to matter.",

@@ -255,7 +255,7 @@ def run_benchmark(
         "fused_configs": configs,
         "notes": m["notes"],
         "timing": {
-            "method": "median of CUDA-event times per forward, torch.no_grad(), inputs rotated",
+            "method": "median of CUDA-event times per forward, torch.no_grad(), inputs rotated, GPU queue kept full",
             "rounds": rounds,
             "inputs": m["inputs"],
             "inputs_mb": m["inputs_mb"],

@@ -115,6 +115,13 @@ def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5
 
     Rotating through several freshly made inputs whose total size exceeds the
     L2 cache keeps a benchmark from timing a warm cache that real use never sees.
+
+    Each round of forwards is queued behind a sleep kernel long enough for the
+    CPU to issue the whole round, so the GPU never waits for Python: the events
+    time the device's work per forward (kernels and the gaps between them on
+    the GPU), not how fast this host can launch. The CPU's cost is a separate
+    number (:func:`median_cpu_us`); on a slow or busy host it would otherwise
+    leak into every variant's time in proportion to how many launches it makes.
     """
     for args in inputs[:warmup]:
         fn(*args)
@@ -124,8 +131,12 @@ def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
              for _ in range(rounds * len(inputs))]
     calls = [args for _ in range(rounds) for args in inputs]
+    # Room to issue one round: 0.5 ms a forward, at least 5 ms (at ≤ 2 GHz, 2e6 cycles ≥ 1 ms).
+    sleep_cycles = int(2e6 * max(5.0, 0.5 * len(inputs)))
     torch.cuda.synchronize()
-    for (start, end), args in zip(pairs, calls):
+    for i, ((start, end), args) in enumerate(zip(pairs, calls)):
+        if i % len(inputs) == 0:
+            torch.cuda._sleep(sleep_cycles)
         start.record()
         fn(*args)
         end.record()

@@ -21,7 +21,7 @@ def variant_bars(times_us: dict[str, float], floor_us: float, *, breakdown: dict
 
     With ``breakdown`` (variant → {kernel kind → µs}), each bar is split into
     the device time of each kind of kernel; what is left of the median is
-    drawn grey: time the GPU spent waiting between kernels.
+    drawn grey: time on the GPU between kernels.
     """
     names = list(times_us)
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(names) + 1.3), layout="constrained")
@@ -48,7 +48,7 @@ def variant_bars(times_us: dict[str, float], floor_us: float, *, breakdown: dict
         from matplotlib.patches import Patch
 
         handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=f"{k} kernels") for k in kinds_seen]
-        handles.append(Patch(color=GAP_COLOR, label="GPU idle between kernels"))
+        handles.append(Patch(color=GAP_COLOR, label="GPU between kernels"))
         ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
     if title:
         ax.set_title(title, loc="left", fontsize=10, fontweight="bold")

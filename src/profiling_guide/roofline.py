@@ -111,36 +111,41 @@ def intermediate_passes(kernel_name: str) -> int | None:
     return None
 
 
-def kernel_work_table(trace, *, rows: int, hidden: int, element: int, ceilings: dict) -> "pd.DataFrame":
-    """Each kernel of one forward against its ceiling: GEMMs in TFLOP/s, pointwise kernels in TB/s.
+def kernel_work_table(trace, *, rows: int, dim: int, hidden: int, element: int, ceilings: dict) -> "pd.DataFrame":
+    """Each kernel of one MLP forward against its ceiling: GEMMs in TFLOP/s, pointwise kernels in TB/s.
 
-    GEMM FLOPs come from the ``mm`` input shapes the profiler recorded
-    (:func:`~profiling_guide.tables.gemm_table`); a pointwise kernel's bytes
-    are its passes over the ``[rows, hidden]`` intermediate
+    Every GEMM of the GeGLU MLP (gate, up, down; or a fused gate/up one) is
+    ``2·rows·dim·hidden`` FLOPs per output it computes, whichever library ran
+    it: a kernel decoded as a GEMM is counted that way, times 2 when its name
+    says it computes gate and up together (``geglu``). A pointwise kernel's
+    bytes are its passes over the ``[rows, hidden]`` intermediate
     (:func:`intermediate_passes`) times ``rows·hidden·element``.
     """
     import pandas as pd
 
     from .kernel_names import decode
-    from .tables import gemm_table
 
-    out = []
-    for _, g in gemm_table(trace, gemm_tflops=ceilings["gemm_tflops"]).iterrows():
-        out.append({"kernel": g["kernel"], "kind": "gemm", "avg_us": g["avg_us"],
-                    "work": f"{g['GFLOP']:.1f} GFLOP", "achieved": f"{g['TFLOP/s']:.0f} TFLOP/s",
-                    "% of ceiling": g["% of ceiling"]})  # fmt: skip
     by_name: dict[str, list[float]] = {}
     for step in trace.steps:
         for ev in step.kernels:
             by_name.setdefault(ev.name, []).append(ev.dur_us)
+    n_steps = max(len(trace.steps), 1)
+    out = []
     for name, durations in by_name.items():
-        passes = intermediate_passes(name)
-        if decode(name).kind == "gemm" or passes is None:
-            continue
+        k = decode(name)
         us = sum(durations) / len(durations)
-        nbytes = passes * rows * hidden * element
-        tbps = nbytes / us / 1e6
-        out.append({"kernel": decode(name).short, "kind": decode(name).kind, "avg_us": us,
-                    "work": f"{nbytes / 1e6:.0f} MB ({passes} passes)", "achieved": f"{tbps:.2f} TB/s",
-                    "% of ceiling": 100 * tbps / ceilings["copy_tbps"]})  # fmt: skip
+        row = {"kernel": k.short, "kind": k.kind, "per forward": len(durations) / n_steps, "avg_us": us}
+        if k.kind == "gemm":
+            flops = 2 * rows * dim * hidden * (2 if "geglu" in name.lower() else 1)
+            tflops = flops / us / 1e6
+            row |= {"work": f"{flops / 1e9:.1f} GFLOP", "achieved": f"{tflops:.0f} TFLOP/s",
+                    "% of ceiling": 100 * tflops / ceilings["gemm_tflops"]}  # fmt: skip
+        elif (passes := intermediate_passes(name)) is not None:
+            nbytes = passes * rows * hidden * element
+            tbps = nbytes / us / 1e6
+            row |= {"work": f"{nbytes / 1e6:.0f} MB ({passes} passes)", "achieved": f"{tbps:.2f} TB/s",
+                    "% of ceiling": 100 * tbps / ceilings["copy_tbps"]}  # fmt: skip
+        else:
+            continue
+        out.append(row)
     return pd.DataFrame(out)
