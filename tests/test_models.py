@@ -60,3 +60,8 @@ def test_without_liger_kernel_installed_the_error_says_what_to_install(monkeypat
     monkeypatch.setitem(sys.modules, "liger_kernel.transformers.geglu", None)
     with pytest.raises(GuideError, match=r"pip install 'profiling-guide\[liger\]'"):
         load_liger_geglu_mlp(16, 32, use_hub=False)
+
+
+def test_liger_refuses_a_hidden_its_kernel_cannot_take_in_one_line():
+    with pytest.raises(GuideError, match="--hidden 65536 or less"):
+        load_liger_geglu_mlp(8, 65537, use_hub=False)

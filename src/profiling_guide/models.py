@@ -44,6 +44,9 @@ def mlp_flops(rows: int, dim: int, hidden: int) -> int:
     return 3 * 2 * rows * dim * hidden
 
 
+LIGER_MAX_HIDDEN = 65536  # liger_kernel.ops.utils.calculate_settings refuses wider rows
+
+
 @dataclass
 class LigerMLP:
     """A loaded Liger GeGLU MLP and where its code came from."""
@@ -90,6 +93,13 @@ def load_liger_geglu_mlp(
         raise GuideError(
             f"Liger's GeGLU MLP implements only the tanh GELU, not {hidden_act!r}: "
             "use hidden_act='gelu_pytorch_tanh'"
+        )
+    if hidden > LIGER_MAX_HIDDEN:
+        # Liger gives each row of the [rows, hidden] activation to one program, in one block of
+        # the next power of two ≥ hidden columns; Triton caps a block at 2**16 elements.
+        raise GuideError(
+            f"Liger's GeGLU kernel takes one row of {hidden} hidden units per program, and its block "
+            f"(the next power of two) may hold at most {LIGER_MAX_HIDDEN}: use --hidden {LIGER_MAX_HIDDEN} or less"
         )
     config = SimpleNamespace(hidden_size=dim, intermediate_size=hidden, hidden_act=hidden_act)
     layer_cls, source, note = _liger_layer_class(use_hub)
