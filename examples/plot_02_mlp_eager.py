@@ -15,16 +15,13 @@ them cost?
 
 import torch
 
-from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
 from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
 from profiling_guide.recordings import Chapter
 
 # sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
 parser = example_parser('2 · The GeGLU MLP, eager: five kernels and a round trip through memory')
-parser.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default 64)")
-parser.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default 128)")
-parser.add_argument("--dim", type=positive_int, default=768, help="model width (default 768)")
-parser.add_argument("--hidden", type=positive_int, default=3072, help="MLP hidden width (default 3072)")
+add_mlp_flags(parser)
 args = parser.parse_args()
 dtype = DTYPES[args.dtype]
 rows = args.batch * args.seq
@@ -67,7 +64,8 @@ def mlp_forward():
 from profiling_guide import roofline
 
 eager = chapter.capture("eager", mlp_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
-ceilings = chapter.measure("ceilings", roofline.measure_ceilings, code=[roofline])
+ceilings = chapter.measure("ceilings", roofline.measure_ceilings,
+                           code=[roofline.measure_gemm_tflops, roofline.measure_copy_tbps])
 
 # %%
 # Before we look

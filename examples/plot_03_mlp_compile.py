@@ -16,16 +16,13 @@ shape unless ``dynamic=True``.
 
 import torch
 
-from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
 from profiling_guide.models import SimpleGeGLUMLP
 from profiling_guide.recordings import Chapter
 
 # sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
 parser = example_parser('3 · The MLP under torch.compile: what the compiler fuses, and what it costs')
-parser.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default 64)")
-parser.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default 128)")
-parser.add_argument("--dim", type=positive_int, default=768, help="model width (default 768)")
-parser.add_argument("--hidden", type=positive_int, default=3072, help="MLP hidden width (default 3072)")
+add_mlp_flags(parser)
 parser.add_argument("--compile", action="store_true",
                     help="accepted for the original command line; this page always compiles")
 args = parser.parse_args()
@@ -81,7 +78,8 @@ from profiling_guide import roofline
 
 eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
 compiled = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
-ceilings = chapter.measure("ceilings", roofline.measure_ceilings, code=[roofline])
+ceilings = chapter.measure("ceilings", roofline.measure_ceilings,
+                           code=[roofline.measure_gemm_tflops, roofline.measure_copy_tbps])
 
 # %%
 # Before we look

@@ -15,16 +15,13 @@ kernel is configured, and what happens when the input shape changes.
 
 import torch
 
-from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
 from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp
 from profiling_guide.recordings import Chapter
 
 # sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
 parser = example_parser("4 · Liger's GeGLU MLP through ``kernels``: a hand-written fused kernel")
-parser.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default 64)")
-parser.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default 128)")
-parser.add_argument("--dim", type=positive_int, default=768, help="model width (default 768)")
-parser.add_argument("--hidden", type=positive_int, default=3072, help="MLP hidden width (default 3072)")
+add_mlp_flags(parser)
 parser.add_argument("--hidden_act", default="gelu_pytorch_tanh",
                     help="the MLP's activation; Liger implements only gelu_pytorch_tanh (default)")
 args = parser.parse_args()

@@ -21,22 +21,16 @@ own GEMM rate sets.
 
 import torch
 
-from profiling_guide.args import example_parser, positive_int, run_args
-from profiling_guide.errors import GuideError
+from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
 from profiling_guide.recordings import Chapter
 
 # sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
 parser = example_parser("6 · GeGLU in the GEMM epilogue: an MLP whose intermediate never leaves the chip")
-parser.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default 64)")
-parser.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default 128)")
-parser.add_argument("--dim", type=positive_int, default=768, help="model width (default 768)")
-parser.add_argument("--hidden", type=positive_int, default=3072, help="MLP hidden width (default 3072)")
+add_mlp_flags(parser)
 args = parser.parse_args()
-if args.dtype not in ("bfloat16", "bf16"):
-    raise GuideError(f"this chapter measures bf16 kernels against the bf16 GEMM ceiling: --dtype {args.dtype} "
-                     "is not supported here; use --dtype bfloat16 (the kernel itself also takes float16 and float32)")
-dtype = torch.bfloat16
+dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 GEMM ceiling "
+                                "(the kernel itself also takes float16 and float32)")
 rows = args.batch * args.seq
 element = 2
 

@@ -53,6 +53,22 @@ def example_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def add_mlp_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The MLP chapters' flags, with the original write-up's sizes as defaults."""
+    parser.add_argument("--batch", type=positive_int, default=64, help="sequences per batch (default 64)")
+    parser.add_argument("--seq", type=positive_int, default=128, help="tokens per sequence (default 128)")
+    parser.add_argument("--dim", type=positive_int, default=768, help="model width (default 768)")
+    parser.add_argument("--hidden", type=positive_int, default=3072, help="MLP hidden width (default 3072)")
+    return parser
+
+
+def require_bfloat16(args: argparse.Namespace, why: str) -> torch.dtype:
+    """bfloat16, or a one-line error naming ``why`` a page measures only bf16."""
+    if DTYPES[args.dtype] is not torch.bfloat16:
+        raise GuideError(f"--dtype {args.dtype} is not supported here: {why}; use --dtype bfloat16")
+    return torch.bfloat16
+
+
 def run_args(args: argparse.Namespace) -> dict:
     """The arguments that define a run (what the fingerprint and run record keep)."""
     return {k: v for k, v in vars(args).items() if k != "mode"}
