@@ -110,7 +110,9 @@ result = bench.values
 ceilings, floor_us, times = result["ceilings"], result["floor_us"], result["variants_us"]
 Facts(
     f"Ceilings measured in this run: {ceilings['gemm_tflops']:.0f} TFLOP/s for a bf16 GEMM, "
-    f"{ceilings['copy_tbps']:.2f} TB/s for a device-to-device copy.",
+    f"{ceilings['copy_tbps']:.2f} TB/s for a device-to-device copy. The GEMM rate is the one the GPU "
+    "sustains after half a second of back-to-back GEMMs: a GPU fresh from idle runs its first milliseconds "
+    "at a higher clock, until its power limit catches up.",
     f"The MLP does {mlp_flops(rows, args.dim, args.hidden) / 1e9:.1f} GFLOP per forward: at the GEMM rate "
     f"that takes {floor_us:.1f} µs. That is the compute floor: no implementation of these three products "
     "can beat it on this GPU.",
