@@ -114,8 +114,8 @@ Facts(
     "sustains after half a second of back-to-back GEMMs: a GPU fresh from idle runs its first milliseconds "
     "at a higher clock, until its power limit catches up.",
     f"The MLP does {mlp_flops(rows, args.dim, args.hidden) / 1e9:.1f} GFLOP per forward: at the GEMM rate "
-    f"that takes {floor_us:.1f} µs. That is the compute floor: no implementation of these three products "
-    "can beat it on this GPU.",
+    f"that takes {floor_us:.1f} µs. That is the compute floor: at the rate this GPU sustains, no "
+    "implementation of these three products can be faster.",
     *(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()),
 )
 
@@ -228,6 +228,17 @@ if "compile-max-autotune" in times and "compile" in times:
         + ("" if same else " Autotuning times each candidate on its own, once, at compile time; inside the "
            "forward, with the other kernels around it, the choice it made can be the slower one, as the "
            "trace shows when the times above say so."))
+if "compile-max-autotune" in runs:
+    auto_trace = runs["compile-max-autotune"].trace
+    prologue = sorted({decode(k.name).short for k in auto_trace.kernels
+                       if decode(k.name).kind == "gemm" and "gelu" in decode(k.name).fused_ops})
+    pointwise_left = sorted({decode(k.name).short for k in auto_trace.kernels if decode(k.name).kind == "pointwise"})
+    if prologue:
+        sentences.append(
+            f"max-autotune also fused the GeLU·mul into a GEMM template ({', '.join(prologue)}): it computes "
+            "gelu(g)·u from g and u as it loads them for the down projection. "
+            + (f"The separate pointwise kernel still runs beside it ({', '.join(pointwise_left)}): by their names, "
+               "this run computes the GeLU·mul twice." if pointwise_left else "No separate pointwise kernel is left."))
 gemm_share = {n: gemm_us[n] / times[n] for n in runs if n in times}
 sentences.append(
     "GEMMs take " + ", ".join(f"{100 * share:.0f}% of {n}" for n, share in gemm_share.items()) +
