@@ -40,3 +40,12 @@ def test_live_mode_without_a_gpu_is_a_one_line_error():
     assert result.returncode == 1
     assert result.stderr.startswith("error: PROFILING_GUIDE_MODE=live but no CUDA GPU is visible")
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("example", [p for p in EXAMPLES if p.stem in ("plot_05_compare", "plot_06_fused")],
+                         ids=lambda p: p.stem)
+def test_the_bf16_chapters_refuse_another_dtype_in_one_line(example):
+    result = run_example(example, "--dtype", "float16")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: --dtype float16 is not supported here")
+    assert result.stderr.count("\n") == 1
