@@ -1,7 +1,6 @@
 """The comparison pieces of chapters 5 and 6 on the committed H100 recordings: work tables, charts, benchmark."""
 
 import json
-from pathlib import Path
 import subprocess
 import sys
 
@@ -10,11 +9,11 @@ import pytest
 
 matplotlib.use("Agg")
 
+from conftest import H100
 from profiling_guide import bench_mlp, charts
 from profiling_guide.roofline import intermediate_passes, kernel_work_table
 from profiling_guide.trace import Trace
 
-H100 = Path(__file__).resolve().parents[1] / "docs" / "recordings" / "nvidia-h100-80gb-hbm3"
 ROWS, HIDDEN = 64 * 128, 3072
 
 

@@ -13,6 +13,7 @@ from .timeline import KIND_COLORS
 
 GAP_COLOR = "#d9d9d9"
 FLOOR_COLOR = "#444444"
+MARKERS = "osD^vP*X"  # one per series, cycled
 
 
 def variant_bars(times_us: dict[str, float], floor_us: float, *, breakdown: dict[str, dict[str, float]] | None = None,
@@ -73,9 +74,8 @@ def roofline(points: dict[str, tuple[float, float]], gemm_tflops: float, copy_tb
     ax.annotate(f"copy {copy_tbps:.2f} TB/s", (lo * 1.5, copy_tbps * lo * 1.5), rotation=0, fontsize=8,
                 va="bottom")
     ax.axvline(ridge, color=GAP_COLOR, linestyle=":", linewidth=1)
-    markers = "osD^vP*X"
     for i, (label, (x, y)) in enumerate(points.items()):
-        ax.scatter([x], [y], marker=markers[i % len(markers)], s=45, zorder=3, label=f"{label}: {y:.0f} TFLOP/s")
+        ax.scatter([x], [y], marker=MARKERS[i % len(MARKERS)], s=45, zorder=3, label=f"{label}: {y:.0f} TFLOP/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved through HBM)")
@@ -93,13 +93,12 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
     hiddens = sorted({r["hidden"] for r in rows})
     fig, axes = plt.subplots(1, len(hiddens), figsize=(5 * len(hiddens), 3.8), layout="constrained", sharey=True,
                              squeeze=False)
-    markers = "osD^vP*X"
     for ax, hidden in zip(axes[0], hiddens):
         mine = sorted((r for r in rows if r["hidden"] == hidden), key=lambda r: r["rows"])
         for i, v in enumerate(variants):
             pts = [(r["rows"], r[v] / r["floor_us"]) for r in mine if r.get(v)]
             if pts:
-                ax.plot(*zip(*pts), marker=markers[i % len(markers)], label=v, linewidth=1.2, markersize=4)
+                ax.plot(*zip(*pts), marker=MARKERS[i % len(MARKERS)], label=v, linewidth=1.2, markersize=4)
         ax.axhline(1.0, color=FLOOR_COLOR, linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("rows (batch·seq)")

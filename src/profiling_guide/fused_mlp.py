@@ -411,8 +411,7 @@ def config_text(config: triton.Config | None) -> str | None:
     if config is None:
         return None
     # the loop options show only when they leave the default (a flattened loop, no warp specialization)
-    shown = {k: v for k, v in config.kwargs.items() if k not in ("FLATTEN", "WARP_SPECIALIZE") or
-             (k == "WARP_SPECIALIZE" and v)}  # fmt: skip
+    shown = {k: v for k, v in config.kwargs.items() if k != "FLATTEN" and (k != "WARP_SPECIALIZE" or v)}
     tiles = " ".join(f"{k}={v}" for k, v in shown.items())
     return f"{tiles} num_warps={config.num_warps} num_stages={config.num_stages}"
 
@@ -597,7 +596,7 @@ def _on_device(device: torch.device):
     return contextlib.nullcontext()
 
 
-def _runtime_args(design, x2d, weights, h, tma_blocks=None) -> tuple:
+def _runtime_args(design, x2d, weights, h) -> tuple:
     """The kernel's non-constexpr arguments, in its parameter order."""
     M, K = x2d.shape
     N = h.shape[1]
@@ -608,8 +607,8 @@ def _runtime_args(design, x2d, weights, h, tma_blocks=None) -> tuple:
     (w,) = weights
     if design == "packed":
         return (x2d, w, h, M, N, K, x2d.stride(0), x2d.stride(1), w.stride(0), w.stride(1), h.stride(0), h.stride(1))
-    blocks = tma_blocks or ([16, 16], [16, 16], [16, 16])  # placeholders until the config's pre-hook sets them
-    return tuple(_descriptor(t, b) for t, b in zip((x2d, w, h), blocks)) + (M, N, K)
+    # tile shapes are placeholders until the config's pre-hook sets them
+    return tuple(_descriptor(t, [16, 16]) for t in (x2d, w, h)) + (M, N, K)
 
 
 def _descriptor(t: torch.Tensor, block: list[int]):
