@@ -410,8 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{result['gpu']['name']}, [{args.batch}, {args.seq}, {args.dim}] → {args.hidden}, bf16; "
                   f"ceilings {result['ceilings']['gemm_tflops']:.0f} TFLOP/s, {result['ceilings']['copy_tbps']:.2f} TB/s")  # fmt: skip
             print(format_table(result))
-            if result["fused_config"]:
-                print(f"fused config: {result['fused_config']}")
+            for name, config in result["fused_configs"].items():
+                print(f"{name} config: {config}")
             wrong = result["wrong"]
         if args.json:
             write_json_atomic(args.json, result)
