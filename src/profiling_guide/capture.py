@@ -52,7 +52,8 @@ def profile_to_trace(
     # is complete either way.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.profiler")
-        warnings.filterwarnings("ignore", message=r".*[Pp]rofiler.*")
+        # and where the warning is attributed to the caller's frame instead:
+        warnings.filterwarnings("ignore", message=r".*Profiler clears events", category=UserWarning)
         with profile(
             activities=activities,
             schedule=schedule(wait=wait, warmup=warmup, active=active),
