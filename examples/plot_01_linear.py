@@ -87,11 +87,14 @@ compile_cost = chapter.measure("compile", first_compiled_call)
 # record three), inside a ``record_function("linear_fwd")`` label, with CPU
 # and CUDA activities and input shapes recorded. It writes the Chrome trace
 # (open it in https://ui.perfetto.dev) and then times the forward with the
-# profiler off: the median GPU time over 100 calls (CUDA events) and the
-# median CPU time to issue one call.
+# profiler off, three ways, each a median over 7 repeats with its spread
+# (:mod:`profiling_guide.measure`): the *device time* per call (calls queued
+# behind a sleep kernel, so the GPU never waits for the host), the *CPU
+# issue time* (the host's work to issue one call, the GPU drained between
+# calls) and the *wall time per call* (one call at a time, waiting for it).
 
-eager = chapter.capture("eager", eager_forward, label="linear_fwd")
-compiled = chapter.capture("compiled", compiled_forward, label="linear_fwd")
+eager = chapter.capture("eager", eager_forward, label="linear_fwd", variant="linear-eager")
+compiled = chapter.capture("compiled", compiled_forward, label="linear_fwd", variant="linear-compiled")
 
 # %%
 # Before we look
@@ -101,6 +104,7 @@ compiled = chapter.capture("compiled", compiled_forward, label="linear_fwd")
 # trace after we have looked.
 
 from profiling_guide import expect
+from profiling_guide.pace import pace
 
 POST = "original post (A100)"
 eager_predictions = [
@@ -112,8 +116,10 @@ eager_predictions = [
     expect.Prediction("aten::linear dispatches to aten::addmm", lambda t: (
         bool(t.ops_named("aten::addmm")) and all(
             op.parent is not None and op.parent.name == "aten::linear" for op in t.ops_named("aten::addmm")),
-        " → ".join(["aten::linear", *sorted({op.name for op in t.ops_named("aten::linear")[0].children})])
+        "aten::linear calls, in time order: " + ", ".join(op.name for op in t.ops_named("aten::linear")[0].children)
         if t.ops_named("aten::linear") else "no aten::linear"), POST),
+    expect.Prediction("the GPU waits for the CPU: overhead-bound", lambda t: (
+        pace(t).verdict == "overhead-bound", pace(t).evidence()), "this page"),
 ]
 compiled_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
@@ -133,9 +139,8 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_compare({"eager nn.Linear": eager.trace, "torch.compile(nn.Linear)": compiled.trace})
 
 # %%
-# The kernel is the thin sliver on the GPU lane: for a layer this small, the
-# GPU finishes long before the CPU is done talking to it. The op table says
-# where the CPU time goes (per step, in µs):
+# The kernel is the thin sliver on the GPU lane. The op table says where the
+# CPU time goes (per step, in µs):
 
 tables.styled(tables.op_table(eager.trace), caption="eager: CPU ops per step")
 
@@ -182,37 +187,47 @@ pd.DataFrame([decode(name).to_dict() for name in expect.kernel_names(eager.trace
 # %%
 # What it costs: CPU against GPU
 # ------------------------------
-# Medians with the profiler off. For a layer this small the GPU time is a few
-# microseconds; what the caller waits for is the CPU issuing the call.
+# Medians with the profiler off, and their interquartile range over repeats.
+# Read the rows by what they measure: the *device time* is what the GPU
+# spends per call; the *wall time* is what a caller that waits for each
+# result sees; the *CPU issue time* is the host's share of it. The last two
+# rows come from the profiled steps.
 
-from profiling_guide.report import Facts
+from profiling_guide.report import Facts, pace_facts, spread_cell
+from profiling_guide.measure import compare
 
 runs = {"eager": eager, "compiled": compiled}
 cost = pd.DataFrame({
     name: {
-        "GPU µs per forward (median)": rec.timings["gpu_us_median"],
-        "CPU µs to issue one forward (median)": rec.timings["cpu_us_median"],
-        "CPU µs per step in the trace (profiler on)": rec.trace.cpu_us_per_step("linear_fwd"),
-        "kernels per step": rec.trace.kernels_per_step(),
+        "device µs per call (queue full)": spread_cell(rec.timings["device_us"]),
+        "wall µs per call (one at a time)": spread_cell(rec.timings["wall_us_per_call"]),
+        "CPU µs to issue one call": spread_cell(rec.timings["cpu_issue_us"]),
+        "kernel µs per step in the trace": f"{rec.trace.device_us_per_step():.1f}",
+        "CPU µs per step in the trace (profiler on)": f"{rec.trace.cpu_us_per_step('linear_fwd'):.1f}",
     } for name, rec in runs.items()
-}).T
-tables.styled(cost, precision=1)
+})
+tables.styled(cost)
 
 # %%
 
-e, c = eager.timings["cpu_us_median"], compiled.timings["cpu_us_median"]
+pace_facts(eager)
+
+# %%
+
+e, c = eager.timings["cpu_issue_us"], compiled.timings["cpu_issue_us"]
 first_call_s = compile_cost.values["first_call_s"]
-if c > e:
-    verdict = (f"The compiled call costs the CPU {c:.1f} µs against eager's {e:.1f} µs ({c / e:.2f}× eager): "
-               "for one tiny layer, the compiled wrapper's guards and bookkeeping cost more than the "
-               "dispatcher work they remove.")
-    payback = f"The first compiled call took {first_call_s:.1f} s (tracing, compiling, loading) and never pays back here."
-else:
-    verdict = (f"The compiled call costs the CPU {c:.1f} µs against eager's {e:.1f} µs "
-               f"({e / c:.2f}× less): even for one layer, skipping the dispatcher pays.")
-    payback = (f"The first compiled call took {first_call_s:.1f} s (tracing, compiling, loading): it pays back "
-               f"after about {first_call_s * 1e6 / (e - c):,.0f} calls.")
-Facts(verdict, payback)
+verdict = compare(c, e)
+Facts(
+    f"CPU to issue one call: compiled {c:.1f} µs, eager {e:.1f} µs: "
+    + {"slower": f"the compiled call costs the host {c.median / e.median:.2f}× eager's; for one tiny layer its "
+                 "guards and wrapper cost more than the dispatcher work they remove.",
+       "faster": f"the compiled call costs the host {e.median / c.median:.2f}× less than eager's.",
+       "tie": "a tie: the two differ by less than their spread."}[verdict],
+    f"The first compiled call took {first_call_s:.1f} s (tracing, compiling, loading)"
+    + (f"; at {e.median - c.median:.1f} µs saved per call it pays back after about "
+       f"{first_call_s * 1e6 / (e.median - c.median):,.0f} calls." if verdict == "faster" else
+       "; with no CPU saved per call, it never pays back here."),
+)
 
 # %%
 # Claims this page makes in prose are checked too: if one failed on the

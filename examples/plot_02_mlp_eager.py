@@ -57,15 +57,21 @@ def mlp_forward():
 
 
 # %%
-# Profile it, and measure in the same run the two ceilings every later number
-# is compared with: the bf16 GEMM rate (an 8192³ matrix product) and the
-# device-to-device copy bandwidth.
+# Profile it, and measure in the same run the rates every later number is
+# compared with (:func:`~profiling_guide.measure.reference_rates`, once per
+# process): the best cuBLAS bf16 GEMM rate seen over a settled 8192³ product
+# and this MLP's own GEMM shapes, and the best device-to-device copy
+# bandwidth, each a median over 7 repeats with its spread. Beside them, the
+# vendor's datasheet peaks for this GPU: the only numbers this guide calls a
+# *ceiling*, since no kernel can pass them. A measured rate is a *reference*:
+# real code reaches it, and a short kernel can beat it.
 
-from profiling_guide import roofline
+from profiling_guide import measure
+from profiling_guide.bench_mlp import mlp_gemm_shapes
 
-eager = chapter.capture("eager", mlp_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
-ceilings = chapter.measure("ceilings", roofline.measure_ceilings,
-                           code=[roofline.measure_gemm_tflops, roofline.measure_copy_tbps])
+eager = chapter.capture("eager", mlp_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
+references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
+                             code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
 
 # %%
 # Before we look
@@ -76,6 +82,7 @@ ceilings = chapter.measure("ceilings", roofline.measure_ceilings,
 # cost the GPU nothing.
 
 from profiling_guide import expect
+from profiling_guide.pace import pace
 
 POST = "original post (A100)"
 METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided", "aten::_unsafe_view"]
@@ -103,6 +110,8 @@ predictions = [
                       must_hold=False),
     *[expect.Prediction(f"{op} launches nothing", expect.launches_nothing(op), POST, must_hold=False)
       for op in METADATA_OPS],
+    expect.Prediction("under the profiler the GPU waits for Python between kernels (overhead-bound)",
+                      lambda t: (pace(t).verdict == "overhead-bound", pace(t).evidence()), "this page"),
 ]
 
 # %%
@@ -124,7 +133,7 @@ verdicts
 # Which ops launched nothing at all? The trace says (these are the metadata-only
 # ops: they rewrite a tensor's shape and strides and copy no data):
 
-from profiling_guide.report import Facts
+from profiling_guide.report import Facts, pace_facts
 
 Facts("CPU ops with no device work: " + ", ".join(eager.trace.no_device_ops) + ".")
 
@@ -164,26 +173,36 @@ Facts(
 # %%
 # The GEMMs
 # ---------
-# Each ``mm`` is ``[M, K] @ [K, N]`` with ``2·M·K·N`` FLOPs. gate and up are
-# ``M=B·S, K=dim, N=hidden``; down is ``M=B·S, K=hidden, N=dim``: the same
-# FLOPs, but a different shape, so cuBLAS's heuristics may pick a different
-# kernel (tile and cluster) for it. The last column compares each with the
-# GEMM ceiling measured in this run.
+# Each ``mm`` is ``[M, K] @ [K, N]`` with ``2·M·K·N`` FLOPs, read from the
+# op's recorded input dims. gate and up are ``M=B·S, K=dim, N=hidden``; down
+# is ``M=B·S, K=hidden, N=dim``: the same FLOPs, but a different shape, so
+# cuBLAS's heuristics may pick a different kernel (tile and cluster) for it.
+# The time is the GEMM kernel's alone (a memset its op launches is left out).
+# The last two columns compare each with the datasheet ceiling and with the
+# best cuBLAS rate measured in this run.
 
-gemm_tflops = ceilings.values["gemm_tflops"]
-gemms = tables.gemm_table(eager.trace, gemm_tflops=gemm_tflops)
+from profiling_guide.measure import Spread
+from profiling_guide.roofline import CEILING_COLUMN, REFERENCE_COLUMN
+
+refs = references.values
+gemms = tables.gemm_table(eager.trace, references=refs)
 tables.styled(gemms, precision=1)
 
 # %%
 
-kernels_by_shape = dict(zip(gemms["M·K·N"], gemms["kernel"]))
+gemm_ref, copy_ref, sheet = refs["gemm_tflops"], refs["copy_tbps"], refs["datasheet"]
 distinct = len(set(gemms["kernel"]))
 Facts(
-    f"Measured ceiling in this run: {gemm_tflops:.0f} TFLOP/s (bf16 GEMM), "
-    f"{ceilings.values['copy_tbps']:.2f} TB/s (device-to-device copy).",
+    f"Reference rates measured in this run: {Spread.from_dict(gemm_ref['spread']):.0f} TFLOP/s for a bf16 "
+    f"cuBLAS GEMM (best at {gemm_ref['source']}), {Spread.from_dict(copy_ref['spread']):.2f} TB/s for a "
+    f"device-to-device copy ({copy_ref['source']}).",
+    (f"Datasheet ceilings ({sheet['model']}, {sheet['source']}): {sheet['bf16_tflops']:.0f} TFLOP/s dense bf16, "
+     f"{sheet['hbm_tbps']:.2f} TB/s HBM." if sheet else "This GPU is not in the datasheet table: no ceiling."),
     f"{distinct} distinct GEMM kernel{'s' if distinct > 1 else ''} for {len(gemms)} products of "
-    f"{gemms['GFLOP'].iloc[0]:.1f} GFLOP each; the slowest GEMM reaches "
-    f"{gemms['% of ceiling'].min():.0f}% of the ceiling, the fastest {gemms['% of ceiling'].max():.0f}%.",
+    f"{gemms['GFLOP'].iloc[0]:.1f} GFLOP each, at {gemms[REFERENCE_COLUMN].min():.0f}–"
+    f"{gemms[REFERENCE_COLUMN].max():.0f}% of the measured reference"
+    + (f" and {gemms[CEILING_COLUMN].min():.0f}–{gemms[CEILING_COLUMN].max():.0f}% of the datasheet ceiling."
+       if sheet else "."),
 )
 
 # %%
@@ -196,44 +215,44 @@ Facts(
 # are needed: a fused kernel would read ``g`` and ``u`` once and write ``h``
 # once (three passes), and an epilogue-fused GEMM would write only ``h`` (one).
 
-import pandas as pd
+from profiling_guide.roofline import datasheet_bound_us, kernel_work_table
 
 intermediate = rows * args.hidden * element
-pointwise = [k for k in eager.trace.steps[0].kernels if expect.decode(k.name).kind == "pointwise"]
-passes = {"gelu": 2, "mul": 3}
-bw_rows = []
-for k in pointwise:
-    op = expect.decode(k.name).fused_ops[0] if expect.decode(k.name).fused_ops else k.name
-    nbytes = passes.get(op, 2) * intermediate
-    us = sum(e.dur_us for s in eager.trace.steps for e in s.kernels if e.name == k.name) / len(eager.trace.steps)
-    bw_rows.append({"kernel": expect.decode(k.name).short, "MB moved": nbytes / 1e6, "avg_us": us,
-                    "TB/s": nbytes / us / 1e6, "% of copy bandwidth": 100 * nbytes / us / 1e6 / ceilings.values["copy_tbps"]})
-bw = pd.DataFrame(bw_rows)
+work = kernel_work_table(eager.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element, references=refs)
+bw = work[work["kind"] == "pointwise"]
 tables.styled(bw, precision=1)
 
 # %%
 
 elementwise_us = bw["avg_us"].sum()
 step_us = eager.trace.device_us_per_step()
+flops, min_bytes = mlp_flops(rows, args.dim, args.hidden), element * (3 * args.dim * args.hidden + 2 * rows * args.dim)
 Facts(
-    f"The intermediate is {intermediate / 1e6:.1f} MB per tensor. GeLU and mul move "
-    f"{bw['MB moved'].sum():.0f} MB in {elementwise_us:.1f} µs: {100 * elementwise_us / step_us:.0f}% of the "
-    f"GPU's {step_us:.1f} µs per forward, for work that does no matrix arithmetic at all.",
+    f"The intermediate is {intermediate / 1e6:.1f} MB per tensor. GeLU and mul take {elementwise_us:.1f} µs of "
+    f"the GPU's {step_us:.1f} µs of kernel time per profiled forward ({100 * elementwise_us / step_us:.0f}%), "
+    "for work that does no matrix arithmetic at all.",
     f"At the measured copy bandwidth, the three passes a fused GeLU·mul needs would take "
-    f"{3 * intermediate / ceilings.values['copy_tbps'] / 1e6:.1f} µs, and the MLP's compute floor "
-    f"(all FLOPs at the GEMM ceiling) is {mlp_flops(rows, args.dim, args.hidden) / gemm_tflops / 1e6:.1f} µs.",
+    f"{3 * intermediate / copy_ref['rate'] / 1e6:.1f} µs."
+    + (f" The datasheet bound of the whole MLP (its FLOPs at the bf16 peak, or its least HBM traffic at the "
+       f"peak bandwidth, whichever is longer) is {datasheet_bound_us(flops, min_bytes, sheet):.1f} µs." if sheet else ""),
 )
 
 # %%
-# What it costs
-# -------------
+# What it costs, and who sets the pace
+# ------------------------------------
+# The profiled forward shows each kernel's launch and start. If the CPU ran
+# ahead, each launch would wait longer in the queue than the one before; if
+# the GPU waits for Python, the delays stay flat and the GPU idles between
+# kernels. The launch table above has the delays; here they are summed up,
+# then set beside the profiler-off timings.
 
-gpu_us, cpu_us = eager.timings["gpu_us_median"], eager.timings["cpu_us_median"]
-Facts(
-    f"Median GPU time per forward, profiler off: {gpu_us:.1f} µs; the CPU needs {cpu_us:.1f} µs to issue it, "
-    + ("so the GPU, not Python, sets the pace: the CPU runs ahead and the launches queue up."
-       if gpu_us > cpu_us else "so the CPU, not the GPU, sets the pace: the GPU waits for launches."),
-)
+pace_facts(eager)
+
+# %%
+
+t = eager.timings
+Facts(f"Profiler off, medians over repeats (IQR): device time {t['device_us']:.1f} µs per forward, "
+      f"CPU issue time {t['cpu_issue_us']:.1f} µs, wall time per call {t['wall_us_per_call']:.1f} µs.")
 
 # %%
 

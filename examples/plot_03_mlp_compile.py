@@ -74,12 +74,14 @@ def first_compiled_call():
 
 compile_cost = chapter.measure("compile", first_compiled_call, code=[SimpleGeGLUMLP])
 
-from profiling_guide import roofline
+from profiling_guide import measure
+from profiling_guide.bench_mlp import mlp_gemm_shapes
 
-eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
-compiled = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
-ceilings = chapter.measure("ceilings", roofline.measure_ceilings,
-                           code=[roofline.measure_gemm_tflops, roofline.measure_copy_tbps])
+eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
+compiled = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
+# The same reference rates as the previous chapter (measured once per process, see there).
+references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
+                             code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
 
 # %%
 # Before we look
@@ -157,23 +159,57 @@ pd.DataFrame([decode(k.name).to_dict() for k in fused]).T.rename(columns=lambda 
 # %%
 # It reads ``g`` and ``u`` and writes ``h``: three passes over the
 # ``[B·S, hidden]`` intermediate instead of eager's five. How close does it
-# come to the copy bandwidth measured in this run?
+# come to the copy bandwidth measured in this run, and to the datasheet's?
 
-intermediate = rows * args.hidden * element
-fused_us = [sum(e.dur_us for e in s.kernels if e.name == fused[0].name) for s in compiled.trace.steps]
-fused_us = sum(fused_us) / len(fused_us)
-eager_pointwise_us = sum(
-    e.dur_us for s in eager.trace.steps for e in s.kernels if decode(e.name).kind == "pointwise") / len(eager.trace.steps)
-copy_tbps = ceilings.values["copy_tbps"]
+from profiling_guide.roofline import kernel_work_table
 
-from profiling_guide.report import Facts
+refs = references.values
+work = pd.concat({name: kernel_work_table(rec.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
+                                          references=refs) for name, rec in {"eager": eager, "compiled": compiled}.items()})
+work = work[work["kind"] == "pointwise"].droplevel(1)
+work.index.name = "run"
+tables.styled(work, precision=1)
 
+# %%
+
+from profiling_guide.measure import compare
+from profiling_guide.report import Facts, pace_facts, spread_cell
+
+per_step = {name: [sum(e.dur_us for e in s.kernels if decode(e.name).kind == "pointwise") for s in rec.trace.steps]
+            for name, rec in {"eager": eager, "compiled": compiled}.items()}
 Facts(
-    f"Fused GeLU·mul: {3 * intermediate / 1e6:.0f} MB in {fused_us:.1f} µs = {3 * intermediate / fused_us / 1e6:.2f} TB/s, "
-    f"{100 * 3 * intermediate / fused_us / 1e6 / copy_tbps:.0f}% of the {copy_tbps:.2f} TB/s copy bandwidth measured in this run.",
-    f"Eager's two kernels took {eager_pointwise_us:.1f} µs for the same result: fusion saved "
-    f"{eager_pointwise_us - fused_us:.1f} µs per forward ({eager_pointwise_us / fused_us:.2f}×).",
+    f"Pointwise kernel time per profiled forward: eager {min(per_step['eager']):.1f}–{max(per_step['eager']):.1f} µs "
+    f"(two kernels), compiled {min(per_step['compiled']):.1f}–{max(per_step['compiled']):.1f} µs (one), over "
+    f"{len(per_step['eager'])} steps each.",
 )
+
+# %%
+# Whole forwards, profiler off
+# ----------------------------
+# Device time per forward (the GPU's queue kept full), the CPU's time to
+# issue one, and the wall time of one call at a time: medians over repeats,
+# with their interquartile range.
+
+tables.styled(pd.DataFrame({name: {
+    "device µs per forward": spread_cell(rec.timings["device_us"]),
+    "CPU µs to issue one forward": spread_cell(rec.timings["cpu_issue_us"]),
+    "wall µs per call": spread_cell(rec.timings["wall_us_per_call"]),
+} for name, rec in {"eager": eager, "compiled": compiled}.items()}))
+
+# %%
+
+e_dev, c_dev = eager.timings["device_us"], compiled.timings["device_us"]
+Facts(
+    f"Device time: compiled {c_dev:.1f} µs against eager {e_dev:.1f} µs per forward: "
+    + {"faster": f"compiled is {e_dev.median / c_dev.median:.2f}× faster, outside both spreads.",
+       "slower": f"compiled is {c_dev.median / e_dev.median:.2f}× slower, outside both spreads.",
+       "tie": "a tie within the spread."}[compare(c_dev, e_dev)],
+    f"The first compiled call took {compile_cost.values['first_call_s']:.1f} s.",
+)
+
+# %%
+
+pace_facts(compiled)
 
 # %%
 # What the compiler adds on the CPU
@@ -187,42 +223,31 @@ ops = tables.op_table(compiled.trace)
 tables.styled(ops[~ops.index.isin(eager_names)], precision=1)
 
 # %%
-
-Facts(
-    f"CPU time to issue one forward (median, profiler off): eager {eager.timings['cpu_us_median']:.1f} µs, "
-    f"compiled {compiled.timings['cpu_us_median']:.1f} µs. GPU time per forward: eager "
-    f"{eager.timings['gpu_us_median']:.1f} µs, compiled {compiled.timings['gpu_us_median']:.1f} µs "
-    f"({eager.timings['gpu_us_median'] / compiled.timings['gpu_us_median']:.2f}× faster).",
-    f"The first compiled call took {compile_cost.values['first_call_s']:.1f} s.",
-)
-
-# %%
 # Recompilation, measured
 # -----------------------
 # The compiled graph is specialised to the shapes it saw. We feed new sequence
-# lengths in turn and time each first call (which pays any compilation) and
-# the steady state after it, for three settings: ``dynamic=False`` (always
-# specialise), the default (specialise, and after the first new shape compile
-# one graph with symbolic sizes) and ``dynamic=True`` (symbolic from the start).
-# Inductor's on-disk graph cache is off here so each compile is paid in full.
+# lengths in turn and time each first call (wall time, which pays any
+# compilation) and the device time per forward after it, for three settings:
+# ``dynamic=False`` (always specialise), the default (specialise, and after
+# the first new shape compile one graph with symbolic sizes) and
+# ``dynamic=True`` (symbolic from the start). Each setting runs in a fresh
+# Python process with empty compiler caches
+# (:func:`~profiling_guide.sweep.recompile_in_fresh_process`), so none reuses
+# what another compiled; rows are in the order they ran.
 
-from profiling_guide.sweep import dynamo_graphs_compiled, shape_sweep
+from profiling_guide.sweep import SETTINGS, recompile_in_fresh_process, shape_sweep
 
 SEQS = [args.seq, 2 * args.seq, 4 * args.seq, args.seq + 72]
 SHAPES = [(args.batch, s, args.dim) for s in SEQS]
 
 
 def recompilation():
-    results = {}
-    for setting, dynamic in (("dynamic=False", False), ("default", None), ("dynamic=True", True)):
-        torch._dynamo.reset()
-        model = torch.compile(mlp, dynamic=dynamic)
-        with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
-            results[setting] = shape_sweep(model, SHAPES, dtype=dtype, compiles=dynamo_graphs_compiled)
-    return results
+    return {setting: recompile_in_fresh_process(setting, SHAPES, args.hidden, dtype=args.dtype)
+            for setting in SETTINGS}
 
 
-recompile = chapter.measure("recompile", recompilation, code=[SimpleGeGLUMLP, shape_sweep])
+recompile = chapter.measure("recompile", recompilation,
+                            code=[SimpleGeGLUMLP, shape_sweep, recompile_in_fresh_process])
 
 frames = []
 for setting, sweep_rows in recompile.values.items():
@@ -234,11 +259,10 @@ tables.styled(sweep_table, precision=1)
 
 # %%
 
-first = sweep_table.groupby("setting")["first_call_ms"]
 Facts(*[
     f"{setting}: {int(group['compilations'].sum())} compilation(s) over {len(group)} shapes, "
-    f"{group['first_call_ms'].sum() / 1e3:.1f} s spent in first calls; steady state "
-    f"{group['steady_us'].iloc[0]:.1f} µs at the original shape."
+    f"{group['first_call_ms'].sum() / 1e3:.1f} s of wall time in first calls; device time "
+    f"{group['device_us'].iloc[0]:.1f} µs per forward at the original shape."
     for setting, group in sweep_table.groupby("setting", sort=False)
 ])
 

@@ -112,8 +112,15 @@ Facts(f"The recording was made with: {check.values['note']}.")
 # Profile both
 # ------------
 
-eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
-liger_run = chapter.capture("liger", liger_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
+eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
+liger_run = chapter.capture("liger", liger_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="liger")
+
+from profiling_guide import measure
+from profiling_guide.bench_mlp import mlp_gemm_shapes
+
+# The reference rates of chapter 2, measured once per process.
+references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
+                             code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
 
 # %%
 # Before we look
@@ -170,17 +177,39 @@ Facts(
 )
 
 # %%
-# Against the copy bandwidth: the kernel reads ``g`` and ``u`` and writes
-# ``h``, three passes over the intermediate.
+# Every kernel of the Liger forward against the datasheet ceiling and the
+# reference measured in this run: the GEMMs in TFLOP/s, Liger's kernel in
+# TB/s (it reads ``g`` and ``u`` and writes ``h``, three passes over the
+# intermediate).
 
-intermediate = rows * args.hidden * element
-liger_us = sum(e.dur_us for s in liger_run.trace.steps for e in s.kernels if e.name == k.name) / len(liger_run.trace.steps)
-tables.styled(tables.kernel_table(liger_run.trace).drop(columns=["name"]), precision=1)
+from profiling_guide.roofline import kernel_work_table
+
+tables.styled(kernel_work_table(liger_run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
+                                references=references.values), precision=1)
+
+# %%
+# Profiler off: device time per forward (queue full), the CPU's time to
+# issue one, and who sets the pace.
+
+from profiling_guide.measure import compare
+from profiling_guide.report import pace_facts, spread_cell
+
+tables.styled(pd.DataFrame({name: {
+    "device µs per forward": spread_cell(rec.timings["device_us"]),
+    "CPU µs to issue one forward": spread_cell(rec.timings["cpu_issue_us"]),
+} for name, rec in {"eager": eager, "liger": liger_run}.items()}))
 
 # %%
 
-Facts(f"Liger's fused kernel: {3 * intermediate / 1e6:.0f} MB in {liger_us:.1f} µs = "
-      f"{3 * intermediate / liger_us / 1e6:.2f} TB/s.")
+e_dev, l_dev = eager.timings["device_us"], liger_run.timings["device_us"]
+Facts(f"Device time: Liger {l_dev:.1f} µs against eager {e_dev:.1f} µs per forward: "
+      + {"faster": f"Liger is {e_dev.median / l_dev.median:.2f}× faster, outside both spreads.",
+         "slower": f"Liger is {l_dev.median / e_dev.median:.2f}× slower, outside both spreads.",
+         "tie": "a tie within the spread."}[compare(l_dev, e_dev)])
+
+# %%
+
+pace_facts(liger_run)
 
 # %%
 # A new shape, no recompilation
@@ -188,7 +217,8 @@ Facts(f"Liger's fused kernel: {3 * intermediate / 1e6:.0f} MB in {liger_us:.1f} 
 # Liger's kernel specialises on ``n_cols`` and ``BLOCK_SIZE`` (both set by
 # ``hidden``), not on the number of rows. A new sequence length only changes
 # the grid, so the Triton kernel compiled for the first shape serves all of
-# them. The same shapes as the compiled chapter:
+# them. The same shapes as the compiled chapter, in the order they ran: the
+# first call's wall time, and the device time per forward after it.
 
 from liger_kernel.ops.geglu import _geglu_tanh_forward_kernel
 

@@ -5,8 +5,8 @@
 Each chapter so far profiled one way of running the GeGLU MLP. Timings taken
 in different runs drift with clocks, temperature and the rest of the machine,
 so here all four run in **one** process, on the same weights and inputs, next
-to the two ceilings that bound them (the bf16 GEMM rate and the copy
-bandwidth, measured in the same run). The question is no longer "what does
+to two floors: cuBLAS's three bare GEMMs timed the same way, and the
+datasheet bound of this GPU. The question is no longer "what does
 each one launch" but "where does each one's time go, and how far is it from
 the fastest this GPU can do".
 """
@@ -79,7 +79,8 @@ for name, module in VARIANTS.items():
     try:
         if chapter.live:
             forward()
-        runs[name] = chapter.capture(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP], args={"variant": name})
+        runs[name] = chapter.capture(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP], args={"variant": name},
+                                       variant=name)
     except Exception as exc:
         if not chapter.live:
             raise
@@ -90,14 +91,16 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # Timed in one run
 # ----------------
 # :func:`~profiling_guide.bench_mlp.run_benchmark` checks every variant's
-# output against eager, measures the two ceilings, then times each variant:
-# the median of many forwards, cycling through fresh random inputs that
-# together exceed the L2 cache so no variant reads an input that is already
-# on chip. Each round of forwards is queued behind a sleep kernel, so the GPU
-# never waits for Python to launch the next kernel: these are device times.
-# What the CPU spends issuing a forward is the *CPU µs* column below.
+# output against eager, then times each: device time per forward, cycling
+# through fresh random inputs that together exceed the L2 cache, each round
+# of forwards queued behind a sleep kernel so the GPU never waits for Python.
+# Every variant is timed in 7 interleaved passes; a time is the median of
+# those passes with their interquartile range, and one variant beats another
+# only when the two ranges do not overlap. The same passes time the MLP's
+# three bare cuBLAS GEMMs (no GeLU, no mul): the first of two floors.
 
 from profiling_guide import bench_mlp
+from profiling_guide.measure import Spread, compare
 
 
 def benchmark():
@@ -107,47 +110,70 @@ def benchmark():
 bench = chapter.measure("bench", benchmark, code=[bench_mlp.run_benchmark, bench_mlp.measure_shape,
                                                    bench_mlp.build_variant, SimpleGeGLUMLP])
 result = bench.values
-ceilings, floor_us, times = result["ceilings"], result["floor_us"], result["variants_us"]
+refs = result["references"]
+times = {name: Spread.from_dict(t) for name, t in result["variants_us"].items()}
+alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
+sheet = refs["datasheet"]
 Facts(
-    f"Ceilings measured in this run: {ceilings['gemm_tflops']:.0f} TFLOP/s for a bf16 GEMM, "
-    f"{ceilings['copy_tbps']:.2f} TB/s for a device-to-device copy. The GEMM rate is the one the GPU "
-    "sustains after half a second of back-to-back GEMMs: a GPU fresh from idle runs its first milliseconds "
-    "at a higher clock, until its power limit catches up.",
-    f"The MLP does {mlp_flops(rows, args.dim, args.hidden) / 1e9:.1f} GFLOP per forward: at the GEMM rate "
-    f"that takes {floor_us:.1f} µs. That is the compute floor: at the rate this GPU sustains, no "
-    "implementation of these three products can be faster.",
+    f"Two floors for this MLP. cuBLAS GEMMs alone: {alone:.1f} µs, the three products with nothing between "
+    "them: what a perfect fusion of everything else would reach with the library's GEMMs."
+    + (f" The datasheet bound: {bound:.1f} µs, its {result['flops'] / 1e9:.1f} GFLOP at {sheet['bf16_tflops']:.0f} "
+       f"TFLOP/s ({sheet['model']} datasheet); nothing runs faster." if bound else ""),
+    f"Reference rates measured in this run: {Spread.from_dict(refs['gemm_tflops']['spread']):.0f} TFLOP/s "
+    f"(best cuBLAS bf16 GEMM, at {refs['gemm_tflops']['source']}), {Spread.from_dict(refs['copy_tbps']['spread']):.2f} "
+    "TB/s (best device-to-device copy).",
     *(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()),
 )
 
 # %%
 # The table
 # ---------
-# Median µs per forward from the benchmark; kernels and launches per forward
-# from the traces; *CPU µs*: the median time Python and the dispatcher spend
-# issuing one forward, timed with the profiler off; *GPU busy*: the sum of
-# kernel times in a profiled forward; *error*: the largest deviation from a
-# float64 reference, relative to the largest output.
+# Device µs per forward from the benchmark, against both floors and against
+# eager; kernels and launches per forward from the traces; *CPU µs*: the
+# median time Python and the dispatcher spend issuing one forward, profiler
+# off; *kernel µs*: the sum of kernel times in a profiled forward; *error*:
+# the largest deviation from a float64 reference, relative to the largest
+# output.
 
 import pandas as pd
 
 from profiling_guide import tables
 from profiling_guide.kernel_names import decode
+from profiling_guide.report import spread_cell
 
+VERDICT = {"faster": "faster", "slower": "slower", "tie": "tie"}
 summary = pd.DataFrame([
     {
         "variant": name,
-        "median µs": times.get(name, float("nan")),
-        "× floor": times.get(name, float("nan")) / floor_us,
-        "vs eager": times.get("eager", float("nan")) / times.get(name, float("nan")),
-        "kernels": run.trace.kernels_per_step(),
-        "launches": sum(n for call, n in run.trace.runtime_calls_per_step().items() if "Launch" in call),
-        "CPU µs": run.timings.get("cpu_us_median", float("nan")),
-        "GPU busy µs": run.trace.device_us_per_step(),
+        "device µs": spread_cell(times[name]),
+        "× GEMMs alone": times[name].median / alone.median,
+        "× datasheet bound": times[name].median / bound if bound else float("nan"),
+        "vs eager": "–" if name == "eager" else
+        f"{times['eager'].median / times[name].median:.2f}× ({VERDICT[compare(times[name], times['eager'])]})",
+        "kernels": int(run.trace.kernels_per_step()),
+        "launches": int(sum(n for call, n in run.trace.runtime_calls_per_step().items() if "Launch" in call)),
+        "CPU µs": spread_cell(Spread.from_dict(result["cpu_issue_us"][name])),
+        "kernel µs": run.trace.device_us_per_step(),
         "error": (result["max_rel_error_fp64"] or {}).get(name),
     }
-    for name, run in runs.items()
+    for name, run in runs.items() if name in times
 ]).set_index("variant")
 tables.styled(summary, precision=2)
+
+# %%
+# Who sets the pace in each profiled forward (:func:`~profiling_guide.pace.pace`):
+# how busy the GPU was from the first launch to the last kernel's end, and
+# whether the launch→start delay grew along the step.
+
+from profiling_guide.pace import pace
+
+tables.styled(pd.DataFrame({name: {
+    "verdict (profiler on)": (p := pace(run.trace)).verdict,
+    "GPU busy %": 100 * p.busy_fraction,
+    "launch→start, first kernel µs": p.first_delay_us,
+    "launch→start, last kernel µs": p.last_delay_us,
+    "GPU idle between kernels µs": p.idle_us,
+} for name, run in runs.items()}).T, precision=1)
 
 # %%
 # Where the time goes
@@ -169,20 +195,22 @@ def device_time_by_kind(trace):
 from profiling_guide import charts
 
 breakdown = {name: device_time_by_kind(run.trace) for name, run in runs.items()}
-fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floor_us, breakdown=breakdown,
-                          title="One MLP forward, median µs")
+floors = {"cuBLAS GEMMs alone": alone.median} | ({"datasheet bound": bound} if bound else {})
+fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floors, breakdown=breakdown,
+                          title="One MLP forward, device µs")
 
 # %%
-# Every kernel against its ceiling
-# --------------------------------
-# GEMMs against the GEMM rate; pointwise kernels against the copy bandwidth,
-# counting their passes over the ``[B·S, hidden]`` intermediate
-# (:func:`~profiling_guide.roofline.intermediate_passes`).
+# Every kernel against the ceiling and the reference
+# --------------------------------------------------
+# GEMMs in TFLOP/s, pointwise kernels in TB/s, counting their passes over the
+# ``[B·S, hidden]`` intermediate
+# (:func:`~profiling_guide.roofline.intermediate_passes`); each against the
+# datasheet ceiling and the rate measured in this run.
 
 from profiling_guide.roofline import kernel_work_table
 
 work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
-                                          ceilings=ceilings) for name, run in runs.items()})
+                                          references=refs) for name, run in runs.items()})
 work.index = work.index.droplevel(1)
 work.index.name = "variant"
 tables.styled(work, precision=1)
@@ -191,60 +219,42 @@ tables.styled(work, precision=1)
 # What the numbers say
 # --------------------
 
-ranked = sorted(times.items(), key=lambda kv: kv[1])
-best, worst = ranked[0], ranked[-1]
+ranked = sorted(times, key=lambda n: times[n].median)
+sentences = ["Ranked by median, with the verdict against the next: " + "; ".join(
+    f"{a} {times[a].median:.0f} µs ({'faster than' if compare(times[a], times[b]) == 'faster' else 'a tie with'} "
+    f"{b} {times[b].median:.0f} µs)" for a, b in zip(ranked, ranked[1:])) + "."]
 gemm_us = {name: by_kind.get("gemm", 0.0) for name, by_kind in breakdown.items()}
 pointwise_us = {name: sum(us for kind, us in by_kind.items() if kind != "gemm") for name, by_kind in breakdown.items()}
-sentences = [
-    f"Fastest: {best[0]} at {best[1]:.0f} µs ({best[1] / floor_us:.2f}× the floor); slowest: {worst[0]} at "
-    f"{worst[1]:.0f} µs ({worst[1] / floor_us:.2f}×).",
-    "Order, fastest first: " + ", ".join(f"{n} {us:.0f} µs" for n, us in ranked) + ".",
-]
 if "compile" in times and "liger" in times:
-    faster, slower = sorted(("compile", "liger"), key=times.get)
+    verdict = compare(times["compile"], times["liger"])
     sentences.append(
-        f"{faster} beats {slower} by {times[slower] / times[faster]:.2f}× in this run. Their GEMMs are the same "
-        f"cuBLAS kernels ({gemm_us['compile']:.0f} vs {gemm_us['liger']:.0f} µs of GEMM time per forward); the "
-        f"difference is the fused GeLU·mul kernel ({pointwise_us['compile']:.0f} µs for Inductor's, "
-        f"{pointwise_us['liger']:.0f} µs for Liger's) and the gaps around it. The original post saw Inductor's "
-        "kernel win on an A100; what this GPU shows is above.")
-if "compile-max-autotune" in times and "compile" in times:
-    same = set(decode(k.name).short for k in runs["compile"].trace.kernels if decode(k.name).kind == "gemm") == \
-        set(decode(k.name).short for k in runs["compile-max-autotune"].trace.kernels if decode(k.name).kind == "gemm")
-    def gemm_kernels(trace):
-        found: dict[str, list[float]] = {}
-        for step in trace.steps:
-            for k in step.kernels:
-                if decode(k.name).kind == "gemm":
-                    found.setdefault(decode(k.name).short, []).append(k.dur_us)
-        return ", ".join(f"{name} ({len(us) / len(trace.steps):g}×, {sum(us) / len(us):.1f} µs)"
-                         for name, us in found.items())
-
-    sentences.append(
-        f"max-autotune {'kept cuBLAS for every GEMM (its own Triton templates lost its benchmark)' if same else 'replaced some cuBLAS GEMMs with its own Triton templates'}"
-        f": {times['compile-max-autotune']:.0f} µs against {times['compile']:.0f} µs for the default mode. "
-        f"GEMMs in the default mode: {gemm_kernels(runs['compile'].trace)}; with max-autotune: "
-        f"{gemm_kernels(runs['compile-max-autotune'].trace)}."
-        + ("" if same else " Autotuning times each candidate on its own, once, at compile time; inside the "
-           "forward, with the other kernels around it, the choice it made can be the slower one, as the "
-           "trace shows when the times above say so."))
+        ("compile and Liger tie in this run (their spreads overlap)" if verdict == "tie" else
+         f"compile is {verdict} than Liger outside both spreads") +
+        f". Their GEMMs are cuBLAS's ({gemm_us['compile']:.0f} vs {gemm_us['liger']:.0f} µs of GEMM time per "
+        f"profiled forward); their fused GeLU·mul kernels take {pointwise_us['compile']:.0f} µs (Inductor's) and "
+        f"{pointwise_us['liger']:.0f} µs (Liger's).")
 if "compile-max-autotune" in runs:
     auto_trace = runs["compile-max-autotune"].trace
-    prologue = sorted({decode(k.name).short for k in auto_trace.kernels
-                       if decode(k.name).kind == "gemm" and "gelu" in decode(k.name).fused_ops})
-    pointwise_left = sorted({decode(k.name).short for k in auto_trace.kernels if decode(k.name).kind == "pointwise"})
-    if prologue:
+    templates = [k for k in auto_trace.steps[0].kernels if decode(k.name).kind == "gemm" and decode(k.name).library
+                 == "triton"]
+    for k in templates:
+        op = k.launch.op if k.launch else None
+        tensors = [d for d in (op.input_dims if op else []) if d]
         sentences.append(
-            f"max-autotune also fused the GeLU·mul into a GEMM template ({', '.join(prologue)}): it computes "
-            "gelu(g)·u from g and u as it loads them for the down projection. "
-            + (f"The separate pointwise kernel still runs beside it ({', '.join(pointwise_left)}): by their names, "
-               "this run computes the GeLU·mul twice." if pointwise_left else "No separate pointwise kernel is left."))
-gemm_share = {n: gemm_us[n] / times[n] for n in runs if n in times}
+            f"max-autotune template {decode(k.name).short}: grid {k.grid}, {k.dur_us:.1f} µs; its launch takes "
+            f"tensors {', '.join('[' + ','.join(map(str, d)) + ']' for d in tensors) or 'of unrecorded shape'}.")
+    hidden_inputs = [k for k in templates if k.launch and k.launch.op and sum(
+        1 for d in k.launch.op.input_dims if d and d[-1] == args.hidden and len(d) == 3) == 1]
+    if hidden_inputs:
+        sentences.append(
+            "A template whose name lists gelu and mul but whose launch takes a single [B, S, hidden] tensor reads h, "
+            "the pointwise kernel's output: it cannot recompute gelu(g)·u, which needs both g and u. Its name "
+            "lists the ops of the graph nodes it was built from, not the work it repeats.")
+gemm_share = {n: gemm_us[n] / times[n].median for n in runs if n in times}
 sentences.append(
-    "GEMMs take " + ", ".join(f"{100 * share:.0f}% of {n}" for n, share in gemm_share.items()) +
-    " of the median: every variant spends most of its time in the same three products, and none of them "
-    "removes the round trip of the intermediate through HBM between the first two GEMMs and the last. "
-    "The next chapter does.")
+    "GEMM kernels take " + ", ".join(f"{100 * share:.0f}% of {n}'s median" for n, share in gemm_share.items()) +
+    ": every variant here spends most of its time in the three products, and none removes the round trip of "
+    "the intermediate through HBM between the first two GEMMs and the last. The next chapter does.")
 Facts(*sentences)
 
 # %%

@@ -1,6 +1,6 @@
 """
-6 · GeGLU in the GEMM epilogue: an MLP whose intermediate never leaves the chip
-===============================================================================
+6 · GeGLU in the GEMM epilogue: g and u never reach memory
+=========================================================
 
 The first chapter showed an *epilogue*: cuBLAS adds the bias to the GEMM's
 accumulators before it stores them, so no separate add kernel runs. The
@@ -8,11 +8,12 @@ compiled and Liger chapters showed *fusion*: GeLU and mul in one kernel, so the
 activation makes fewer trips through memory. Put the two together and the
 GeLU·mul itself becomes the epilogue of the gate/up GEMM: one kernel computes
 ``g`` and ``u`` for a tile, applies ``gelu_tanh(g) * u`` to the fp32
-accumulators and stores only ``h``. Neither ``g`` nor ``u`` ever reaches HBM.
+accumulators and stores only ``h``. Neither ``g`` nor ``u`` ever reaches HBM;
+``h`` is written once and read once, by the down projection.
 
 This chapter counts the bytes that saves, shows the kernel, profiles it, and
-times it against every other variant in one run, against the floor the GPU's
-own GEMM rate sets.
+times it against every other variant in one run, against two floors: cuBLAS's
+bare GEMMs and the datasheet bound.
 """
 
 # %%
@@ -26,7 +27,7 @@ from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
 from profiling_guide.recordings import Chapter
 
 # sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
-parser = example_parser("6 · GeGLU in the GEMM epilogue: an MLP whose intermediate never leaves the chip")
+parser = example_parser("6 · GeGLU in the GEMM epilogue: g and u never reach memory")
 add_mlp_flags(parser)
 args = parser.parse_args()
 dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 GEMM ceiling "
@@ -128,8 +129,9 @@ def compiled_forward():
 
 if chapter.live:
     fused_forward(), compiled_forward()
-fused_run = chapter.capture("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm])
-compiled_run = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP])
+fused_run = chapter.capture("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm],
+                            variant="fused")
+compiled_run = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
 
 # %%
 # Before we look
@@ -175,16 +177,25 @@ verdicts
 tables.styled(tables.kernel_table(fused_run.trace).drop(columns=["name"]), precision=1)
 
 # %%
+
+from profiling_guide.report import pace_facts
+
+pace_facts(fused_run)
+
+# %%
 # Timed against everything else, in one run
 # -----------------------------------------
 # Every variant of this guide, and each of the three designs, on the same
 # weights, checked against eager and against a float64 reference, timed as
-# medians over inputs rotated through more memory than the L2 cache holds,
-# with the two ceilings measured in the same process. As in the previous
-# chapter the GPU's queue is kept full, so these are device times; the CPU
-# side is measured on its own further down.
+# in the previous chapter: device time per forward, inputs rotated through
+# more memory than the L2 cache holds, the GPU's queue kept full, 7
+# interleaved passes, median and interquartile range. The same passes time
+# cuBLAS's three bare GEMMs, the first floor; the datasheet bound is the
+# second.
 
 from profiling_guide import bench_mlp
+from profiling_guide.measure import Spread, compare
+from profiling_guide.report import spread_cell
 
 VARIANTS = ["eager", "compile", "compile-max-autotune", "liger", "fused-dual", "fused-packed", "fused-packed-tma"]
 
@@ -199,53 +210,64 @@ def benchmark():
 bench = chapter.measure("bench", benchmark, code=[bench_mlp.run_benchmark, bench_mlp.measure_shape,
                                                    bench_mlp.build_variant, fused_mlp.choose_design])
 result = bench.values
-floor_us, times, ceilings = result["floor_us"], result["variants_us"], result["ceilings"]
+refs = result["references"]
+times = {n: Spread.from_dict(t) for n, t in result["variants_us"].items()}
+alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
 ours = f"fused-{result['auto_design']}"
 
 import pandas as pd
 
 table = pd.DataFrame({
-    "median µs": times,
-    "× floor": {n: us / floor_us for n, us in times.items()},
-    "vs eager": {n: times["eager"] / us for n, us in times.items()} if "eager" in times else {},
+    "device µs": {n: spread_cell(t) for n, t in times.items()},
+    "× GEMMs alone": {n: t.median / alone.median for n, t in times.items()},
+    "against GEMMs alone": {n: compare(t, alone).replace("tie", "tie (inside the spread)") for n, t in times.items()},
+    "× datasheet bound": {n: t.median / bound for n, t in times.items()} if bound else {},
     "max rel error vs fp64": result["max_rel_error_fp64"],
 }).loc[[n for n in VARIANTS if n in times]]
 tables.styled(table, precision=3)
 
 # %%
+
+Facts(f"cuBLAS GEMMs alone: {alone:.1f} µs."
+      + (f" Datasheet bound: {bound:.1f} µs ({refs['datasheet']['model']}: {result['flops'] / 1e9:.1f} GFLOP at "
+         f"{refs['datasheet']['bf16_tflops']:.0f} TFLOP/s)." if bound else ""))
+
+# %%
 # The claims
 # ----------
-# Our target: the whole forward within 1.15× of the compute floor, and faster
-# than every other variant in the same run.
+# Our target: faster than every other variant in the same run, outside the
+# spreads, and its output closer to float64 than eager's. Against cuBLAS's
+# bare GEMMs the page reports what it measured, a win or a tie.
 
 others = [n for n in times if not n.startswith("fused")]
 claims = [
-    expect.Prediction(f"{ours} within 1.15× of the compute floor ({floor_us:.0f} µs)", lambda r: (
-        r["variants_us"][ours] <= 1.15 * r["floor_us"],
-        f"{r['variants_us'][ours]:.1f} µs = {r['variants_us'][ours] / r['floor_us']:.3f}× floor"), OURS,
-        must_hold=False),
-    expect.Prediction(f"{ours} faster than {', '.join(others)}", lambda r: (
-        all(r["variants_us"][ours] < r["variants_us"][n] for n in others),
-        "next best: " + min(((n, r["variants_us"][n]) for n in others), key=lambda kv: kv[1])[0] +
-        f" at {min(r['variants_us'][n] for n in others):.1f} µs, "
-        f"{min(r['variants_us'][n] for n in others) / r['variants_us'][ours]:.2f}× slower"), OURS, must_hold=False),
+    expect.Prediction(f"{ours} faster than {', '.join(others)}, outside the spreads", lambda r: (
+        all(compare(times[ours], times[n]) == "faster" for n in others),
+        "; ".join(f"{n}: {compare(times[ours], times[n])}, {times[n].median / times[ours].median:.2f}×"
+                  for n in others)), OURS),
+    expect.Prediction(f"{ours} against cuBLAS's three bare GEMMs", lambda r: (
+        compare(times[ours], alone) == "faster",
+        f"{times[ours].median:.1f} µs against {alone.median:.1f} µs = {times[ours].median / alone.median:.3f}×: "
+        + compare(times[ours], alone).replace("tie", "a tie (inside the spread)")), OURS, must_hold=False),
     expect.Prediction("its output is closer to the float64 answer than eager's", lambda r: (
         r["max_rel_error_fp64"][ours] <= r["max_rel_error_fp64"]["eager"],
         f"{r['max_rel_error_fp64'][ours]:.2e} against eager's {r['max_rel_error_fp64']['eager']:.2e} "
-        "(one rounding to bf16 of h instead of three)"), OURS, must_hold=False),
+        "(one rounding to bf16 of h instead of three)"), OURS),
 ]
-expect.check(claims, result)
+claim_verdicts = expect.check(claims, result)
+claim_verdicts
 
 # %%
 # The roofline
 # ------------
 # Each variant's whole forward as one point: its FLOPs over its HBM bytes
 # (weights, x and y once each, plus its passes over the intermediate) on the
-# x axis, the rate it achieved on the y axis. The roof is the two ceilings
-# measured in this run. Removing passes moves a point right; running its
-# kernels closer to their ceilings moves it up. ``compile-max-autotune`` is
-# left out: its traffic depends on which templates its autotuning picked in
-# that run (see the previous chapter's trace).
+# x axis, the rate it achieved on the y axis. The solid roof is the datasheet
+# ceiling; the dashed one, the reference rates measured in this run.
+# Removing passes moves a point right; running its kernels closer to the
+# roof moves it up. ``compile-max-autotune`` is left out: its traffic
+# depends on which templates its autotuning picked in that run (see the
+# previous chapter's trace).
 
 from profiling_guide import charts
 
@@ -253,11 +275,10 @@ flops = mlp_flops(rows, args.dim, args.hidden)
 fixed_bytes = element * (3 * args.dim * args.hidden + 2 * rows * args.dim)
 PASSES = {"eager": 8, "compile": 6, "liger": 6, "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2}
 points = {
-    name: (flops / (fixed_bytes + PASSES[name] * pass_bytes), flops / us / 1e6)
-    for name, us in times.items() if name in PASSES
+    name: (flops / (fixed_bytes + PASSES[name] * pass_bytes), flops / t.median / 1e6)
+    for name, t in times.items() if name in PASSES
 }
-fig = charts.roofline(points, ceilings["gemm_tflops"], ceilings["copy_tbps"],
-                      title="The MLP forward on the roofline of this GPU")
+fig = charts.roofline(points, references=refs, title="The MLP forward on the roofline of this GPU")
 
 # %%
 # What each design bought
@@ -272,8 +293,10 @@ fig = charts.roofline(points, ceilings["gemm_tflops"], ceilings["copy_tbps"],
 steps = [n for n in ("fused-dual", "fused-packed", "fused-packed-tma") if n in times]
 sentences = []
 for before, after in zip(steps, steps[1:]):
-    sentences.append(f"{before} → {after}: {times[before]:.1f} → {times[after]:.1f} µs "
-                     f"({times[before] / times[after]:.2f}×).")
+    verdict = compare(times[after], times[before])
+    sentences.append(f"{before} → {after}: {times[before].median:.1f} → {times[after].median:.1f} µs "
+                     f"({times[before].median / times[after].median:.2f}×, "
+                     f"{'a gain outside the spreads' if verdict == 'faster' else 'a loss' if verdict == 'slower' else 'a tie'}).")
 sentences += [f"{n}: {result['fused_configs'].get(n)}" for n in steps if result["fused_configs"].get(n)]
 Facts(*sentences)
 
@@ -282,9 +305,11 @@ Facts(*sentences)
 # Python launcher binds and specialises every argument on each call; the
 # module keeps a *launch plan* per shape (the compiled kernel, its grid and
 # constants) and replays it with one call into the compiled launcher. The CPU
-# time to issue one forward, with and without the plans:
+# time to issue one forward (profiler off, median over repeats with its IQR),
+# with and without the plans, beside eager and compiled as measured for the
+# benchmark above:
 
-from profiling_guide.capture import median_cpu_us
+from profiling_guide.measure import cpu_issue_time
 
 
 def host_cost():
@@ -292,40 +317,42 @@ def host_cost():
         out = {}
         for plans in (False, True):
             fused_mlp.USE_LAUNCH_PLANS = plans
-            out["launch plans" if plans else "Triton's launcher every call"] = median_cpu_us(lambda: fused(x))
-        out["eager (5 kernels)"] = median_cpu_us(lambda: mlp(x))
-        out["torch.compile"] = median_cpu_us(lambda: compiled(x))
+            out["ours, Triton's launcher every call" if not plans else "ours, launch plans"] = \
+                cpu_issue_time(lambda: fused(x)).to_dict()
     return out
 
 
 host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm])
-tables.styled(pd.DataFrame({"CPU µs per forward (median)": host.values}), precision=1)
+cpu = {n: Spread.from_dict(v) for n, v in host.values.items()}
+cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n]) for n in ("eager", "compile")
+        if n in result["cpu_issue_us"]}
+tables.styled(pd.DataFrame({"CPU µs to issue one forward": {n: spread_cell(t) for n, t in cpu.items()}}))
 
 # %%
 
-cpu = host.values
-triton_us, plan_us, eager_us = cpu["Triton's launcher every call"], cpu["launch plans"], cpu["eager (5 kernels)"]
+plan, eager_cpu = cpu["ours, launch plans"], cpu.get("eager (benchmark)")
+triton_launcher = cpu["ours, Triton's launcher every call"]
+WORDS = {"faster": "cheaper than", "slower": "dearer than", "tie": "a tie with"}
 Facts(
-    f"The launch plans save {triton_us - plan_us:.0f} µs of CPU per forward ({triton_us / plan_us:.2f}×). "
-    + (f"Ours still costs the CPU more than eager's five launches ({plan_us / eager_us:.2f}×): the module "
-       "checks its inputs, its packed weight and the plan key in Python on every call, where eager's work is "
-       "in C++. "
-       + ("At this shape the GPU needs longer than that, so the CPU runs ahead and the cost stays hidden."
-          if plan_us < times[ours] else
-          f"On this host that is more than the {times[ours]:.0f} µs the GPU needs: issued one forward at a time "
-          "from Python, this forward would be bound by the CPU, not the GPU. The benchmark keeps the GPU's queue "
-          "full to time the device alone; a model that calls it in a loop needs CUDA graphs or a cheaper host "
-          "path to see the same speed.")
-       if plan_us > eager_us else
-       "With them, ours costs the CPU no more than eager's five launches."),
+    f"The launch plans are {WORDS[compare(plan, triton_launcher)]} Triton's launcher on the host "
+    f"({plan:.1f} µs against {triton_launcher:.1f} µs).",
+    (f"Against eager's five launches ({eager_cpu:.1f} µs) ours is {WORDS[compare(plan, eager_cpu)]} eager: "
+     "the module checks its inputs, its packed weight and the plan key in Python on every call, where "
+     "eager's work is in C++." if eager_cpu else ""),
+    f"Against the {times[ours].median:.0f} µs of device time ours needs, the CPU issue time is "
+    + {"faster": "shorter: the CPU runs ahead and its cost stays hidden when forwards are issued back to back.",
+       "slower": "longer: issued one forward at a time from Python this MLP would be bound by the CPU; the "
+                 "benchmark keeps the GPU's queue full to time the device alone.",
+       "tie": "about the same (inside the spread): the CPU can just keep up."}[compare(plan, times[ours])],
 )
 
 # %%
 # Where it wins, and where it does not
 # ------------------------------------
 # The same comparison over batch·seq from 1k to 32k rows and two hidden
-# sizes, each point against its own floor. ``torch.compile`` recompiles for
-# every shape here (``dynamic=False``), so each point is its best case.
+# sizes, each point against cuBLAS's bare GEMMs at that shape, timed in the
+# same passes. ``torch.compile`` recompiles for every shape here
+# (``dynamic=False``), so each point is its best case.
 
 SWEEP_ROWS = [1024, 4096, 8192, 32768]
 SWEEP_HIDDENS = [args.hidden, 8192 if args.hidden != 8192 else 4096]
@@ -337,82 +364,67 @@ def shape_sweep():
 
 
 sweep = chapter.measure("sweep", shape_sweep, code=[bench_mlp.sweep, bench_mlp.measure_shape, bench_mlp.build_variant])
-sweep_table = pd.DataFrame(sweep.values).set_index(["hidden", "rows"])[["floor_us", *SWEEP_VARIANTS]]
+sweep_table = pd.DataFrame([
+    {"hidden": r["hidden"], "rows": r["rows"], "GEMMs alone µs": r["gemms_alone_us"]["median"],
+     **{v: r["variants_us"][v]["median"] if v in r["variants_us"] else float("nan") for v in SWEEP_VARIANTS}}
+    for r in sweep.values]).set_index(["hidden", "rows"])
 tables.styled(sweep_table, precision=1)
 
 # %%
 
-fig = charts.sweep_lines(sweep.values, SWEEP_VARIANTS, title="Time per forward over the compute floor")
+fig = charts.sweep_lines(sweep.values, SWEEP_VARIANTS, title="Device time per forward over cuBLAS GEMMs alone")
 
 # %%
 
-wins, losses = [], []
+wins, ties, losses, vs_alone = [], [], [], []
 for r in sweep.values:
-    rivals = {v: r[v] for v in SWEEP_VARIANTS if v != "fused" and r.get(v)}
-    if not r.get("fused") or not rivals:
+    t = {v: Spread.from_dict(r["variants_us"][v]) for v in SWEEP_VARIANTS if v in r["variants_us"]}
+    if "fused" not in t or len(t) < 2:
         continue
-    best_rival = min(rivals, key=rivals.get)
-    entry = f"{r['rows']}×{r['hidden']} ({best_rival} {rivals[best_rival] / r['fused']:.2f}×)"
-    (wins if r["fused"] < rivals[best_rival] else losses).append(entry)
-below_floor = [f"{r['rows']}×{r['hidden']} ({r['fused'] / r['floor_us']:.2f}×)" for r in sweep.values
-               if r.get("fused") and r["fused"] < r["floor_us"]]
-host_bound = [f"{r['rows']}×{r['hidden']}" for r in sweep.values
-              if min(r[v] for v in SWEEP_VARIANTS if r.get(v)) > 1.5 * r["floor_us"]]
+    best_rival = min((v for v in t if v != "fused"), key=lambda v: t[v].median)
+    entry = f"{r['rows']}×{r['hidden']} ({best_rival} {t[best_rival].median / t['fused'].median:.2f}×)"
+    {"faster": wins, "tie": ties, "slower": losses}[compare(t["fused"], t[best_rival])].append(entry)
+    vs_alone.append((f"{r['rows']}×{r['hidden']}", t["fused"].median / r["gemms_alone_us"]["median"],
+                     compare(t["fused"], Spread.from_dict(r["gemms_alone_us"]))))
 Facts(
-    f"The fused MLP is fastest at {len(wins)} of {len(wins) + len(losses)} shapes"
-    + (f": {', '.join(wins)} (the best other variant and how much slower it is)." if wins else "."),
-    f"It loses at {', '.join(losses)} (the winner and its speed relative to ours)." if losses else
-    "It loses at none of them.",
-    (f"At {', '.join(host_bound)} even the fastest variant takes more than 1.5× its floor: each kernel is "
-     "short there, so the fixed costs of a kernel (its launch on the GPU, the ramp-up and the last partial "
-     "wave of tiles over the SMs) weigh more against the FLOPs.") if host_bound else "",
-    (f"At {', '.join(below_floor)} ours ran at or just under the floor measured for the sweep. The floor "
-     "rests on one measurement of the GEMM rate, and this GPU's sustained rate drifts by a few percent from "
-     "one moment to the next as its power management works; read a ratio within a few percent of 1 as "
-     "'at the floor'.") if below_floor else "",
-    f"In real use a forward this short is also limited by the CPU that issues it: {host.values['launch plans']:.0f} "
-    f"µs of CPU for ours and {host.values['eager (5 kernels)']:.0f} µs for eager (measured above), against device "
-    f"times of {min(r['fused'] for r in sweep.values if r.get('fused')):.0f} µs and up in this sweep.",
+    f"The fused MLP is faster than every other variant, outside the spreads, at {len(wins)} of {len(sweep.values)} "
+    "shapes" + (f": {', '.join(wins)} (the best other variant and how much slower it is)." if wins else "."),
+    f"Ties (inside the spread) at {', '.join(ties)}." if ties else "",
+    f"It loses at {', '.join(losses)}." if losses else "",
+    "Against cuBLAS's bare GEMMs at the same shape: " + ", ".join(
+        f"{shape} {ratio:.2f}× ({verdict})" for shape, ratio, verdict in vs_alone) + ".",
 )
 
 # %%
-# What is left between it and the floor
-# -------------------------------------
+# What is left between it and the floors
+# --------------------------------------
 
-# The profiled forward's two kernels against the GEMM ceiling of the benchmark run: each GEMM's FLOPs
-# over its time (:func:`~profiling_guide.roofline.kernel_work_table`; the fused kernel does gate and up).
+# The profiled forward's two kernels against the datasheet ceiling and the measured reference: each GEMM's
+# FLOPs over its time (:func:`~profiling_guide.roofline.kernel_work_table`; the fused kernel does gate and up).
 
-from profiling_guide.roofline import kernel_work_table
+from profiling_guide.roofline import REFERENCE_COLUMN, kernel_work_table
 
 work = kernel_work_table(fused_run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
-                         ceilings=ceilings)
+                         references=refs)
 tables.styled(work, precision=1)
 
 # %%
 
 gate_up = work[work["kernel"].str.contains("geglu")].iloc[0]
 down = work[(work["kind"] == "gemm") & ~work["kernel"].str.contains("geglu")].iloc[0]
-gate_up_us, down_us = gate_up["avg_us"], down["avg_us"]
-median = times.get(ours, float("nan"))
 Facts(
-    f"In the profiled forward the fused gate/up kernel takes {gate_up_us:.1f} µs against its share of the floor, "
-    f"{2 / 3 * floor_us:.1f} µs ({gate_up['% of ceiling']:.0f}% of the GEMM rate, with the GeLU·mul and the "
-    f"store of h included); the cuBLAS down GEMM {down_us:.1f} µs against {1 / 3 * floor_us:.1f} µs "
-    f"({down['% of ceiling']:.0f}%).",
-    f"The two kernels add up to {gate_up_us + down_us:.1f} µs; the benchmark's median forward is {median:.1f} µs.",
-    (f"The rest, {median - gate_up_us - down_us:.1f} µs, is time on the GPU between the two kernels and between "
-     "forwards." if median - gate_up_us - down_us >= 1.0 else
-     "With the GPU's queue kept full, nothing but the two kernels is left in the median (the profiled and the "
-     "benchmarked forwards differ by a microsecond or two, either way): what remains between this MLP and "
-     "the floor is inside the kernels."),
-    "The floor assumes the large-GEMM rate for every FLOP. A short GEMM can beat it for a few microseconds "
-    "(the clock boosts before the power limit bites), which is why a kernel sometimes shows more than 100 % "
-    "of the ceiling; an MLP forward is short enough for that to matter.",
+    f"In the profiled forward the fused gate/up kernel takes {gate_up['avg_us']:.1f} µs "
+    f"({gate_up[REFERENCE_COLUMN]:.0f}% of the best cuBLAS rate measured in this run, with the GeLU·mul and the "
+    f"store of h included); the cuBLAS down GEMM {down['avg_us']:.1f} µs ({down[REFERENCE_COLUMN]:.0f}%).",
+    f"The two kernels add up to {gate_up['avg_us'] + down['avg_us']:.1f} µs in the profiled step; the "
+    f"benchmark's device time per forward is {times[ours]:.1f} µs. A profiled step is short and runs at a "
+    "higher clock than back-to-back forwards: compare numbers taken the same way.",
 )
 
 # %%
 
 verdicts.require()
+claim_verdicts.require()
 
 # %%
 # The recordings

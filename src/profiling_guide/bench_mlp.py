@@ -1,4 +1,4 @@
-"""Time every GeGLU MLP variant on one GPU, in one run, against measured ceilings.
+"""Time every GeGLU MLP variant on one GPU, in one run, against two floors.
 
 Variants (all with the same bf16 weights, checked against eager first):
 
@@ -15,13 +15,20 @@ Variants (all with the same bf16 weights, checked against eager first):
   :class:`~profiling_guide.fused_mlp.FusedGeGLUMLP` (``fused`` is its default
   design, ``"auto"``: packed-tma on Hopper, packed elsewhere), gate and up in one Triton GEMM with GeLU·mul in its epilogue.
 
-Timing: median device µs per forward (CUDA events) under ``torch.no_grad()``,
-cycling through several fresh random inputs whose total size exceeds the L2
-cache, so no variant is timed on an input already sitting in L2.
+Timing: device µs per forward under ``torch.no_grad()``, cycling through
+several fresh random inputs whose total size exceeds the L2 cache, with the
+GPU's queue kept full; each variant is timed in ``repeats`` interleaved
+passes and reported as the median and interquartile range of those passes.
+The CPU time to issue one forward is measured separately, profiler off.
 
-Ceilings measured in the same run (:mod:`profiling_guide.roofline`): the bf16
-GEMM rate and the copy bandwidth. The *floor* is the MLP's FLOPs at the GEMM
-rate: no implementation can be faster than that.
+Two floors, both in the result:
+
+* **cuBLAS GEMMs alone** (``gemms_alone_us``): the MLP's three bare GEMMs,
+  timed the same way. What a perfect fusion of everything else would reach
+  with the library's own GEMMs; a better GEMM (ours) can beat it.
+* **the datasheet bound** (``datasheet_bound_us``): the MLP's FLOPs at the
+  vendor's dense bf16 peak, or its least HBM traffic at the datasheet
+  bandwidth, whichever takes longer. Nothing runs faster.
 
 Command line::
 
@@ -44,6 +51,9 @@ from pathlib import Path
 import torch
 
 from .capture import gpu_facts, median_rotating_us, require_cuda_memory, software_versions
+from .measure import REPEATS, Spread, compare, cpu_issue_time, reference_rates
+from .recordings import cost_key
+from .roofline import datasheet_bound_us
 from .errors import GuideError
 from .models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
 
@@ -118,17 +128,42 @@ def _finite_or_none(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _bare_gemms(mlp: SimpleGeGLUMLP) -> Callable:
+    """cuBLAS's three GEMMs of the MLP back to back, nothing between them (down reads g in place of h)."""
+    wg, wu, wd = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
+    linear = torch.nn.functional.linear
+
+    def gemms_alone(x: torch.Tensor) -> torch.Tensor:
+        g = linear(x, wg)
+        linear(x, wu)
+        return linear(g, wd)
+
+    return gemms_alone
+
+
+GEMMS_ALONE = "cuBLAS GEMMs alone"
+
+
 def measure_shape(
     shape: tuple[int, ...],
     hidden: int,
     variants: Sequence[str],
     *,
-    gemm_tflops: float,
+    references: dict,
     rounds: int = 20,
+    repeats: int = REPEATS,
     seed: int = 0,
     progress: Callable[[str], object] = print,
 ) -> dict:
-    """Check and time ``variants`` on inputs of ``shape`` (last dim = dim); JSON-ready dict."""
+    """Check and time ``variants`` on inputs of ``shape`` (last dim = dim); JSON-ready dict.
+
+    Every variant is built and checked first; then ``repeats`` passes time each
+    variant in turn (interleaved, so a drift of the clock touches all alike),
+    and each variant's device time is a :class:`~profiling_guide.measure.Spread`
+    over those passes. The same passes time :data:`GEMMS_ALONE`, the
+    workload's three bare cuBLAS GEMMs: what a perfect fusion of everything
+    else would reach with the library's GEMMs.
+    """
     dim = shape[-1]
     rows = math.prod(shape[:-1])
     x_bytes = rows * dim * DTYPE.itemsize
@@ -140,21 +175,23 @@ def measure_shape(
     mlp = SimpleGeGLUMLP(dim, hidden, device=DEVICE, dtype=DTYPE)
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
     inputs = [(torch.randn(*shape, device=DEVICE, dtype=DTYPE, generator=gen),) for _ in range(n_inputs)]
-    floor = mlp_flops(rows, dim, hidden) / gemm_tflops / 1e6
+    flops = mlp_flops(rows, dim, hidden)
+    min_bytes = DTYPE.itemsize * (3 * dim * hidden + 2 * rows * dim)  # weights, x and y once each
+    sheet = references.get("datasheet")
     with torch.no_grad():
         y_eager = mlp(inputs[0][0])
         y_exact = _float64_reference(mlp, inputs[0][0])
     result = {
-        "rows": rows, "dim": dim, "hidden": hidden, "floor_us": floor,
+        "rows": rows, "dim": dim, "hidden": hidden, "flops": flops, "min_bytes": min_bytes,
+        "datasheet_bound_us": datasheet_bound_us(flops, min_bytes, sheet) if sheet else None,
         "inputs": n_inputs, "inputs_mb": round(n_inputs * x_bytes / 1e6, 1),
-        "variants_us": {}, "errors": {}, "wrong": [], "max_rel_error": {}, "max_rel_error_fp64": {},
-        "notes": {}, "fused_configs": {},
+        "variants_us": {}, "cpu_issue_us": {}, "errors": {}, "wrong": [], "max_rel_error": {},
+        "max_rel_error_fp64": {}, "notes": {}, "fused_configs": {},
     }  # fmt: skip
-    progress(f"shape {list(shape)} hidden {hidden}: {n_inputs} rotating inputs ({result['inputs_mb']} MB), floor {floor:.1f} µs")
+    progress(f"shape {list(shape)} hidden {hidden}: {n_inputs} rotating inputs ({result['inputs_mb']} MB)")
+    ready: dict[str, Callable] = {GEMMS_ALONE: _bare_gemms(mlp)}
     for name in variants:
-        fn = None
         try:
-            progress(f"  {name}: building and checking")
             fn, note = build_variant(name, mlp)
             if note:
                 result["notes"][name] = note
@@ -170,22 +207,36 @@ def measure_shape(
                 result["wrong"].append(name)
                 progress(f"  {name}: WRONG OUTPUT, max rel error vs eager {err:.2e} (float64 reference: {err64:.2e})")
                 continue
-            with torch.no_grad():
-                us = median_rotating_us(fn, inputs, rounds=rounds)
-            result["variants_us"][name] = us
-            if name.startswith("fused"):
-                from . import fused_mlp
-
-                result["fused_configs"][name] = fused_mlp.last_config(fn.design)
-                if fn.design == fused_mlp.AUTO:
-                    result["notes"][name] = f"design='auto' ran {fused_mlp.last_design()!r}"
-            progress(f"  {name}: {us:.1f} µs ({us / floor:.2f}× floor), max rel error vs eager {err:.1e}, vs float64 {err64:.1e}")
+            ready[name] = fn
+            progress(f"  {name}: ready, max rel error vs eager {err:.1e}, vs float64 {err64:.1e}")
         except Exception as exc:  # one variant's failure is recorded, the run goes on
             result["errors"][name] = _one_line(exc)
             progress(f"  {name}: error: {result['errors'][name]}")
-        finally:
-            del fn
-            torch.cuda.empty_cache()
+    samples: dict[str, list[float]] = {name: [] for name in ready}
+    with torch.no_grad():
+        for _ in range(repeats):
+            for name, fn in ready.items():
+                samples[name].append(median_rotating_us(fn, inputs, rounds=rounds))
+    for name, fn in ready.items():
+        spread = Spread.of(samples[name])
+        if name == GEMMS_ALONE:
+            result["gemms_alone_us"] = spread.to_dict()
+        else:
+            result["variants_us"][name] = spread.to_dict()
+            with torch.no_grad():
+                x = inputs[0][0]
+                sizes = {"batch": shape[0], "seq": shape[1]} if len(shape) == 3 else {"rows": rows}
+                key = cost_key(name, sizes | {"dim": dim, "hidden": hidden, "dtype": "bfloat16"})
+                result["cpu_issue_us"][name] = cpu_issue_time(lambda: fn(x), key=key).to_dict()
+        if name.startswith("fused"):
+            from . import fused_mlp
+
+            result["fused_configs"][name] = fused_mlp.last_config(fn.design)
+            if fn.design == fused_mlp.AUTO:
+                result["notes"][name] = f"design='auto' ran {fused_mlp.last_design()!r}"
+        progress(f"  {name}: {spread:.1f} µs device time per forward")
+    del ready
+    torch.cuda.empty_cache()
     return result
 
 
@@ -202,13 +253,18 @@ def _require_cuda() -> None:
         raise GuideError("the MLP benchmark runs on a CUDA GPU and none is visible")
 
 
-def _measure_ceilings(progress) -> dict:
-    from . import roofline
+def mlp_gemm_shapes(rows: int, dim: int, hidden: int) -> list[tuple[int, int, int]]:
+    """The (M, K, N) of the MLP's GEMMs: gate and up ``rows·dim·hidden``, down ``rows·hidden·dim``."""
+    return [(rows, dim, hidden), (rows, hidden, dim)]
 
-    progress("ceilings: bf16 GEMM rate (8192³) and device-to-device copy bandwidth")
-    ceilings = {"gemm_tflops": roofline.measure_gemm_tflops(), "copy_tbps": roofline.measure_copy_tbps()}
-    progress(f"ceilings: {ceilings['gemm_tflops']:.0f} TFLOP/s bf16 GEMM, {ceilings['copy_tbps']:.2f} TB/s copy")
-    return ceilings
+
+def _references(rows: int, dim: int, hidden: int, progress) -> dict:
+    progress("reference rates: cuBLAS bf16 GEMMs (8192³ and the MLP's shapes), device-to-device copies")
+    refs = reference_rates(mlp_gemm_shapes(rows, dim, hidden))
+    gemm, copy = refs["gemm_tflops"], refs["copy_tbps"]
+    progress(f"reference rates: {Spread.from_dict(gemm['spread']):.0f} TFLOP/s ({gemm['source']}), "
+             f"{Spread.from_dict(copy['spread']):.2f} TB/s ({copy['source']})")
+    return refs
 
 
 def run_benchmark(
@@ -220,43 +276,38 @@ def run_benchmark(
     rounds: int = 20,
     progress: Callable[[str], object] = print,
     *,
-    ceilings: dict | None = None,
+    repeats: int = REPEATS,
     seed: int = 0,
 ) -> dict:
     """Check and time the MLP variants at ``[batch, seq, dim]`` → ``hidden``; a JSON-ready dict.
 
-    Keys: ``gpu``, ``versions``, ``shape``, ``ceilings`` (``gemm_tflops``,
-    ``copy_tbps``), ``floor_us``, ``variants_us`` (name → median µs),
-    ``errors`` (name → one line: unavailable, failed or wrong output),
-    ``wrong`` (names whose output disagreed with eager), ``max_rel_error``
-    (vs eager) and ``max_rel_error_fp64`` (vs a float64 reference),
-    ``fused_config`` (the default fused design's tile config) and
-    ``fused_configs``, ``notes``, ``timing``.
+    Keys: ``gpu``, ``versions``, ``shape``, ``references`` (see
+    :func:`~profiling_guide.measure.reference_rates`), ``variants_us`` (name →
+    device-time spread: ``median``, ``q1``, ``q3``, ``repeats``),
+    ``gemms_alone_us`` (the bare cuBLAS GEMMs, the same way), ``datasheet_bound_us``,
+    ``cpu_issue_us`` (name → spread of the CPU time to issue one forward),
+    ``errors`` (name → one line: unavailable, failed or wrong output), ``wrong``,
+    ``max_rel_error`` (vs eager) and ``max_rel_error_fp64`` (vs a float64
+    reference), ``fused_configs`` (design → tile config), ``notes``, ``timing``.
     """
     _require_cuda()
     variants = _check_variants(variants)
-    ceilings = ceilings or _measure_ceilings(progress)
-    m = measure_shape((batch, seq, dim), hidden, variants, gemm_tflops=ceilings["gemm_tflops"],
-                      rounds=rounds, seed=seed, progress=progress)  # fmt: skip
-
-    configs = m["fused_configs"]
+    references = _references(batch * seq, dim, hidden, progress)
+    m = measure_shape((batch, seq, dim), hidden, variants, references=references, rounds=rounds,
+                      repeats=repeats, seed=seed, progress=progress)  # fmt: skip
     return {
         "gpu": gpu_facts(),
         "versions": software_versions(),
         "shape": {"batch": batch, "seq": seq, "rows": m["rows"], "dim": dim, "hidden": hidden, "dtype": "bfloat16"},
-        "ceilings": ceilings,
-        "floor_us": m["floor_us"],
-        "variants_us": m["variants_us"],
-        "errors": m["errors"],
-        "wrong": m["wrong"],
-        "max_rel_error": m["max_rel_error"],
-        "max_rel_error_fp64": m["max_rel_error_fp64"],
-        "fused_config": configs.get("fused") or next(iter(configs.values()), None),
-        "fused_configs": configs,
-        "notes": m["notes"],
+        "references": references,
+        **{k: m[k] for k in ("flops", "min_bytes", "datasheet_bound_us", "gemms_alone_us", "variants_us",
+                             "cpu_issue_us", "errors", "wrong", "max_rel_error", "max_rel_error_fp64",
+                             "fused_configs", "notes")},
         "timing": {
-            "method": "median of CUDA-event times per forward, torch.no_grad(), inputs rotated, GPU queue kept full",
+            "method": "device time: median over repeats (each the median of CUDA-event times per forward), "
+                      "torch.no_grad(), inputs rotated through 2× the L2, GPU queue kept full, variants interleaved",
             "rounds": rounds,
+            "repeats": repeats,
             "inputs": m["inputs"],
             "inputs_mb": m["inputs_mb"],
         },
@@ -271,30 +322,23 @@ def sweep(
     rounds: int = 10,
     progress: Callable[[str], object] = print,
     *,
-    ceilings: dict | None = None,
+    repeats: int = 5,
     seed: int = 0,
 ) -> list[dict]:
-    """Every variant at every (rows, hidden): one dict per shape.
+    """Every variant at every (rows, hidden): one dict per shape, as :func:`measure_shape` returns it.
 
-    Each row holds ``rows``, ``dim``, ``hidden``, ``floor_us``, one key per
-    variant with its median µs (None if it failed), and ``errors``.
     ``torch.compile`` variants recompile for every shape (static shapes), and
     the fused kernels autotune once per shape: the first sweep takes minutes.
     """
     _require_cuda()
     variants = _check_variants(variants)
-    ceilings = ceilings or _measure_ceilings(progress)
     table = []
     for hidden in hiddens:
         for rows in rows_list:
-            m = measure_shape((rows, dim), hidden, variants, gemm_tflops=ceilings["gemm_tflops"],
-                              rounds=rounds, seed=seed, progress=progress)  # fmt: skip
-            row = {"rows": rows, "dim": dim, "hidden": hidden, "floor_us": m["floor_us"]}
-            row.update({name: m["variants_us"].get(name) for name in variants})
-            row["errors"] = m["errors"]
-            row["wrong"] = m["wrong"]
-            row["fused_configs"] = m["fused_configs"]
-            table.append(row)
+            references = _references(rows, dim, hidden, progress) if not table else table[0]["references"]
+            m = measure_shape((rows, dim), hidden, variants, references=references, rounds=rounds,
+                              repeats=repeats, seed=seed, progress=progress)  # fmt: skip
+            table.append(m | {"references": references} if not table else m)
     return table
 
 
@@ -329,7 +373,7 @@ def _variant_list(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m profiling_guide.bench_mlp",
-        description="Time the GeGLU MLP variants (bf16) against the GEMM and copy ceilings measured in the same run.",
+        description="Time the GeGLU MLP variants (bf16) against cuBLAS's bare GEMMs and the datasheet bound, in one run.",
     )
     p.add_argument("--batch", type=_positive_int, default=64)
     p.add_argument("--seq", type=_positive_int, default=128)
@@ -338,7 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", type=_variant_list, default=None,
                    help=f"comma-separated, from {','.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})")
     p.add_argument("--rounds", type=_positive_int, default=None,
-                   help="passes over the rotating inputs (default 20; 10 with --sweep)")
+                   help="passes over the rotating inputs in one timing (default 20; 10 with --sweep)")
+    p.add_argument("--repeats", type=_positive_int, default=None,
+                   help="interleaved timings per variant behind each median and IQR (default 7; 5 with --sweep)")
     p.add_argument("--sweep", action="store_true", help="all variants over --rows × --hiddens at --dim")
     p.add_argument("--rows", type=_int_list, default=list(SWEEP_ROWS), help="sweep rows (batch·seq), comma-separated")
     p.add_argument("--hiddens", type=_int_list, default=list(SWEEP_HIDDENS), help="sweep hidden sizes, comma-separated")
@@ -362,26 +408,30 @@ def write_json_atomic(path: Path, data) -> None:
 
 
 def format_table(result: dict) -> str:
-    """variant | median µs | × floor | speedup vs eager, then the errors."""
-    floor, times = result["floor_us"], result["variants_us"]
-    eager = times.get("eager")
-    lines = [f"{'variant':<22} {'median µs':>10} {'× floor':>8} {'vs eager':>9}"]
-    lines.append(f"{'floor (GEMM rate)':<22} {floor:>10.1f} {1:>8.2f} {'':>9}")
-    for name, us in times.items():
-        vs = f"{eager / us:>8.2f}×" if eager else f"{'':>9}"
-        lines.append(f"{name:<22} {us:>10.1f} {us / floor:>8.2f} {vs}")
+    """variant | device µs (median, IQR) | × GEMMs alone | × datasheet bound, then the errors."""
+    alone = Spread.from_dict(result["gemms_alone_us"])
+    bound = result.get("datasheet_bound_us")
+    lines = [f"{'variant':<22} {'device µs (median, IQR)':>28} {'× GEMMs alone':>14} {'× datasheet bound':>18}"]
+    rows = [(GEMMS_ALONE, alone), *((n, Spread.from_dict(t)) for n, t in result["variants_us"].items())]
+    for name, t in rows:
+        vs_bound = f"{t.median / bound:>18.2f}" if bound else f"{'–':>18}"
+        verdict = "" if name == GEMMS_ALONE else f"  ({compare(t, alone).replace('tie', 'tie with GEMMs alone')})"
+        lines.append(f"{name:<22} {format(t, '.1f'):>28} {t.median / alone.median:>14.3f} {vs_bound}{verdict}")
+    if bound:
+        lines.append(f"{'datasheet bound':<22} {bound:>28.1f}")
     for name, msg in result["errors"].items():
         lines.append(f"{name:<22} error: {msg}")
     return "\n".join(lines)
 
 
 def format_sweep(rows: list[dict], variants: Sequence[str]) -> str:
-    """rows | hidden | floor | each variant's µs ('-' where it failed)."""
-    head = f"{'rows':>6} {'hidden':>6} {'floor':>8} " + " ".join(f"{v:>12}" for v in variants)
-    lines = [head, "(µs per forward)"]
+    """rows | hidden | GEMMs alone | each variant's median device µs ('-' where it failed)."""
+    head = f"{'rows':>6} {'hidden':>6} {'GEMMs':>8} " + " ".join(f"{v:>12}" for v in variants)
+    lines = [head, "(median device µs per forward)"]
     for r in rows:
-        cells = " ".join(f"{r[v]:>12.1f}" if r.get(v) is not None else f"{'-':>12}" for v in variants)
-        lines.append(f"{r['rows']:>6} {r['hidden']:>6} {r['floor_us']:>8.1f} {cells}")
+        cells = " ".join(f"{r['variants_us'][v]['median']:>12.1f}" if v in r["variants_us"] else f"{'-':>12}"
+                         for v in variants)
+        lines.append(f"{r['rows']:>6} {r['hidden']:>6} {r['gemms_alone_us']['median']:>8.1f} {cells}")
     return "\n".join(lines)
 
 
@@ -395,20 +445,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         _require_cuda()
         variants = _check_variants(args.variants)
         if args.sweep:
-            ceilings = _measure_ceilings(progress)
             rows = sweep(args.rows, args.hiddens, args.dim, variants, rounds=args.rounds or 10,
-                         progress=progress, ceilings=ceilings)  # fmt: skip
-            result = {"gpu": gpu_facts(), "versions": software_versions(), "ceilings": ceilings, "dim": args.dim,
-                      "dtype": "bfloat16", "variants": variants, "sweep": rows}  # fmt: skip
+                         progress=progress, repeats=args.repeats or 5)  # fmt: skip
+            result = {"gpu": gpu_facts(), "versions": software_versions(), "references": rows[0]["references"],
+                      "dim": args.dim, "dtype": "bfloat16", "variants": variants, "sweep": rows}  # fmt: skip
             print()
             print(format_sweep(rows, variants))
             wrong = sorted({name for r in rows for name in r["wrong"]})
         else:
             result = run_benchmark(args.batch, args.seq, args.dim, args.hidden, variants,
-                                   rounds=args.rounds or 20, progress=progress)  # fmt: skip
+                                   rounds=args.rounds or 20, progress=progress,
+                                   repeats=args.repeats or REPEATS)  # fmt: skip
             print()
+            refs = result["references"]
             print(f"{result['gpu']['name']}, [{args.batch}, {args.seq}, {args.dim}] → {args.hidden}, bf16; "
-                  f"ceilings {result['ceilings']['gemm_tflops']:.0f} TFLOP/s, {result['ceilings']['copy_tbps']:.2f} TB/s")  # fmt: skip
+                  f"references {refs['gemm_tflops']['rate']:.0f} TFLOP/s, {refs['copy_tbps']['rate']:.2f} TB/s")
             print(format_table(result))
             for name, config in result["fused_configs"].items():
                 print(f"{name} config: {config}")

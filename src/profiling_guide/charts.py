@@ -16,96 +16,126 @@ FLOOR_COLOR = "#444444"
 MARKERS = "osD^vP*X"  # one per series, cycled
 
 
-def variant_bars(times_us: dict[str, float], floor_us: float, *, breakdown: dict[str, dict[str, float]] | None = None,
-                 title: str | None = None):
-    """One horizontal bar per variant (median µs per forward), the compute floor as a dashed line.
+# One colour per variant, on every page and in every build.
+VARIANT_COLORS = {
+    "eager": "#4c72b0", "compile": "#dd8452", "compile-max-autotune": "#c44e52", "liger": "#55a868",
+    "fused": "#8172b3", "fused-dual": "#937860", "fused-packed": "#da8bc3", "fused-packed-tma": "#8172b3",
+}
 
-    With ``breakdown`` (variant → {kernel kind → µs}), each bar is split into
-    the device time of each kind of kernel; what is left of the median is
-    drawn grey: time on the GPU between kernels.
+
+def variant_color(name: str) -> str:
+    return VARIANT_COLORS.get(name, "#7f7f7f")
+
+
+def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict[str, dict[str, float]] | None = None,
+                 title: str | None = None):
+    """One horizontal bar per variant (median device µs per forward, IQR as a whisker), each floor a dashed line.
+
+    ``times_us`` maps a variant to a :class:`~profiling_guide.measure.Spread`;
+    ``floors_us`` maps a floor's name (e.g. "cuBLAS GEMMs alone",
+    "datasheet bound") to its µs. With ``breakdown`` (variant → {kernel kind →
+    µs}), each bar is split into the device time of each kind of kernel; what
+    is left of the median is drawn grey: time on the GPU between kernels.
     """
     names = list(times_us)
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(names) + 1.3), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.6), layout="constrained")
     kinds_seen: list[str] = []
     for i, name in enumerate(names):
-        total, left = times_us[name], 0.0
+        t = times_us[name]
+        left = 0.0
         for kind, us in (breakdown or {}).get(name, {}).items():
             ax.barh(i, us, left=left, color=KIND_COLORS.get(kind, KIND_COLORS["other"]), height=0.6)
             left += us
             if kind not in kinds_seen:
                 kinds_seen.append(kind)
-        ax.barh(i, max(total - left, 0.0), left=left, color=GAP_COLOR if breakdown else KIND_COLORS["gemm"],
+        ax.barh(i, max(t.median - left, 0.0), left=left, color=GAP_COLOR if breakdown else variant_color(name),
                 height=0.6)
-        ax.text(total, i, f"  {total:.0f} µs  ({total / floor_us:.2f}× floor)", va="center", fontsize=8)
-    ax.axvline(floor_us, color=FLOOR_COLOR, linestyle="--", linewidth=1)
-    ax.text(floor_us, len(names) - 0.45, f"compute floor {floor_us:.0f} µs ", ha="right", va="bottom", fontsize=8,
-            color=FLOOR_COLOR)
-    ax.set_yticks(range(len(names)), names)
+        ax.errorbar([t.median], [i], xerr=[[t.median - t.q1], [t.q3 - t.median]], color="black", capsize=3,
+                    linewidth=1)
+        ax.text(t.q3, i, f"  {t.median:.0f} µs", va="center", fontsize=10)
+    styles = iter(["--", ":", "-."])
+    for label, us in floors_us.items():
+        ax.axvline(us, color=FLOOR_COLOR, linestyle=next(styles, "--"), linewidth=1, label=f"{label}: {us:.0f} µs")
+    ax.set_yticks(range(len(names)), names, fontsize=10)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(times_us.values()) * 1.32)
-    ax.set_xlabel("µs per forward (median)")
+    ax.set_xlim(0, max(t.q3 for t in times_us.values()) * 1.25)
+    ax.set_xlabel("device µs per forward (median; whisker: IQR over repeats)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
-    if breakdown:
-        from matplotlib.patches import Patch
+    from matplotlib.patches import Patch
 
-        handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=f"{k} kernels") for k in kinds_seen]
+    handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=f"{k} kernels") for k in kinds_seen]
+    if breakdown:
         handles.append(Patch(color=GAP_COLOR, label="GPU between kernels"))
-        ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
+    handles += ax.get_legend_handles_labels()[0]
+    # Below the axes: a legend inside the plot would cover a bar's label.
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.18), ncols=3, fontsize=9, frameon=False)
     if title:
-        ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
     return fig
 
 
-def roofline(points: dict[str, tuple[float, float]], gemm_tflops: float, copy_tbps: float, *, title: str | None = None):
+def roofline(points: dict[str, tuple[float, float]], *, references: dict, title: str | None = None):
     """A roofline: attainable TFLOP/s against arithmetic intensity (FLOP per byte of HBM traffic).
 
-    ``points`` maps a label to (FLOP/byte, achieved TFLOP/s). The roof is
-    ``min(gemm_tflops, copy_tbps · intensity)``, both measured.
+    ``points`` maps a variant to (FLOP/byte, achieved TFLOP/s). The solid roof
+    is the datasheet ceiling (``min(peak TFLOP/s, peak TB/s · intensity)``);
+    the dashed one, the measured references
+    (:func:`profiling_guide.measure.reference_rates`), which real code reaches.
     """
     import numpy as np
 
+    sheet = references.get("datasheet")
+    gemm, copy = references["gemm_tflops"]["rate"], references["copy_tbps"]["rate"]
+    top_flops, top_bw = (sheet["bf16_tflops"], sheet["hbm_tbps"]) if sheet else (gemm, copy)
     xs = [p[0] for p in points.values()]
-    lo, hi = min(xs + [gemm_tflops / copy_tbps]) / 4, max(xs) * 4
+    lo, hi = min(xs + [gemm / copy]) / 4, max(xs) * 4
     grid = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-    ax.plot(grid, np.minimum(gemm_tflops, copy_tbps * grid), color=FLOOR_COLOR, linewidth=1.5)
-    ridge = gemm_tflops / copy_tbps
-    ax.annotate(f"GEMM ceiling {gemm_tflops:.0f} TFLOP/s", (hi, gemm_tflops), ha="right", va="bottom", fontsize=8)
-    ax.annotate(f"copy {copy_tbps:.2f} TB/s", (lo * 1.5, copy_tbps * lo * 1.5), rotation=0, fontsize=8,
-                va="bottom")
-    ax.axvline(ridge, color=GAP_COLOR, linestyle=":", linewidth=1)
+    if sheet:
+        ax.plot(grid, np.minimum(top_flops, top_bw * grid), color=FLOOR_COLOR, linewidth=1.5,
+                label=f"datasheet ceiling ({sheet['model']}): {top_flops:.0f} TFLOP/s, {top_bw:.2f} TB/s")
+    ax.plot(grid, np.minimum(gemm, copy * grid), color=FLOOR_COLOR, linewidth=1, linestyle="--",
+            label=f"measured reference: {gemm:.0f} TFLOP/s, {copy:.2f} TB/s")
     for i, (label, (x, y)) in enumerate(points.items()):
-        ax.scatter([x], [y], marker=MARKERS[i % len(MARKERS)], s=45, zorder=3, label=f"{label}: {y:.0f} TFLOP/s")
+        ax.scatter([x], [y], marker=MARKERS[i % len(MARKERS)], s=55, zorder=3, color=variant_color(label),
+                   label=f"{label}: {y:.0f} TFLOP/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved through HBM)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_ylim(copy_tbps * lo, gemm_tflops * 2)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.tick_params(labelsize=10)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved through HBM)", fontsize=10)
+    ax.set_ylabel("TFLOP/s", fontsize=10)
+    ax.set_ylim(copy * lo, top_flops * 2)
+    ax.legend(fontsize=9, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.spines[["top", "right"]].set_visible(False)
     if title:
-        ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
     return fig
 
 
 def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = None):
-    """Time over the compute floor against rows (batch·seq), one panel per hidden size."""
+    """Median device time over the cuBLAS-GEMMs-alone time against rows (batch·seq), one panel per hidden size.
+
+    ``rows`` are :func:`~profiling_guide.bench_mlp.measure_shape` results.
+    """
     hiddens = sorted({r["hidden"] for r in rows})
     fig, axes = plt.subplots(1, len(hiddens), figsize=(5 * len(hiddens), 3.8), layout="constrained", sharey=True,
                              squeeze=False)
     for ax, hidden in zip(axes[0], hiddens):
         mine = sorted((r for r in rows if r["hidden"] == hidden), key=lambda r: r["rows"])
         for i, v in enumerate(variants):
-            pts = [(r["rows"], r[v] / r["floor_us"]) for r in mine if r.get(v)]
+            pts = [(r["rows"], r["variants_us"][v]["median"] / r["gemms_alone_us"]["median"])
+                   for r in mine if v in r["variants_us"]]
             if pts:
-                ax.plot(*zip(*pts), marker=MARKERS[i % len(MARKERS)], label=v, linewidth=1.2, markersize=4)
+                ax.plot(*zip(*pts), marker=MARKERS[i % len(MARKERS)], label=v, linewidth=1.2, markersize=5,
+                        color=variant_color(v))
         ax.axhline(1.0, color=FLOOR_COLOR, linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("rows (batch·seq)")
-        ax.set_title(f"hidden {hidden}", fontsize=9)
+        ax.tick_params(labelsize=10)
+        ax.set_xlabel("rows (batch·seq)", fontsize=10)
+        ax.set_title(f"hidden {hidden}", fontsize=10)
         ax.spines[["top", "right"]].set_visible(False)
-    axes[0][0].set_ylabel("× compute floor (lower is better)")
-    axes[0][-1].legend(fontsize=8, frameon=False)
+    axes[0][0].set_ylabel("× cuBLAS GEMMs alone (lower is better)", fontsize=10)
+    axes[0][-1].legend(fontsize=9, frameon=False)
     if title:
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10, fontweight="bold")
+        fig.suptitle(title, x=0.01, ha="left", fontsize=11, fontweight="bold")
     return fig

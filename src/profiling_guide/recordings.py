@@ -47,6 +47,11 @@ DEFAULT_GPU = "nvidia-h100-80gb-hbm3"
 MODES = ("auto", "live", "replay")
 
 
+def cost_key(variant: str, args: dict) -> tuple:
+    """What makes two CPU-cost measurements the same: the variant and the workload's sizes."""
+    return (variant, *(args.get(k) for k in ("batch", "seq", "dim", "hidden", "in_dim", "out_dim", "dtype")))
+
+
 class StaleRecordingError(GuideError):
     """The code or arguments changed since the recording was made."""
 
@@ -169,7 +174,11 @@ class Recording:
 
     @property
     def timings(self) -> dict:
-        return self.run.get("timings", {})
+        """The profiler-off timings of a capture, as :class:`~profiling_guide.measure.Spread`: ``device_us``,
+        ``cpu_issue_us``, ``wall_us_per_call``."""
+        from .measure import Spread
+
+        return {k: Spread.from_dict(v) for k, v in self.run.get("timings", {}).items() if isinstance(v, dict)}
 
     @property
     def values(self) -> dict:
@@ -300,24 +309,36 @@ class Chapter:
         code: Iterable = (),
         args: dict | None = None,
         time_it: bool = True,
+        variant: str | None = None,
     ) -> Recording:
         """Profile ``step`` (live) or load its recording (replay).
 
         ``code`` lists what the step runs (functions, classes, modules) so the
         fingerprint notices when it changes; ``step`` itself is always included.
-        Live, the step is also timed with the profiler off: the median GPU time
-        (CUDA events) and the median CPU time to issue one call.
+        Live, the step is also timed with the profiler off, each as a spread over
+        repeats (:mod:`profiling_guide.measure`): ``device_us`` (the GPU's queue
+        kept full), ``cpu_issue_us`` (the host's time to issue one call) and
+        ``wall_us_per_call`` (one call at a time, synchronized). ``variant``
+        names what runs (e.g. ``"eager"``): every page of one build that
+        captures the same variant at the same arguments then quotes one CPU
+        issue time.
         """
         full, fp, all_args = self._record(name, [step, *code], args)
         if not self.live:
             return self._replay(full, fp, needs_trace=True)
-        from .capture import median_cpu_us, median_gpu_us, profile_to_trace
+        from .capture import profile_to_trace
+        from .measure import cpu_issue_time, device_time, wall_time_per_call
 
         rec = Recording(full, self.folder, {})
         profile_to_trace(step, rec.trace_path, label=label)
         timings = {}
         if time_it:
-            timings = {"gpu_us_median": median_gpu_us(step), "cpu_us_median": median_cpu_us(step)}
+            key = cost_key(variant, self.args) if variant else None
+            timings = {
+                "device_us": device_time(step, [()] * 8).to_dict(),
+                "cpu_issue_us": cpu_issue_time(step, key=key).to_dict(),
+                "wall_us_per_call": wall_time_per_call(step).to_dict(),
+            }
         rec.run = self._run_record(full, fp, all_args, label=label, timings=timings)
         write_json_atomic(rec.run_path, rec.run)
         self.recordings.append(rec)

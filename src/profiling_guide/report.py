@@ -43,8 +43,19 @@ class Facts:
         return '<div class="pg-facts">' + "".join(f"<p>{html.escape(s)}</p>" for s in self.sentences) + "</div>"
 
 
-def ratio_words(a: float, b: float) -> str:
-    """``"1.32× faster"`` / ``"1.05× slower"``: how ``a`` compares with ``b`` (times, lower is better)."""
-    if a <= b:
-        return f"{b / a:.2f}× faster"
-    return f"{a / b:.2f}× slower"
+
+
+def pace_facts(rec) -> Facts:
+    """Who sets the pace in a captured run: the trace's evidence, then the profiler-off timings."""
+    from .pace import pace, pace_unprofiled
+
+    t = rec.timings
+    return Facts(
+        f"Who sets the pace: {pace(rec.trace).evidence()}.",
+        pace_unprofiled(t["cpu_issue_us"], t["device_us"]) if "cpu_issue_us" in t else "",
+    )
+
+
+def spread_cell(spread, precision: int = 1) -> str:
+    """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.measure.Spread`."""
+    return format(spread, f".{precision}f")

@@ -107,12 +107,15 @@ def _fmt_list(value) -> str:
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
 
 
-def gemm_table(trace: Trace, *, gemm_tflops: float | None = None) -> pd.DataFrame:
+def gemm_table(trace: Trace, *, references: dict | None = None) -> pd.DataFrame:
     """One row per GEMM op of a step: shapes → M·K·N → kernel → µs → TFLOP/s.
 
-    ``aten::mm(A[M,K], B[K,N])`` does ``2·M·K·N`` FLOPs; with a measured
-    ``gemm_tflops`` ceiling the last column says what fraction of it the
-    kernel reached.
+    ``aten::mm(A[M,K], B[K,N])`` does ``2·M·K·N`` FLOPs, read from the op's
+    recorded input dims. The time is the GEMM kernel's alone: a memset the op
+    launches before it (cuBLAS clears a workspace on some GPUs) is not counted.
+    With ``references`` (:func:`profiling_guide.measure.reference_rates`) two
+    more columns: the fraction of the datasheet ceiling and of the best
+    measured cuBLAS rate.
     """
     step = trace.steps[0]
     rows = []
@@ -136,8 +139,12 @@ def gemm_table(trace: Trace, *, gemm_tflops: float | None = None) -> pd.DataFram
             "avg_us": us,
             "TFLOP/s": flops / us / 1e6 if us else float("nan"),
         }
-        if gemm_tflops:
-            row["% of ceiling"] = 100 * row["TFLOP/s"] / gemm_tflops
+        if references:
+            from .roofline import CEILING_COLUMN, REFERENCE_COLUMN
+
+            peak = (references.get("datasheet") or {}).get("bf16_tflops")
+            row[CEILING_COLUMN] = 100 * row["TFLOP/s"] / peak if peak else float("nan")
+            row[REFERENCE_COLUMN] = 100 * row["TFLOP/s"] / references["gemm_tflops"]["rate"]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -150,14 +157,14 @@ def _first_named_ancestor(op: CpuOp) -> str:
 
 
 def _mean_same_position(trace: Trace, op: CpuOp) -> float:
-    """Mean device µs of the op at the same position (n-th op of that name) in every step."""
+    """Mean kernel µs of the op at the same position (n-th op of that name) in every step (memsets left out)."""
     first = trace.steps[0]
     index = [o for o in first.ops if o.name == op.name].index(op)
     totals = []
     for s in trace.steps:
         same = [o for o in s.ops if o.name == op.name]
         if len(same) > index:
-            totals.append(sum(ev.dur_us for ev in same[index].device_events))
+            totals.append(sum(ev.dur_us for ev in same[index].device_events if ev.kind == "kernel"))
     return sum(totals) / len(totals) if totals else 0.0
 
 
