@@ -49,7 +49,8 @@ chapter.require_memory(
     element * (6 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
     f"two MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
 )
-liger = load_liger_geglu_mlp(args.dim, args.hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype)
+liger = load_liger_geglu_mlp(args.dim, args.hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype,
+                             offline=not chapter.live)
 print(liger.note)
 
 # %%
