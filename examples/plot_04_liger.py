@@ -49,7 +49,8 @@ chapter.require_memory(
     element * (6 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
     f"two MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
 )
-liger = load_liger_geglu_mlp(args.dim, args.hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype)
+liger = load_liger_geglu_mlp(args.dim, args.hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype,
+                             offline=not chapter.live)
 print(liger.note)
 
 # %%
@@ -239,6 +240,73 @@ tables.styled(pd.DataFrame(sweep.values), precision=1)
 # %%
 
 verdicts.require()
+
+# %%
+# The transformers way: kernelize
+# -------------------------------
+# A transformers model never builds Liger's class. It gives a layer a hub
+# layer name and keeps its own code; ``kernels.kernelize`` then replaces that
+# layer's ``forward`` with one from a kernel repository, chosen by a mapping.
+# Our unchanged MLP, named::
+#
+#     @use_kernel_forward_from_hub("GeGLUMLP")
+#     class HubGeGLUMLP(SimpleGeGLUMLP): ...
+#
+# and kernelized by :func:`~profiling_guide.kernelize.kernelize_with_liger`
+# with a mapping to the local kernel repository::
+#
+#     layer = LocalLayerRepository(repo, layer_name="LigerGEGLUMLPForward")
+#     with use_kernel_mapping({"GeGLUMLP": {"cuda": layer}}):
+#         kernelize(hub_mlp, mode=Mode.INFERENCE, device="cuda")
+#
+# The module and its weights stay; only ``forward`` becomes Liger's. In replay
+# the model is built on the meta device and not kernelized.
+
+from profiling_guide.kernelize import HubGeGLUMLP, kernelize_with_liger
+
+hub_mlp = HubGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
+hub_mlp.load_state_dict(mlp.state_dict())
+if chapter.live:
+    kernelize_with_liger(hub_mlp, "cuda")
+    print(f"HubGeGLUMLP.forward is now {hub_mlp.forward.__qualname__} from {hub_mlp.forward.__module__}")
+else:
+    print("replay: HubGeGLUMLP built on the meta device, not kernelized (no kernels call)")
+
+
+def kernelized_forward():
+    with torch.no_grad():
+        return hub_mlp(x)
+
+
+def liger_under_label(trace):
+    labels = trace.annotations_named("mlp_fwd")
+    if not labels:
+        return False, "no mlp_fwd label in the trace"
+    names = [e.name for e in labels[0].device_events if e.kind == "kernel"]
+    geglu = [k for k in names if "geglu" in k]
+    gemms = [k for k in names if decode(k).kind == "gemm"]
+    libraries = ", ".join(sorted({decode(k).library for k in gemms})) or "no library"
+    return (len(geglu) == 1 and len(gemms) == 3,
+            f"{', '.join(geglu) or 'no geglu kernel'} and {len(gemms)} GEMMs ({libraries}) under mlp_fwd")
+
+
+kernelized_predictions = [
+    expect.Prediction("under mlp_fwd, our kernelized MLP runs Liger's geglu kernel and 3 GEMMs", liger_under_label,
+                      "kernels.kernelize"),
+    expect.Prediction("the same kernels as LigerGEGLUMLP", lambda t: expect.same_kernels(liger_run.trace, t),
+                      "kernels.kernelize", must_hold=False),
+]
+
+# %%
+
+kernelized_verdicts = None
+if chapter.live or (chapter.folder / "04_liger.kernelized.run.json").is_file():
+    kernelized = chapter.capture("kernelized", kernelized_forward, label="mlp_fwd",
+                                 code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
+    kernelized_verdicts = expect.check(kernelized_predictions, kernelized.trace).require()
+else:
+    print(f"The kernelized run has not been recorded for this GPU ({chapter.folder.name}) yet.")
+kernelized_verdicts
 
 # %%
 # The recordings

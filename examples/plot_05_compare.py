@@ -49,7 +49,7 @@ torch.manual_seed(0)
 mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
 autotune_mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
 autotune_mlp.load_state_dict(mlp.state_dict())
-liger = load_liger_geglu_mlp(args.dim, args.hidden, device=chapter.device, dtype=dtype)
+liger = load_liger_geglu_mlp(args.dim, args.hidden, device=chapter.device, dtype=dtype, offline=not chapter.live)
 liger.module.load_state_dict(mlp.state_dict())
 x = torch.randn(args.batch, args.seq, args.dim, device=chapter.device, dtype=dtype)
 
