@@ -4,8 +4,9 @@
 
 Liger ships the GeGLU MLP with the GeLU·mul already fused into one Triton
 kernel, written by hand rather than generated. We load it the way the
-original write-up does, through the ``kernels`` library from the Hugging Face
-Hub, give it the eager model's weights, and check what it launches, how its
+original write-up does, through the ``kernels`` library (from the Hugging Face
+Hub where it is reachable, otherwise from a local kernel repository through
+the same library), give it the eager model's weights, and check what it launches, how its
 kernel is configured, and what happens when the input shape changes.
 """
 
@@ -41,13 +42,17 @@ chapter.banner()
 #     liger = get_kernel("kernels-community/liger-kernels", version=1)
 #     mlp = liger.layers.LigerGEGLUMLP(config)
 #
-# :func:`~profiling_guide.models.load_liger_geglu_mlp` makes exactly that call
-# when the Hub answers, and otherwise builds the same layer from the
-# ``liger-kernel`` package, saying which one it used:
+# :func:`~profiling_guide.models.load_liger_geglu_mlp` makes that call when
+# the Hub is allowed and answers (``PROFILING_GUIDE_HUB=1``); by default, and
+# on machines with no Hub, it loads the same layer through the same library
+# from a local kernel repository (:func:`~profiling_guide.liger_repo.local_liger_repo`:
+# ``kernels.get_local_kernel`` over a folder in the layout ``kernels``
+# expects, which re-exports the installed ``liger-kernel`` package). In
+# replay no ``kernels`` call is made at all. The note says which path ran:
 
 chapter.require_memory(
-    element * (6 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
-    f"two MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
+    element * (9 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
+    f"three MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
 )
 liger = load_liger_geglu_mlp(args.dim, args.hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype,
                              offline=not chapter.live)
