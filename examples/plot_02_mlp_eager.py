@@ -82,7 +82,6 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # cost the GPU nothing.
 
 from profiling_guide import expect
-from profiling_guide.pace import pace
 
 POST = "original post (A100)"
 METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided", "aten::_unsafe_view"]
@@ -110,8 +109,6 @@ predictions = [
                       must_hold=False),
     *[expect.Prediction(f"{op} launches nothing", expect.launches_nothing(op), POST, must_hold=False)
       for op in METADATA_OPS],
-    expect.Prediction("under the profiler the GPU waits for Python between kernels (overhead-bound)",
-                      lambda t: (pace(t).verdict == "overhead-bound", pace(t).evidence()), "this page"),
 ]
 
 # %%
