@@ -13,6 +13,8 @@ os.environ.setdefault("PROFILING_GUIDE_MODE", "replay")
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "docs" / "recordings" / "nvidia-h100-80gb-hbm3"
+H200 = ROOT / "docs" / "recordings" / "nvidia-h200"
+GPUS = [H100, H200]
 
 
 def recording(name: str) -> Path:

@@ -18,11 +18,13 @@ def run_example(path, *args, **env):
     )
 
 
+@pytest.mark.parametrize("gpu", ["nvidia-h100-80gb-hbm3", "nvidia-h200"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_example_replays_its_recordings_and_none_is_stale(example):
+def test_example_replays_its_recordings_and_none_is_stale(example, gpu):
     # STALE=error: a recording whose code or arguments changed fails here,
-    # with the command that re-records it on a GPU.
-    result = run_example(example, PROFILING_GUIDE_STALE="error")
+    # with the command that re-records it on a GPU. Every claim the page
+    # checks must hold on both GPUs' recordings.
+    result = run_example(example, PROFILING_GUIDE_STALE="error", PROFILING_GUIDE_GPU=gpu)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Replayed from a recording made on NVIDIA" in result.stdout
 

@@ -3,6 +3,7 @@
 import pytest
 
 from profiling_guide import tables
+from profiling_guide.roofline import CEILING_COLUMN, REFERENCE_COLUMN
 
 
 def test_op_table_shows_aten_t_with_zero_device_time(linear_eager):
@@ -24,12 +25,25 @@ def test_kernel_table_counts_calls_per_step(mlp_eager):
 
 
 def test_gemm_table_reads_m_k_n_from_the_recorded_shapes(mlp_eager):
-    g = tables.gemm_table(mlp_eager, gemm_tflops=700.0)
+    refs = {"gemm_tflops": {"rate": 700.0}, "datasheet": {"bf16_tflops": 989.4}}
+    g = tables.gemm_table(mlp_eager, references=refs)
     assert list(g["M·K·N"]) == ["8192·768·3072", "8192·768·3072", "8192·3072·768"]
     assert g["GFLOP"].round(1).tolist() == [38.7, 38.7, 38.7]
     row = g.iloc[0]
     assert row["TFLOP/s"] == pytest.approx(2 * 8192 * 768 * 3072 / row["avg_us"] / 1e6)
-    assert row["% of ceiling"] == pytest.approx(100 * row["TFLOP/s"] / 700.0)
+    assert row[REFERENCE_COLUMN] == pytest.approx(100 * row["TFLOP/s"] / 700.0)
+    assert row[CEILING_COLUMN] == pytest.approx(100 * row["TFLOP/s"] / 989.4)
+
+
+def test_gemm_time_leaves_out_the_memset_its_op_launches(mlp_eager):
+    g = tables.gemm_table(mlp_eager)
+    first = mlp_eager.steps[0]
+    mms = [op for op in first.ops if op.name == "aten::mm"]
+    assert any(ev.kind == "memset" for op in mms for ev in op.device_events)
+    kernel_us = sum(ev.dur_us for ev in mms[0].device_events if ev.kind == "kernel")
+    same = [[o for o in s.ops if o.name == "aten::mm"][0] for s in mlp_eager.steps]
+    mean = sum(sum(ev.dur_us for ev in o.device_events if ev.kind == "kernel") for o in same) / len(same)
+    assert g["avg_us"].iloc[0] == pytest.approx(mean) and kernel_us > 0
 
 
 def test_dispatch_chain_unfolds_one_linear(linear_eager):

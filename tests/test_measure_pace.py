@@ -1,0 +1,77 @@
+"""Spreads and ties, the datasheet table, and who sets the pace, read from real H100 and H200 traces."""
+
+import json
+
+import pytest
+
+from conftest import GPUS, H100, H200
+from profiling_guide.measure import Spread, compare, ratio_words
+from profiling_guide.pace import pace, pace_unprofiled
+from profiling_guide.roofline import datasheet_bound_us, datasheet_for
+from profiling_guide.trace import Trace
+
+
+def test_a_spread_is_the_median_and_quartiles_of_its_repeats():
+    s = Spread.of([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s.median, s.q1, s.q3, s.repeats) == (3.0, 2.0, 4.0, 5)
+    assert Spread.from_dict(s.to_dict()) == s
+    assert format(s, ".1f") == "3.0 (IQR 2.0–4.0)"
+
+
+def test_a_difference_inside_either_spread_is_a_tie():
+    a, b = Spread.of([10, 11, 12, 13]), Spread.of([11.5, 12, 13, 14])
+    assert compare(a, b) == "tie" and compare(b, a) == "tie"
+    assert ratio_words(a, b).startswith("a tie")
+
+
+def test_only_disjoint_spreads_make_a_win():
+    fast, slow = Spread.of([10, 10.2, 10.4]), Spread.of([11, 11.1, 11.3])
+    assert compare(fast, slow) == "faster" and compare(slow, fast) == "slower"
+    assert ratio_words(fast, slow) == f"{slow.median / fast.median:.2f}× faster"
+
+
+def test_a_time_turned_into_a_rate_swaps_its_quartiles():
+    rate = Spread.of([100.0, 200.0, 400.0]).inverse(1000.0)
+    assert rate.median == 5.0 and rate.q1 <= rate.median <= rate.q3
+
+
+@pytest.mark.parametrize("name, model, tbps", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM", 3.35), ("NVIDIA H200", "H200 SXM", 4.8),
+    ("NVIDIA H100 PCIe", "H100 PCIe", 2.0), ("NVIDIA H200 NVL", "H200 NVL", 4.8),
+])
+def test_datasheet_peaks_are_looked_up_by_the_name_torch_reports(name, model, tbps):
+    sheet = datasheet_for(name)
+    assert sheet["model"] == model and sheet["hbm_tbps"] == tbps and sheet["source"].startswith("https://")
+
+
+def test_a_gpu_missing_from_the_datasheet_table_has_no_ceiling():
+    assert datasheet_for("NVIDIA GeForce RTX 4090") is None
+
+
+def test_the_datasheet_bound_is_the_longer_of_compute_and_memory_time():
+    sheet = {"bf16_tflops": 1000.0, "hbm_tbps": 2.0}
+    assert datasheet_bound_us(1e12, 1e6, sheet) == pytest.approx(1000.0)  # compute: 1 TFLOP at 1000 TFLOP/s
+    assert datasheet_bound_us(1e6, 4e9, sheet) == pytest.approx(2000.0)  # memory: 4 GB at 2 TB/s
+
+
+def test_the_tiny_linear_is_overhead_bound_on_both_gpus():
+    for gpu in GPUS:
+        p = pace(Trace.load(gpu / "01_linear.eager.trace.json.gz"))
+        assert p.verdict == "overhead-bound" and p.busy_fraction < 0.5
+
+
+def test_the_same_eager_mlp_is_paced_by_the_host_on_the_h100_and_by_the_gpu_on_the_h200():
+    # Under the profiler the H100 machine's slower host leaves the GPU idle between kernels;
+    # the H200 machine's host runs ahead, and each launch waits longer than the one before.
+    h100 = pace(Trace.load(H100 / "02_mlp_eager.eager.trace.json.gz"))
+    h200 = pace(Trace.load(H200 / "02_mlp_eager.eager.trace.json.gz"))
+    assert h100.verdict == "overhead-bound" and h100.idle_us > 50
+    assert h200.verdict == "device-bound" and h200.delay_growth_us > 20
+
+
+def test_without_the_profiler_the_timings_decide_the_pace():
+    run = json.loads((H100 / "01_linear.eager.run.json").read_text())["timings"]
+    cpu, device = Spread.from_dict(run["cpu_issue_us"]), Spread.from_dict(run["device_us"])
+    assert "the CPU sets the pace" in pace_unprofiled(cpu, device)
+    assert "the GPU sets the pace" in pace_unprofiled(device, cpu)
+    assert "neither clearly" in pace_unprofiled(cpu, cpu)
