@@ -1,6 +1,6 @@
 """
 6 · GeGLU in the GEMM epilogue: g and u never reach memory
-=========================================================
+==========================================================
 
 The first chapter showed an *epilogue*: cuBLAS adds the bias to the GEMM's
 accumulators before it stores them, so no separate add kernel runs. The

@@ -1,0 +1,97 @@
+"""What the built pages say about their numbers: no kernel above a ceiling, no raw logs.
+
+No browser: each page's tables are parsed from ``docs/_build/html``. A column
+whose header calls something a *ceiling* holds percentages of a datasheet
+peak; none may pass 100.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from site_pages import SITE, example_pages
+
+NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?$")
+
+
+class _Tables(HTMLParser):
+    """Every table of a page as (header cells, rows of cells)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tables: list[tuple[list[str], list[list[str]]]] = []
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self._in_head = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append(([], []))
+        elif tag == "thead":
+            self._in_head = True
+        elif tag == "tr" and self.tables:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag == "thead":
+            self._in_head = False
+        elif tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self.tables:
+            head, body = self.tables[-1]
+            if self._in_head and not head:
+                head.extend(self._row)
+            elif not self._in_head:
+                body.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def ceiling_cells(page: str) -> list[tuple[str, float]]:
+    parser = _Tables()
+    parser.feed((SITE / page).read_text(encoding="utf-8"))
+    found = []
+    for head, body in parser.tables:
+        for i, name in enumerate(head):
+            if "ceiling" not in name.lower():
+                continue
+            # a Styler table may carry a leading index header cell the body rows also have
+            for row in body:
+                offset = len(row) - len(head)
+                j = i + offset
+                if 0 <= j < len(row) and NUMBER.match(row[j]):
+                    found.append((name, float(row[j].replace(",", ""))))
+    return found
+
+
+def test_the_checker_reads_a_ceiling_column():
+    parser = _Tables()
+    parser.feed("<table><thead><tr><th>kernel</th><th>% of datasheet ceiling</th></tr></thead>"
+                "<tbody><tr><td>a</td><td>101.5</td></tr></tbody></table>")
+    head, body = parser.tables[0]
+    assert head == ["kernel", "% of datasheet ceiling"] and body == [["a", "101.5"]]
+
+
+@pytest.mark.parametrize("page", example_pages() or ["(no example pages built)"])
+def test_no_page_shows_a_kernel_above_a_ceiling(page):
+    if not example_pages():
+        pytest.skip("no example pages were built")
+    cells = ceiling_cells(page)
+    over = [(name, value) for name, value in cells if value > 100]
+    assert not over, f"{page}: {over[:5]} above 100 % of something called a ceiling"
+
+
+def test_the_mlp_pages_compare_kernels_with_a_ceiling():
+    pages = [p for p in example_pages() if any(n in p for n in ("02_", "05_", "06_"))]
+    if not pages:
+        pytest.skip("no example pages were built")
+    assert all(ceiling_cells(p) for p in pages), "an MLP page lost its ceiling column"
