@@ -3,55 +3,52 @@
 ======================================================
 
 What does one ``nn.Linear`` become on the GPU, and what does ``torch.compile``
-change about it? We profile the layer of the original write-up
-(``--batch 1024 --in_dim 32 --out_dim 64``, bf16) eager and compiled, guess
-what the trace will hold, then open it.
+change about it? We profile the layer of
+`Profiling in PyTorch (Part 2) <https://huggingface.co/blog/torch-mlp-fusion>`_
+(``--batch 1024 --in_dim 32 --out_dim 64``, bf16; the post ran on an A100)
+eager and compiled, guess what the trace will hold, then open it.
 """
-
-# %%
-# Set-up
-# ------
-# Every example runs as a script with the original flags
-# (``python examples/plot_01_linear.py --batch 1024 --in_dim 32 --out_dim 64``)
-# and, under sphinx-gallery, with those defaults. A :class:`~profiling_guide.recordings.Chapter`
-# decides whether we measure on a GPU (*live*) or read the recording of the
-# last GPU run (*replay*); the banner below says which, and where the numbers
-# come from.
-
-import torch
-from torch import nn
-
-from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
-from profiling_guide.recordings import Chapter
-
-# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
-parser = example_parser('1 · nn.Linear: one kernel, and the add nobody launched')
-parser.add_argument("--batch", type=positive_int, default=1024, help="rows of the input (default 1024)")
-parser.add_argument("--in_dim", type=positive_int, default=32, help="input features (default 32)")
-parser.add_argument("--out_dim", type=positive_int, default=64, help="output features (default 64)")
-parser.add_argument("--compile", action="store_true",
-                    help="accepted for the original command line; both runs are always profiled")
-args = parser.parse_args()
-dtype = DTYPES[args.dtype]
-
-chapter = Chapter("01_linear", run_args(args) | {"compile": False}, mode=args.mode)
-chapter.banner()
 
 # %%
 # The code under study
 # --------------------
-# One layer, one input, and the same layer compiled. On a GPU these are real
-# tensors; in replay they live on the ``meta`` device (shapes only, no data),
-# so this is exactly the code that ran when the recording was made.
+# One layer, one input, and the same layer compiled. Copy this and the next
+# cell into a file and they run as they are on any CUDA GPU.
 
+import torch
+from torch import nn
+
+batch, in_dim, out_dim = 1024, 32, 64  # the post's sizes
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the model is
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.recordings import Chapter
+
+# The profiler warns once that it clears its events between steps; the trace is complete either way.
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
+parser = example_parser("1 · nn.Linear: one kernel, and the add nobody launched")
+parser.add_argument("--batch", type=positive_int, default=batch, help="rows of the input (default 1024)")
+parser.add_argument("--in_dim", type=positive_int, default=in_dim, help="input features (default 32)")
+parser.add_argument("--out_dim", type=positive_int, default=out_dim, help="output features (default 64)")
+parser.add_argument("--compile", action="store_true",
+                    help="accepted for the original command line; both runs are always profiled")
+args = parser.parse_args()
+batch, in_dim, out_dim, dtype = args.batch, args.in_dim, args.out_dim, DTYPES[args.dtype]
+chapter = Chapter("01_linear", run_args(args) | {"compile": False}, mode=args.mode)
+device = chapter.device
 element = torch.tensor([], dtype=dtype).element_size()
-chapter.require_memory(
-    element * (args.in_dim * args.out_dim + args.out_dim + args.batch * (args.in_dim + args.out_dim)),
-    f"nn.Linear({args.in_dim}, {args.out_dim}) on {args.batch} rows",
-)
+chapter.require_memory(element * (in_dim * out_dim + out_dim + batch * (in_dim + out_dim)),
+                       f"nn.Linear({in_dim}, {out_dim}) on {batch} rows")
+chapter.banner()
+# sphinx_gallery_end_ignore
+
 torch.manual_seed(0)
-linear = nn.Linear(args.in_dim, args.out_dim, device=chapter.device, dtype=dtype)
-x = torch.randn(args.batch, args.in_dim, device=chapter.device, dtype=dtype)
+linear = nn.Linear(in_dim, out_dim, device=device, dtype=dtype)
+x = torch.randn(batch, in_dim, device=device, dtype=dtype)
 compiled_linear = torch.compile(linear)
 
 
@@ -61,6 +58,37 @@ def eager_forward():
 
 def compiled_forward():
     return compiled_linear(x)
+
+
+# %%
+# Profiling
+# ---------
+# The profiler records five steps: it skips the first (``wait``), records but
+# discards the second (``warmup``: the first calls pay one-off costs), and keeps
+# three (``active``). ``ProfilerActivity.CPU`` records the operators and the
+# CUDA runtime calls the host makes; ``ProfilerActivity.CUDA`` the kernels the
+# GPU runs; ``record_shapes=True`` each operator's input shapes and strides.
+# ``record_function`` puts a label around one forward, ``torch.cuda.synchronize``
+# keeps each step's kernels inside its step, and ``prof.step()`` moves the
+# schedule on. ``export_chrome_trace`` writes the trace (``.json.gz`` is
+# gzipped) that https://ui.perfetto.dev opens, and that this page reads.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
 
 
 # %%
@@ -80,21 +108,19 @@ def first_compiled_call():
 compile_cost = chapter.measure("compile", first_compiled_call)
 
 # %%
-# Profiling
-# ---------
-# :meth:`~profiling_guide.recordings.Chapter.capture` runs each forward under
-# ``torch.profiler`` with the write-up's schedule (skip one step, warm up one,
-# record three), inside a ``record_function("linear_fwd")`` label, with CPU
-# and CUDA activities and input shapes recorded. It writes the Chrome trace
-# (open it in https://ui.perfetto.dev) and then times the forward with the
-# profiler off, three ways, each a median over 7 repeats with its spread
-# (:mod:`profiling_guide.measure`): the *device time* per call (calls queued
-# behind a sleep kernel, so the GPU never waits for the host), the *CPU
-# issue time* (the host's work to issue one call, the GPU drained between
-# calls) and the *wall time per call* (one call at a time, waiting for it).
+# Now the two runs. On a GPU the block profiles and writes the traces; then
+# every number below is read back from the trace files, as a replay of the
+# recordings does on a machine without a GPU. ``chapter.load`` also times
+# each forward with the profiler off (device time, CPU issue time and wall
+# time per call, each a median over 7 repeats).
 
-eager = chapter.capture("eager", eager_forward, label="linear_fwd", variant="linear-eager")
-compiled = chapter.capture("compiled", compiled_forward, label="linear_fwd", variant="linear-compiled")
+if chapter.live:
+    prof = profile_steps(eager_forward, "linear_fwd", chapter.trace_file("eager"))
+    eager_table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=8, max_name_column_width=30)
+    profile_steps(compiled_forward, "linear_fwd", chapter.trace_file("compiled"))
+eager = chapter.load("eager", eager_forward, label="linear_fwd", variant="linear-eager",
+                     extra={"key_averages": eager_table} if chapter.live else None)
+compiled = chapter.load("compiled", compiled_forward, label="linear_fwd", variant="linear-compiled")
 
 # %%
 # Before we look
@@ -104,9 +130,8 @@ compiled = chapter.capture("compiled", compiled_forward, label="linear_fwd", var
 # trace after we have looked.
 
 from profiling_guide import expect
+from profiling_guide.expect import POST
 from profiling_guide.pace import pace
-
-POST = "original post (A100)"
 eager_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
     expect.Prediction("no separate add kernel: the bias rides in the GEMM",
@@ -139,8 +164,19 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_compare({"eager nn.Linear": eager.trace, "torch.compile(nn.Linear)": compiled.trace})
 
 # %%
-# The kernel is the thin sliver on the GPU lane. The op table says where the
-# CPU time goes (per step, in µs):
+# The kernel is the thin sliver on the GPU lane. Where does the CPU time go?
+# First the profiler's own summary, ``prof.key_averages().table()``, as the
+# live run printed it. *Self* time is an op's own time, without the ops it
+# called; *total* time includes them (``aten::linear``'s total holds
+# ``aten::t`` and ``aten::addmm``). Its rows cover every profiled step, the
+# warm-up included.
+
+print(eager.run["key_averages"])
+
+# %%
+# The same split read from the trace file, per active step, in µs; a trace
+# from someone else's machine gives this table too, where ``key_averages``
+# needs the live profiler object:
 
 tables.styled(tables.op_table(eager.trace), caption="eager: CPU ops per step")
 

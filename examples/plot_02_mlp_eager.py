@@ -3,52 +3,57 @@
 =======================================================================
 
 One MLP block of a Gemma-style model, ``down(gelu_tanh(gate(x)) * up(x))``,
-run eagerly in bf16 at the original write-up's size
+run eagerly in bf16 at the size of
+`Profiling in PyTorch (Part 2) <https://huggingface.co/blog/torch-mlp-fusion>`_
 (``--batch 64 --seq 128 --dim 768 --hidden 3072``). How many kernels does it
 launch, which of them are matrix products, and what does the GeLU·mul between
 them cost?
 """
 
 # %%
-# Set-up
-# ------
-
-import torch
-
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
-from profiling_guide.recordings import Chapter
-
-# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
-parser = example_parser('2 · The GeGLU MLP, eager: five kernels and a round trip through memory')
-add_mlp_flags(parser)
-args = parser.parse_args()
-dtype = DTYPES[args.dtype]
-rows = args.batch * args.seq
-
-chapter = Chapter("02_mlp_eager", run_args(args), mode=args.mode)
-chapter.banner()
-
-# %%
 # The code under study
 # --------------------
-# The model is the one of the original write-up (from
-# :mod:`profiling_guide.models`):
+# The model of the post (from :mod:`profiling_guide.models`):
 #
 # .. literalinclude:: ../../src/profiling_guide/models.py
 #    :pyobject: SimpleGeGLUMLP
 #
 # Three bias-free linears: ``gate_proj`` and ``up_proj`` widen each token from
-# ``dim`` to ``hidden``, ``down_proj`` brings it back.
+# ``dim`` to ``hidden``, ``down_proj`` brings it back. After
+# ``pip install`` of this repository, this cell and the next run as they are
+# on any CUDA GPU.
 
+import torch
+
+from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+
+batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the model is
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
+from profiling_guide.recordings import Chapter
+
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
+parser = example_parser("2 · The GeGLU MLP, eager: five kernels and a round trip through memory")
+add_mlp_flags(parser)
+args = parser.parse_args()
+batch, seq, dim, hidden, dtype = args.batch, args.seq, args.dim, args.hidden, DTYPES[args.dtype]
+rows = batch * seq
 element = torch.tensor([], dtype=dtype).element_size()
-chapter.require_memory(
-    element * (3 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
-    f"the MLP at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
-)
+chapter = Chapter("02_mlp_eager", run_args(args), mode=args.mode)
+device = chapter.device
+chapter.require_memory(element * (3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"the MLP at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
+chapter.banner()
+# sphinx_gallery_end_ignore
+
 torch.manual_seed(0)
-mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
-x = torch.randn(args.batch, args.seq, args.dim, device=chapter.device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 
 
 def mlp_forward():
@@ -57,7 +62,34 @@ def mlp_forward():
 
 
 # %%
-# Profile it, and measure in the same run the rates every later number is
+# Profiling
+# ---------
+# The ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
+# one, record three), CPU and CUDA activities, input shapes, one
+# ``record_function`` label per forward, and the trace exported for
+# https://ui.perfetto.dev and for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+# %%
+# Profile it (on a GPU; then the trace is read back, as in replay), and
+# measure in the same run the rates every later number is
 # compared with (:func:`~profiling_guide.measure.reference_rates`, once per
 # process): the best cuBLAS bf16 GEMM rate seen over a settled 8192³ product
 # and this MLP's own GEMM shapes, and the best device-to-device copy
@@ -69,7 +101,9 @@ def mlp_forward():
 from profiling_guide import measure
 from profiling_guide.bench_mlp import mlp_gemm_shapes
 
-eager = chapter.capture("eager", mlp_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
+if chapter.live:
+    profile_steps(mlp_forward, "mlp_fwd", chapter.trace_file("eager"))
+eager = chapter.load("eager", mlp_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
 references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
                              code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
 
@@ -82,8 +116,7 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # cost the GPU nothing.
 
 from profiling_guide import expect
-
-POST = "original post (A100)"
+from profiling_guide.expect import POST
 METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided", "aten::_unsafe_view"]
 
 
@@ -214,8 +247,8 @@ Facts(
 
 from profiling_guide.roofline import datasheet_bound_us, kernel_work_table
 
-intermediate = rows * args.hidden * element
-work = kernel_work_table(eager.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element, references=refs)
+intermediate = rows * hidden * element
+work = kernel_work_table(eager.trace, rows=rows, dim=dim, hidden=hidden, element=element, references=refs)
 bw = work[work["kind"] == "pointwise"]
 tables.styled(bw, precision=1)
 
@@ -223,7 +256,7 @@ tables.styled(bw, precision=1)
 
 elementwise_us = bw["avg_us"].sum()
 step_us = eager.trace.device_us_per_step()
-flops, min_bytes = mlp_flops(rows, args.dim, args.hidden), element * (3 * args.dim * args.hidden + 2 * rows * args.dim)
+flops, min_bytes = mlp_flops(rows, dim, hidden), element * (3 * dim * hidden + 2 * rows * dim)
 Facts(
     f"The intermediate is {intermediate / 1e6:.1f} MB per tensor. GeLU and mul take {elementwise_us:.1f} µs of "
     f"the GPU's {step_us:.1f} µs of kernel time per profiled forward ({100 * elementwise_us / step_us:.0f}%), "

@@ -21,6 +21,13 @@ from .report import echo
 from .trace import Trace
 
 
+# Where the expectations come from; the page links each source it names.
+POST = "original post (A100)"
+POST_URL = "https://huggingface.co/blog/torch-mlp-fusion"
+PART1_URL = "https://huggingface.co/blog/torch-profiler"
+SOURCE_LINKS = {POST: POST_URL}
+
+
 class ClaimFailed(GuideError):
     """A claim the page relies on does not hold on the recording."""
 
@@ -64,12 +71,14 @@ class Verdicts(list):
     def failed(self) -> list[Verdict]:
         return [v for v in self if not v.holds]
 
-    def require(self) -> Verdicts:
-        """Raise :class:`ClaimFailed` if a ``must_hold`` prediction failed."""
+    def require(self) -> None:
+        """Raise :class:`ClaimFailed` if a ``must_hold`` prediction failed.
+
+        Returns nothing, so a page that ends a cell with it does not show the table a second time.
+        """
         broken = [v for v in self if v.must_hold and not v.holds]
         if broken:
             raise ClaimFailed("; ".join(f"claim {v.claim!r} fails on this recording: {v.seen}" for v in broken))
-        return self
 
     def __repr__(self) -> str:
         return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self)
@@ -78,13 +87,18 @@ class Verdicts(list):
         rows = "".join(
             f'<tr class="{"pg-pass" if v.holds else "pg-fail"}"><td class="pg-mark">{"✓" if v.holds else "✗"}</td>'
             f"<td>{html.escape(v.claim)}</td><td>{html.escape(v.seen)}</td>"
-            f'<td class="pg-source">{html.escape(v.source)}</td></tr>'
+            f'<td class="pg-source">{_source_html(v.source)}</td></tr>'
             for v in self
         )
         return (
             '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
             f"<th>what the trace shows</th><th>from</th></tr></thead><tbody>{rows}</tbody></table>"
         )
+
+
+def _source_html(source: str) -> str:
+    url = SOURCE_LINKS.get(source)
+    return f'<a href="{url}">{html.escape(source)}</a>' if url else html.escape(source)
 
 
 def check(predictions: list[Prediction], data) -> Verdicts:

@@ -20,6 +20,7 @@ sees is the code that ran) and asks the chapter to ``capture`` or ``measure``.
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime as _dt
 import hashlib
 import html
@@ -28,6 +29,7 @@ import io
 import json
 import os
 import re
+import sys
 import tempfile
 import textwrap
 import tokenize
@@ -45,6 +47,22 @@ GPU_ENV = "PROFILING_GUIDE_GPU"
 STALE_ENV = "PROFILING_GUIDE_STALE"  # "warn" (default) or "error"
 DEFAULT_GPU = "nvidia-h100-80gb-hbm3"
 MODES = ("auto", "live", "replay")
+
+
+@contextlib.contextmanager
+def to_console(console=None):
+    """Send what runs inside to the console, never to the page.
+
+    sphinx-gallery puts an example's stdout and stderr on its page; progress
+    lines, compiler and autotune logs and warnings raised while measuring
+    belong to the maintainer's terminal. Inside this block both streams go to
+    ``console`` (default: the process's real stderr), and warnings are shown
+    there once each.
+    """
+    console = console or sys.__stderr__ or sys.stderr
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console), warnings.catch_warnings():
+        warnings.simplefilter("default")
+        yield
 
 
 def cost_key(variant: str, args: dict) -> tuple:
@@ -300,6 +318,69 @@ class Chapter:
             **fields,
         }
 
+    def trace_file(self, name: str) -> str:
+        """Where a live run's profiler should export the trace of capture ``name`` (then :meth:`load` it).
+
+        A temporary file beside the recording: :meth:`load` moves it into place,
+        so an interrupted run never leaves half a trace under the recording's name.
+        """
+        if not self.live:
+            raise GuideError("trace_file() is for live runs: in replay, load() reads the recording")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return str(self.folder / f".{self.example}.{name}.partial.trace.json.gz")
+
+    def load(
+        self,
+        name: str,
+        step: Callable[[], object],
+        *,
+        label: str,
+        code: Iterable = (),
+        args: dict | None = None,
+        time_it: bool = True,
+        variant: str | None = None,
+        extra: dict | None = None,
+    ) -> Recording:
+        """The recording of capture ``name``: in replay, read it; live, keep the trace just exported.
+
+        Live, the trace must first have been written to :meth:`trace_file`
+        (the page shows the ``torch.profiler`` block that does it); ``load``
+        moves it into place, times ``step`` with the profiler off and writes
+        the run record. ``code`` lists what the step runs (functions, classes,
+        modules) so the fingerprint notices when it changes; ``step`` itself is
+        always included. The timings are spreads over repeats
+        (:mod:`profiling_guide.measure`): ``device_us`` (the GPU's queue kept
+        full), ``cpu_issue_us`` (the host's time to issue one call) and
+        ``wall_us_per_call`` (one call at a time, synchronized). ``variant``
+        names what runs (e.g. ``"eager"``): every page of one build that loads
+        the same variant at the same arguments then quotes one CPU issue time.
+        ``extra`` is kept in the run record as is (JSON-ready).
+        """
+        full, fp, all_args = self._record(name, [step, *code], args)
+        if not self.live:
+            return self._replay(full, fp, needs_trace=True)
+        from .measure import cpu_issue_time, device_time, wall_time_per_call
+
+        rec = Recording(full, self.folder, {})
+        exported = Path(self.trace_file(name))
+        if not exported.is_file():
+            raise GuideError(f"no trace was exported to {exported}: profile the step and export its trace "
+                             f"there (chapter.trace_file({name!r})) before chapter.load({name!r}, ...)")
+        os.replace(exported, rec.trace_path)
+        timings = {}
+        if time_it:
+            key = cost_key(variant, self.args) if variant else None
+            with to_console():
+                timings = {
+                    "device_us": device_time(step, [()] * 8).to_dict(),
+                    "cpu_issue_us": cpu_issue_time(step, key=key).to_dict(),
+                    "wall_us_per_call": wall_time_per_call(step).to_dict(),
+                }
+        rec.run = self._run_record(full, fp, all_args, label=label, timings=timings, **(extra or {}))
+        write_json_atomic(rec.run_path, rec.run)
+        self.recordings.append(rec)
+        return rec
+
     def capture(
         self,
         name: str,
@@ -311,45 +392,32 @@ class Chapter:
         time_it: bool = True,
         variant: str | None = None,
     ) -> Recording:
-        """Profile ``step`` (live) or load its recording (replay).
+        """Profile ``step`` with the guide's schedule and :meth:`load` it (live), or load its recording (replay).
 
-        ``code`` lists what the step runs (functions, classes, modules) so the
-        fingerprint notices when it changes; ``step`` itself is always included.
-        Live, the step is also timed with the profiler off, each as a spread over
-        repeats (:mod:`profiling_guide.measure`): ``device_us`` (the GPU's queue
-        kept full), ``cpu_issue_us`` (the host's time to issue one call) and
-        ``wall_us_per_call`` (one call at a time, synchronized). ``variant``
-        names what runs (e.g. ``"eager"``): every page of one build that
-        captures the same variant at the same arguments then quotes one CPU
-        issue time.
+        The profiling is :func:`profiling_guide.capture.profile_to_trace`: the
+        same ``torch.profiler`` block the chapters show.
         """
-        full, fp, all_args = self._record(name, [step, *code], args)
-        if not self.live:
-            return self._replay(full, fp, needs_trace=True)
-        from .capture import profile_to_trace
-        from .measure import cpu_issue_time, device_time, wall_time_per_call
+        if self.live:
+            from .capture import profile_to_trace
 
-        rec = Recording(full, self.folder, {})
-        profile_to_trace(step, rec.trace_path, label=label)
-        timings = {}
-        if time_it:
-            key = cost_key(variant, self.args) if variant else None
-            timings = {
-                "device_us": device_time(step, [()] * 8).to_dict(),
-                "cpu_issue_us": cpu_issue_time(step, key=key).to_dict(),
-                "wall_us_per_call": wall_time_per_call(step).to_dict(),
-            }
-        rec.run = self._run_record(full, fp, all_args, label=label, timings=timings)
-        write_json_atomic(rec.run_path, rec.run)
-        self.recordings.append(rec)
-        return rec
+            with to_console():
+                profile_to_trace(step, Path(self.trace_file(name)), label=label)
+        return self.load(name, step, label=label, code=code, args=args, time_it=time_it, variant=variant)
+
+    def warm_up(self, *steps: Callable[[], object]) -> None:
+        """Live: call each step once (compiling, autotuning), its logs on the console. Replay: nothing."""
+        if self.live:
+            with to_console():
+                for step in steps:
+                    step()
 
     def measure(self, name: str, fn: Callable[[], dict], *, code: Iterable = (), args: dict | None = None) -> Recording:
         """Run ``fn()`` (live) and keep the JSON-ready dict it returns, or load it (replay)."""
         full, fp, all_args = self._record(name, [fn, *code], args)
         if not self.live:
             return self._replay(full, fp, needs_trace=False)
-        values = fn()
+        with to_console():
+            values = fn()
         rec = Recording(full, self.folder, self._run_record(full, fp, all_args, values=values))
         write_json_atomic(rec.run_path, rec.run)
         self.recordings.append(rec)
