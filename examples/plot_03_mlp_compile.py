@@ -11,41 +11,44 @@ shape unless ``dynamic=True``.
 """
 
 # %%
-# Set-up
-# ------
-
-import torch
-
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.models import SimpleGeGLUMLP
-from profiling_guide.recordings import Chapter
-
-# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
-parser = example_parser('3 · The MLP under torch.compile: what the compiler fuses, and what it costs')
-add_mlp_flags(parser)
-parser.add_argument("--compile", action="store_true",
-                    help="accepted for the original command line; this page always compiles")
-args = parser.parse_args()
-dtype = DTYPES[args.dtype]
-rows = args.batch * args.seq
-element = torch.tensor([], dtype=dtype).element_size()
-
-chapter = Chapter("03_mlp_compile", run_args(args) | {"compile": True}, mode=args.mode)
-chapter.banner()
-
-# %%
 # The code under study
 # --------------------
 # The eager model of the previous chapter, and ``torch.compile`` of it. Both
 # are profiled in this run so the kernel names can be compared directly.
 
-chapter.require_memory(
-    element * (3 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
-    f"the MLP at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
-)
+import torch
+
+from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+
+batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the models are
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, require_bfloat16, run_args
+from profiling_guide.recordings import Chapter
+
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
+parser = example_parser("3 · The MLP under torch.compile: what the compiler fuses, and what it costs")
+add_mlp_flags(parser)
+parser.add_argument("--compile", action="store_true",
+                    help="accepted for the original command line; this page always compiles")
+args = parser.parse_args()
+batch, seq, dim, hidden, dtype = args.batch, args.seq, args.dim, args.hidden, DTYPES[args.dtype]
+rows = batch * seq
+element = torch.tensor([], dtype=dtype).element_size()
+chapter = Chapter("03_mlp_compile", run_args(args) | {"compile": True}, mode=args.mode)
+device = chapter.device
+chapter.require_memory(element * (3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"the MLP at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
+chapter.banner()
+# sphinx_gallery_end_ignore
+
 torch.manual_seed(0)
-mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
-x = torch.randn(args.batch, args.seq, args.dim, device=chapter.device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 compiled_mlp = torch.compile(mlp)
 
 
@@ -57,6 +60,32 @@ def eager_forward():
 def compiled_forward():
     with torch.no_grad():
         return compiled_mlp(x)
+
+
+# %%
+# Profiling
+# ---------
+# The ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
+# one, record three), CPU and CUDA activities, input shapes, one
+# ``record_function`` label per forward, and the trace exported for
+# https://ui.perfetto.dev and for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
 
 
 # %%
@@ -77,8 +106,11 @@ compile_cost = chapter.measure("compile", first_compiled_call, code=[SimpleGeGLU
 from profiling_guide import measure
 from profiling_guide.bench_mlp import mlp_gemm_shapes
 
-eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
-compiled = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
+if chapter.live:
+    profile_steps(eager_forward, "mlp_fwd", chapter.trace_file("eager"))
+    profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
+eager = chapter.load("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
+compiled = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
 # The same reference rates as the previous chapter (measured once per process, see there).
 references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
                              code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
@@ -88,9 +120,8 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # --------------
 
 from profiling_guide import expect
+from profiling_guide.expect import POST
 from profiling_guide.kernel_names import decode
-
-POST = "original post (A100)"
 
 
 def fused_triton_kernels(trace):
@@ -164,7 +195,7 @@ pd.DataFrame([decode(k.name).to_dict() for k in fused]).T.rename(columns=lambda 
 from profiling_guide.roofline import kernel_work_table
 
 refs = references.values
-work = pd.concat({name: kernel_work_table(rec.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
+work = pd.concat({name: kernel_work_table(rec.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                                           references=refs) for name, rec in {"eager": eager, "compiled": compiled}.items()})
 work = work[work["kind"] == "pointwise"].droplevel(1)
 work.index.name = "run"
@@ -237,8 +268,8 @@ tables.styled(ops[~ops.index.isin(eager_names)], precision=1)
 
 from profiling_guide.sweep import SETTINGS, recompile_in_fresh_process, shape_sweep
 
-SEQS = [args.seq, 2 * args.seq, 4 * args.seq, args.seq + 72]
-SHAPES = [(args.batch, s, args.dim) for s in SEQS]
+SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
+SHAPES = [(batch, s, dim) for s in SEQS]
 
 
 def recompilation():

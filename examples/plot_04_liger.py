@@ -13,25 +13,40 @@ kernel is configured, and what happens when the input shape changes.
 # %%
 # Set-up
 # ------
+# The sizes of the post; after ``pip install`` of this repository (with the
+# ``liger`` extra) the code cells of this page run as they are on a CUDA GPU.
 
 import torch
 
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp
+from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+
+batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the models are
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.recordings import Chapter
 
-# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("4 · Liger's GeGLU MLP through ``kernels``: a hand-written fused kernel")
 add_mlp_flags(parser)
 parser.add_argument("--hidden_act", default="gelu_pytorch_tanh",
                     help="the MLP's activation; Liger implements only gelu_pytorch_tanh (default)")
 args = parser.parse_args()
-dtype = DTYPES[args.dtype]
-rows = args.batch * args.seq
+batch, seq, dim, hidden, dtype = args.batch, args.seq, args.dim, args.hidden, DTYPES[args.dtype]
+rows = batch * seq
 element = torch.tensor([], dtype=dtype).element_size()
-
 chapter = Chapter("04_liger", run_args(args), mode=args.mode)
+device = chapter.device
+chapter.require_memory(element * (9 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"three MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
+# sphinx_gallery_end_ignore
+
+from profiling_guide.models import load_liger_geglu_mlp
 
 # %%
 # Loading the layer
@@ -50,11 +65,7 @@ chapter.banner()
 # expects, which re-exports the installed ``liger-kernel`` package). In
 # replay no ``kernels`` call is made at all. The note says which path ran:
 
-chapter.require_memory(
-    element * (9 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
-    f"three MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
-)
-liger = load_liger_geglu_mlp(args.dim, args.hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype,
+liger = load_liger_geglu_mlp(dim, hidden, hidden_act=args.hidden_act, device=chapter.device, dtype=dtype,
                              offline=not chapter.live)
 print(liger.note)
 
@@ -63,10 +74,10 @@ print(liger.note)
 # the same function:
 
 torch.manual_seed(0)
-mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
 liger_mlp = liger.module
 liger_mlp.load_state_dict(mlp.state_dict())
-x = torch.randn(args.batch, args.seq, args.dim, device=chapter.device, dtype=dtype)
+x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 
 
 def liger_forward():
@@ -117,9 +128,35 @@ Facts(f"The recording was made with: {check.values['note']}.")
 # %%
 # Profile both
 # ------------
+# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
+# one, record three), CPU and CUDA activities, input shapes, one
+# ``record_function`` label per forward, and the trace exported for
+# https://ui.perfetto.dev and for this page.
 
-eager = chapter.capture("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
-liger_run = chapter.capture("liger", liger_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="liger")
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+if chapter.live:
+    profile_steps(eager_forward, "mlp_fwd", chapter.trace_file("eager"))
+    profile_steps(liger_forward, "mlp_fwd", chapter.trace_file("liger"))
+
+eager = chapter.load("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
+liger_run = chapter.load("liger", liger_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="liger")
 
 from profiling_guide import measure
 from profiling_guide.bench_mlp import mlp_gemm_shapes
@@ -133,9 +170,8 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # --------------
 
 from profiling_guide import expect
+from profiling_guide.expect import POST
 from profiling_guide.kernel_names import decode
-
-POST = "original post (A100)"
 
 
 def liger_kernels(trace):
@@ -176,7 +212,7 @@ verdicts
 
 k = liger_kernels(liger_run.trace)[0]
 Facts(
-    f"calculate_settings({args.hidden}) → BLOCK_SIZE={check.values['block_size']}, "
+    f"calculate_settings({hidden}) → BLOCK_SIZE={check.values['block_size']}, "
     f"num_warps={check.values['num_warps']}.",
     f"The trace shows grid {k.grid} and block {k.block} ({k.block[0] // 32} warps of 32 threads), "
     f"{k.args.get('registers per thread', '?')} registers per thread, launched with {k.launch.name}.",
@@ -190,7 +226,7 @@ Facts(
 
 from profiling_guide.roofline import kernel_work_table
 
-tables.styled(kernel_work_table(liger_run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
+tables.styled(kernel_work_table(liger_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                                 references=references.values), precision=1)
 
 # %%
@@ -230,8 +266,8 @@ from liger_kernel.ops.geglu import _geglu_tanh_forward_kernel
 
 from profiling_guide.sweep import shape_sweep, triton_kernels_compiled
 
-SEQS = [args.seq, 2 * args.seq, 4 * args.seq, args.seq + 72]
-SHAPES = [(args.batch, s, args.dim) for s in SEQS]
+SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
+SHAPES = [(batch, s, dim) for s in SEQS]
 
 
 def liger_sweep():
@@ -269,7 +305,7 @@ verdicts.require()
 
 from profiling_guide.kernelize import HubGeGLUMLP, kernelize_with_liger
 
-hub_mlp = HubGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
+hub_mlp = HubGeGLUMLP(dim, hidden, device=chapter.device, dtype=dtype)
 hub_mlp.load_state_dict(mlp.state_dict())
 if chapter.live:
     kernelize_with_liger(hub_mlp, "cuda")
@@ -304,14 +340,16 @@ kernelized_predictions = [
 
 # %%
 
-kernelized_verdicts = None
-if chapter.live or (chapter.folder / "04_liger.kernelized.run.json").is_file():
-    kernelized = chapter.capture("kernelized", kernelized_forward, label="mlp_fwd",
-                                 code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
-    kernelized_verdicts = expect.check(kernelized_predictions, kernelized.trace).require()
-else:
-    print(f"The kernelized run has not been recorded for this GPU ({chapter.folder.name}) yet.")
+if chapter.live:
+    profile_steps(kernelized_forward, "mlp_fwd", chapter.trace_file("kernelized"))
+kernelized = chapter.load("kernelized", kernelized_forward, label="mlp_fwd",
+                          code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
+kernelized_verdicts = expect.check(kernelized_predictions, kernelized.trace)
 kernelized_verdicts
+
+# %%
+
+kernelized_verdicts.require()
 
 # %%
 # The recordings
