@@ -14,23 +14,39 @@ the fastest this GPU can do".
 # %%
 # Set-up
 # ------
+# The sizes of the post; after ``pip install`` of this repository (with the
+# ``liger`` extra) the code cells of this page run as they are on a CUDA GPU.
 
 import torch
 
-from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
-from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
+from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+
+batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the models are
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.recordings import Chapter
 
-# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("5 · All four MLPs in one run: eager, compiled, max-autotune, Liger")
 add_mlp_flags(parser)
 args = parser.parse_args()
-dtype = require_bfloat16(args, "this chapter compares bf16 kernels against the bf16 GEMM ceiling")
-rows = args.batch * args.seq
-element = 2
-
+batch, seq, dim, hidden = batch, seq, dim, hidden
+dtype = require_bfloat16(args, "this chapter compares bf16 kernels with the bf16 datasheet ceiling")
+rows = batch * seq
+element = torch.tensor([], dtype=dtype).element_size()
 chapter = Chapter("05_compare", run_args(args), mode=args.mode)
+device = chapter.device
+chapter.require_memory(element * (4 * 3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"four MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
+# sphinx_gallery_end_ignore
+
+from profiling_guide.models import load_liger_geglu_mlp
 
 # %%
 # The four variants
@@ -41,17 +57,13 @@ chapter.banner()
 # plain ``"max-autotune"`` mode would also replay the forward as a CUDA graph,
 # which removes launch gaps the other three pay: a different experiment.
 
-chapter.require_memory(
-    element * (4 * 3 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
-    f"four MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
-)
 torch.manual_seed(0)
-mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
-autotune_mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+autotune_mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
 autotune_mlp.load_state_dict(mlp.state_dict())
-liger = load_liger_geglu_mlp(args.dim, args.hidden, device=chapter.device, dtype=dtype, offline=not chapter.live)
+liger = load_liger_geglu_mlp(dim, hidden, device=device, dtype=dtype, offline=not chapter.live)
 liger.module.load_state_dict(mlp.state_dict())
-x = torch.randn(args.batch, args.seq, args.dim, device=chapter.device, dtype=dtype)
+x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 
 VARIANTS = {
     "eager": mlp,
@@ -64,8 +76,31 @@ print(liger.note)
 # %%
 # Profile each
 # ------------
-# Compiling (and autotuning) happens at the first call; we make it before
-# profiling so the traces hold steady-state forwards only.
+# Compiling (and autotuning) happens at the first call; ``chapter.warm_up``
+# makes it before profiling (its logs go to the console), so the traces hold
+# steady-state forwards only.
+# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
+# one, record three), CPU and CUDA activities, input shapes, one
+# ``record_function`` label per forward, and the trace exported for
+# https://ui.perfetto.dev and for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
 
 from profiling_guide.report import Facts
 
@@ -78,9 +113,10 @@ for name, module in VARIANTS.items():
 
     try:
         if chapter.live:
-            forward()
-        runs[name] = chapter.capture(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP], args={"variant": name},
-                                       variant=name)
+            chapter.warm_up(forward)
+            profile_steps(forward, "mlp_fwd", chapter.trace_file(name))
+        runs[name] = chapter.load(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP], args={"variant": name},
+                                  variant=name)
     except Exception as exc:
         if not chapter.live:
             raise
@@ -209,7 +245,7 @@ fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floors, bre
 
 from profiling_guide.roofline import kernel_work_table
 
-work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
+work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                                           references=refs) for name, run in runs.items()})
 work.index = work.index.droplevel(1)
 work.index.name = "variant"
@@ -244,7 +280,7 @@ if "compile-max-autotune" in runs:
             f"max-autotune template {decode(k.name).short}: grid {k.grid}, {k.dur_us:.1f} µs; its launch takes "
             f"tensors {', '.join('[' + ','.join(map(str, d)) + ']' for d in tensors) or 'of unrecorded shape'}.")
     hidden_inputs = [k for k in templates if k.launch and k.launch.op and sum(
-        1 for d in k.launch.op.input_dims if d and d[-1] == args.hidden and len(d) == 3) == 1]
+        1 for d in k.launch.op.input_dims if d and d[-1] == hidden and len(d) == 3) == 1]
     if hidden_inputs:
         sentences.append(
             "A template whose name lists gelu and mul but whose launch takes a single [B, S, hidden] tensor reads h, "
