@@ -19,24 +19,38 @@ bare GEMMs and the datasheet bound.
 # %%
 # Set-up
 # ------
+# The sizes of the post; after ``pip install`` of this repository the code
+# cells of this page run as they are on a CUDA GPU.
 
 import torch
 
-from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+
+batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the models are
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.recordings import Chapter
 
-# sphinx-gallery runs the script with __doc__ emptied, so the description is spelled out.
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("6 · GeGLU in the GEMM epilogue: g and u never reach memory")
 add_mlp_flags(parser)
 args = parser.parse_args()
-dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 GEMM ceiling "
-                                "(the kernel itself also takes float16 and float32)")
-rows = args.batch * args.seq
-element = 2
-
+batch, seq, dim, hidden = batch, seq, dim, hidden
+dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 datasheet ceiling "
+                               "(the kernel itself also takes float16 and float32)")
+rows = batch * seq
+element = torch.tensor([], dtype=dtype).element_size()
 chapter = Chapter("06_fused", run_args(args), mode=args.mode)
+device = chapter.device
+chapter.require_memory(element * (5 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"the MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
+# sphinx_gallery_end_ignore
 
 # %%
 # The bytes nobody keeps
@@ -60,9 +74,9 @@ chapter.banner()
 
 from profiling_guide.report import Facts
 
-pass_bytes = rows * args.hidden * element
+pass_bytes = rows * hidden * element
 Facts(
-    f"At this shape one pass is {rows}·{args.hidden}·2 B = {pass_bytes / 1e6:.1f} MB: eager moves "
+    f"At this shape one pass is {rows}·{hidden}·2 B = {pass_bytes / 1e6:.1f} MB: eager moves "
     f"{8 * pass_bytes / 1e6:.0f} MB of intermediates per forward, compiled and Liger {6 * pass_bytes / 1e6:.0f} MB, "
     f"the epilogue-fused MLP {2 * pass_bytes / 1e6:.0f} MB.",
 )
@@ -98,15 +112,11 @@ Facts(
 from profiling_guide import fused_mlp
 from profiling_guide.fused_mlp import FusedGeGLUMLP
 
-chapter.require_memory(
-    element * (5 * args.dim * args.hidden + rows * (2 * args.dim + 4 * args.hidden)),
-    f"the MLPs at batch {args.batch} × seq {args.seq} × dim {args.dim} × hidden {args.hidden}",
-)
 torch.manual_seed(0)
-mlp = SimpleGeGLUMLP(args.dim, args.hidden, device=chapter.device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
 fused = FusedGeGLUMLP.from_mlp(mlp)  # design="auto": packed-tma on Hopper, packed elsewhere
 compiled = torch.compile(mlp, dynamic=False)
-x = torch.randn(args.batch, args.seq, args.dim, device=chapter.device, dtype=dtype)
+x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 fused
 
 
@@ -124,14 +134,39 @@ def compiled_forward():
 # Profile it
 # ----------
 # The compiled MLP beside it, for comparison. The first call of each compiles
-# (Inductor) or autotunes (our kernel tries its configs once per shape); it
-# is made before the profiler starts.
+# (Inductor) or autotunes (our kernel tries its configs once per shape);
+# ``chapter.warm_up`` makes it before the profiler starts, its logs on the
+# console.
+# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
+# one, record three), CPU and CUDA activities, input shapes, one
+# ``record_function`` label per forward, and the trace exported for
+# https://ui.perfetto.dev and for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
 
 if chapter.live:
-    fused_forward(), compiled_forward()
-fused_run = chapter.capture("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm],
-                            variant="fused")
-compiled_run = chapter.capture("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
+    chapter.warm_up(fused_forward, compiled_forward)
+    profile_steps(fused_forward, "mlp_fwd", chapter.trace_file("fused"))
+    profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
+fused_run = chapter.load("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm],
+                         variant="fused")
+compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
 
 # %%
 # Before we look
@@ -271,8 +306,8 @@ claim_verdicts
 
 from profiling_guide import charts
 
-flops = mlp_flops(rows, args.dim, args.hidden)
-fixed_bytes = element * (3 * args.dim * args.hidden + 2 * rows * args.dim)
+flops = mlp_flops(rows, dim, hidden)
+fixed_bytes = element * (3 * dim * hidden + 2 * rows * dim)
 PASSES = {"eager": 8, "compile": 6, "liger": 6, "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2}
 points = {
     name: (flops / (fixed_bytes + PASSES[name] * pass_bytes), flops / t.median / 1e6)
@@ -355,7 +390,7 @@ Facts(
 # (``dynamic=False``), so each point is its best case.
 
 SWEEP_ROWS = [1024, 4096, 8192, 32768]
-SWEEP_HIDDENS = [args.hidden, 8192 if args.hidden != 8192 else 4096]
+SWEEP_HIDDENS = [hidden, 8192 if hidden != 8192 else 4096]
 SWEEP_VARIANTS = ["eager", "compile", "liger", "fused"]
 
 
@@ -404,7 +439,7 @@ Facts(
 
 from profiling_guide.roofline import REFERENCE_COLUMN, kernel_work_table
 
-work = kernel_work_table(fused_run.trace, rows=rows, dim=args.dim, hidden=args.hidden, element=element,
+work = kernel_work_table(fused_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                          references=refs)
 tables.styled(work, precision=1)
 
