@@ -105,7 +105,11 @@ Facts(
 # copy engine fetches whole tiles described once on the host (no address
 # arithmetic or masks in registers; it zero-fills past the edges), and the
 # kernel is **persistent** — one program per SM loops over output tiles, so
-# the loads of the next tile overlap this tile's epilogue. The down
+# the loads of the next tile overlap this tile's epilogue. Both build on
+# Triton's tutorials: the grouped tile order of
+# `Matrix Multiplication <https://triton-lang.org/main/getting-started/tutorials/03-matrix-multiplication.html>`_
+# and the TMA descriptors and one-program-per-SM loop of
+# `Persistent Matmul <https://triton-lang.org/main/getting-started/tutorials/09-persistent-matmul.html>`_. The down
 # projection stays a cuBLAS GEMM: after the epilogue there is nothing left
 # to fuse into it.
 

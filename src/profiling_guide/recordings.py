@@ -60,8 +60,13 @@ def to_console(console=None):
     there once each.
     """
     console = console or sys.__stderr__ or sys.stderr
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        console.write(warnings.formatwarning(message, category, filename, lineno, line))
+
     with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console), warnings.catch_warnings():
         warnings.simplefilter("default")
+        warnings.showwarning = show  # whoever else records warnings (a test runner, a docs builder)
         yield
 
 

@@ -185,10 +185,36 @@ def runtime_table(trace: Trace) -> pd.DataFrame:
         "calls_per_step", ascending=False, ignore_index=True)
 
 
+LONG_CELL = 48  # characters: a longer text is shortened in its cell, whole on hover
+
+
+def shorten(text: str, limit: int = LONG_CELL) -> str:
+    """``text`` cut to ``limit`` characters in the middle (``"head…tail"``), or as it is when it fits."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return text[:head] + "…" + text[-(limit - 1 - head):]
+
+
 def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
-    """A Styler that renders ``df`` as a clean HTML table on the page (µs with ``precision`` digits)."""
-    fmt = {c: f"{{:,.{precision}f}}" for c in df.columns if pd.api.types.is_float_dtype(df[c])}
+    """A Styler that renders ``df`` as a clean HTML table on the page (µs with ``precision`` digits).
+
+    Whole numbers print as integers; a text cell longer than :data:`LONG_CELL`
+    characters (a kernel name, a compiled graph's hash) is shortened in the
+    middle and shown whole on hover.
+    """
+    fmt = {c: f"{{:,.{precision}f}}" for c in df.columns if pd.api.types.is_float_dtype(df[c])
+           and not ((df[c].dropna() % 1 == 0).all() and df[c].notna().any() and "µs" not in str(c))}
+    fmt |= {c: "{:,.0f}" for c in df.columns if pd.api.types.is_float_dtype(df[c]) and c not in fmt}
+    texts = df.map(lambda v: v if isinstance(v, str) and len(v) > LONG_CELL else "")
+    long_cells = texts.ne("").any().any()
+    for c in df.columns:
+        if texts[c].ne("").any():
+            fmt[c] = shorten
     st = df.style.format(fmt, na_rep="–")
+    if long_cells:
+        st = st.set_tooltips(texts, props="visibility: hidden; position: absolute; z-index: 1; "
+                                          "background: #333; color: #fff; padding: 0.3em; font-size: 0.8em;")
     if df.index.name is None and isinstance(df.index, pd.RangeIndex):
         st = st.hide(axis="index")
     if caption:

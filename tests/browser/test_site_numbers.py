@@ -95,3 +95,51 @@ def test_the_mlp_pages_compare_kernels_with_a_ceiling():
     if not pages:
         pytest.skip("no example pages were built")
     assert all(ceiling_cells(p) for p in pages), "an MLP page lost its ceiling column"
+
+
+# What a live build must never publish: warnings, compiler/autotune logs, progress lines, tracebacks.
+LOG_MARKERS = re.compile(
+    r"Traceback \(most recent call last\)|AUTOTUNE |SingleProcess AUTOTUNE|UserWarning|DeprecationWarning|"
+    r"FutureWarning|TypedStorage is deprecated|building and checking|select_algorithm\.py|"
+    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)"
+)
+
+
+class _Outputs(HTMLParser):
+    """The text of every output block of a sphinx-gallery page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth, self.text = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        cls = dict(attrs).get("class") or ""
+        if self.depth:
+            self.depth += 1
+        elif "sphx-glr-script-out" in cls or "pg-facts" in cls:
+            self.depth = 1
+
+    def handle_endtag(self, tag):
+        if self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.depth:
+            self.text.append(data)
+
+
+def test_the_log_checker_finds_a_leaked_log_line():
+    parser = _Outputs()
+    parser.feed('<div class="sphx-glr-script-out"><pre>E1123 16:56:30.277000 1064 torch/_inductor/x.py] No valid'
+                '</pre></div>')
+    assert LOG_MARKERS.search("".join(parser.text))
+
+
+@pytest.mark.parametrize("page", example_pages() or ["(no example pages built)"])
+def test_no_page_publishes_logs_warnings_or_tracebacks(page):
+    if not example_pages():
+        pytest.skip("no example pages were built")
+    parser = _Outputs()
+    parser.feed((SITE / page).read_text(encoding="utf-8"))
+    found = LOG_MARKERS.search("".join(parser.text))
+    assert not found, f"{page} publishes a log line: {found.group(0)!r}"

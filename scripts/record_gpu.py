@@ -1,0 +1,97 @@
+"""Re-record the gallery's examples on this GPU, in one process, the way ``nox -s docs`` runs them live.
+
+    python scripts/record_gpu.py                   # every example
+    python scripts/record_gpu.py 01_linear 06_fused
+
+Each example runs live (``--mode live``) in this one Python process, as
+sphinx-gallery runs them: the reference rates are measured once, and every
+page quotes the same CPU cost for the same forward. What an example prints is
+captured as sphinx-gallery would put it on its page (stdout and stderr alike)
+and written to ``<out>/<example>.page.txt``; the run fails if that text holds
+a log line, a warning or a traceback (progress and compiler logs must go to
+the console). The recordings land in ``docs/recordings/<gpu>/``.
+Use it where the docs build's own dependencies cannot be installed; otherwise
+``PROFILING_GUIDE_MODE=live nox -s docs`` does the same and builds the site.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
+# What a page must never show (the browser tests check the built site for the same).
+LOG_MARKERS = re.compile(
+    r"Traceback \(most recent call last\)|AUTOTUNE |SingleProcess AUTOTUNE|UserWarning|DeprecationWarning|"
+    r"FutureWarning|TypedStorage is deprecated|building and checking|select_algorithm\.py|"
+    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)"
+)
+
+
+def run_one(path: Path, out: Path) -> str | None:
+    """Run one example live with its output captured as its page would show it; a problem, or None."""
+    import matplotlib.pyplot as plt
+    import torch
+
+    page = io.StringIO()
+    saved = sys.argv, sys.stdout, sys.stderr
+    sys.argv = [str(path), "--mode", "live"]
+    sys.stdout = sys.stderr = page  # sphinx-gallery sends both streams to the page
+    problem = None
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except BaseException as exc:  # noqa: BLE001 - report and go on with the next example
+        problem = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc(file=sys.__stderr__)
+    finally:
+        sys.argv, sys.stdout, sys.stderr = saved
+        plt.close("all")
+        torch._dynamo.reset()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    text = page.getvalue()
+    (out / f"{path.stem.removeprefix('plot_')}.page.txt").write_text(text)
+    leaked = LOG_MARKERS.search(text)
+    if problem is None and leaked:
+        problem = f"its page would show a log line: {leaked.group(0)!r}"
+    return problem
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("examples", nargs="*", help="e.g. 01_linear (default: every example)")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs", help="where the page texts go (default runs/)")
+    args = parser.parse_args(argv)
+    chosen = [p for p in EXAMPLES if not args.examples or p.stem.removeprefix("plot_") in args.examples]
+    unknown = set(args.examples) - {p.stem.removeprefix("plot_") for p in EXAMPLES}
+    if unknown:
+        print(f"error: no example {sorted(unknown)[0]!r}: choose from "
+              f"{', '.join(p.stem.removeprefix('plot_') for p in EXAMPLES)}", file=sys.stderr)
+        return 2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: recording needs a CUDA GPU and none is visible", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for path in chosen:
+        start = time.perf_counter()
+        problem = run_one(path, args.out)
+        failed += problem is not None
+        print(f"{path.stem}: {'ok' if problem is None else problem} ({time.perf_counter() - start:.0f} s)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
