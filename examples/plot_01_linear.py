@@ -171,7 +171,7 @@ fig = timeline.plot_compare({"eager nn.Linear": eager.trace, "torch.compile(nn.L
 # ``aten::t`` and ``aten::addmm``). Its rows cover every profiled step, the
 # warm-up included.
 
-print(eager.run["key_averages"])
+print(eager.run.get("key_averages", "(this recording was made without the profiler's own table: re-record it)"))
 
 # %%
 # The same split read from the trace file, per active step, in µs; a trace
