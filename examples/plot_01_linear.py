@@ -168,8 +168,8 @@ fig = timeline.plot_compare({"eager nn.Linear": eager.trace, "torch.compile(nn.L
 # First the profiler's own summary, ``prof.key_averages().table()``, as the
 # live run printed it. *Self* time is an op's own time, without the ops it
 # called; *total* time includes them (``aten::linear``'s total holds
-# ``aten::t`` and ``aten::addmm``). Its rows cover every profiled step, the
-# warm-up included.
+# ``aten::t`` and ``aten::addmm``). Its rows sum the three active steps
+# (``# of Calls``: 3); ``ProfilerStep*`` is the schedule's own step marker.
 
 print(eager.run.get("key_averages", "(this recording was made without the profiler's own table: re-record it)"))
 
