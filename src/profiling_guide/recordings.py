@@ -28,7 +28,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import textwrap
 import tokenize
 import warnings
@@ -38,6 +37,7 @@ from functools import cached_property
 from pathlib import Path
 
 from .errors import GuideError
+from .files import write_json_atomic as _write_json_atomic
 
 MODE_ENV = "PROFILING_GUIDE_MODE"
 ROOT_ENV = "PROFILING_GUIDE_RECORDINGS"
@@ -130,18 +130,9 @@ def fingerprint(code: Iterable = (), args: dict | None = None) -> str:
 
 
 # -------------------------------------------------------------------- recordings
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON to a temporary file and rename it: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def write_json_atomic(path: Path, data: dict) -> list[str]:
+    """Write JSON whole or not at all (see :mod:`profiling_guide.files`); NaN is written as null."""
+    return _write_json_atomic(path, data, sort_keys=True)
 
 
 @dataclass
