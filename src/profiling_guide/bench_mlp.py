@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 
 from . import files
+from .args import MAX_SIZE
 from .capture import gpu_facts, median_rotating_us, require_cuda_memory, software_versions
 from .errors import GuideError
 from .models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
@@ -304,6 +305,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{value} is larger than any size this benchmark can run (at most {MAX_SIZE})")
     return value
 
 

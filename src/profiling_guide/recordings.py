@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .errors import GuideError
 from .files import write_json_atomic as _write_json_atomic
+from .run_record import read_run_record
 
 MODE_ENV = "PROFILING_GUIDE_MODE"
 ROOT_ENV = "PROFILING_GUIDE_RECORDINGS"
@@ -226,6 +227,9 @@ class Chapter:
 
     def _replay_folder(self) -> Path:
         slug = os.environ.get(GPU_ENV)
+        if slug and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,99}", slug):
+            raise GuideError(f"{GPU_ENV}={slug[:60]!r} is not a GPU folder name: use lowercase letters, digits "
+                             f"and dashes, e.g. {DEFAULT_GPU}")
         if slug:
             folder = self.root / slug
             if not folder.is_dir():
@@ -256,7 +260,7 @@ class Chapter:
                 f"no recording {missing.name} in {self.folder}: record it on a GPU with "
                 f"{MODE_ENV}=live python examples/plot_{self.example}.py (or nox -s docs there)"
             )
-        rec.run = json.loads(rec.run_path.read_text())
+        rec.run = read_run_record(rec.run_path)
         if rec.run.get("fingerprint") != fp:
             rec.stale = True
             msg = (
@@ -266,6 +270,7 @@ class Chapter:
             )
             if _stale_policy() == "error":
                 raise StaleRecordingError(msg)
+            print(f"WARNING: {msg}", flush=True)  # stdout is what a gallery page shows
             warnings.warn(msg, stacklevel=3)
         self.recordings.append(rec)
         return rec
@@ -353,7 +358,7 @@ class Banner:
             run = ch.recordings[0].run
         else:
             candidates = sorted(ch.folder.glob(f"{ch.example}.*.run.json"))
-            run = json.loads(candidates[0].read_text()) if candidates else {}
+            run = read_run_record(candidates[0]) if candidates else {}
         gpu = run.get("gpu") or {}
         v = run.get("versions") or {}
         gpu_text = f"{gpu.get('name', 'unknown GPU')} (compute capability {gpu.get('capability', '?')})"
