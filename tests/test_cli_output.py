@@ -1,4 +1,4 @@
-"""What the command line prints: names made safe for a terminal, quiet on a closed pipe."""
+"""What the command line prints: names made safe for a terminal, quiet on a closed pipe, the load benchmark."""
 
 from __future__ import annotations
 
@@ -62,3 +62,11 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     assert proc.wait(timeout=60) == 0 and first.startswith(str(path).encode())
     assert err == ""
 
+
+def test_bench_load_compares_with_json_load(capsys):
+    assert main(["bench-load", "--events", "3000", "--runs", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 2_900 < report["events"] < 3_100 and report["runs"] == 1
+    for how in ("json_load", "trace_load"):
+        assert report[how]["seconds"] > 0 and report[how]["peak_bytes"] >= 0
+    assert {"time_vs_json_load", "memory_vs_json_load", "memory_vs_file"} <= set(report)

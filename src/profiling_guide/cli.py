@@ -10,6 +10,9 @@ Commands
 ``profiling-guide bench-mlp [...]``
     Time every MLP variant against the compute floor on this GPU
     (see ``profiling-guide bench-mlp --help``).
+``profiling-guide bench-load [--events N] [--runs R]``
+    Time loading a synthetic trace of N events against ``json.load``, and
+    compare their peak memory.
 
 Errors a user can fix print one line, ``error: ...``, and exit with status 2.
 Names from a trace are printed with control characters escaped, so a kernel
@@ -110,6 +113,12 @@ def _cmd_bench(args, rest) -> int:
     return bench_mlp.main(rest) or 0
 
 
+def _cmd_bench_load(args, rest) -> int:
+    from . import bench_load
+
+    return bench_load.main(rest) or 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="profiling-guide", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -123,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_decode)
     p = sub.add_parser("bench-mlp", help="time the MLP variants against the compute floor (GPU)", add_help=False)
     p.set_defaults(func=_cmd_bench)
+    p = sub.add_parser("bench-load", help="time loading a large synthetic trace against json.load", add_help=False)
+    p.set_defaults(func=_cmd_bench_load)
     return parser
 
 
@@ -130,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:
-        if args.command == "bench-mlp":
-            return _cmd_bench(args, rest)
+        if args.command in ("bench-mlp", "bench-load"):
+            return args.func(args, rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         status = args.func(args)
