@@ -130,3 +130,21 @@ def test_the_bench_refuses_absurd_sizes_in_one_line(capsys):
         bench_mlp.main(["--batch", str(10**23)])
     err = capsys.readouterr().err
     assert "is larger than any size this benchmark can run" in err and "Traceback" not in err
+
+
+def test_replaying_a_recording_opens_no_socket(folder, monkeypatch, capsys):
+    import socket
+
+    from profiling_guide.cli import summarize
+    from profiling_guide.tables import kernel_table, op_table
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("replay tried to open a network connection")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    with pytest.warns(UserWarning, match="is stale"):  # stale on purpose: the warning path too
+        rec = replay(folder, step=lambda: "other code")
+    trace = rec.trace
+    assert summarize(trace)["steps"] == 3 and len(kernel_table(trace)) and len(op_table(trace))
+    assert "Replayed from a recording" in Chapter("01_linear", ARGS, mode="replay", root=folder.parent).banner().text()

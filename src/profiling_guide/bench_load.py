@@ -1,4 +1,4 @@
-"""How fast, and in how much memory, a large trace loads: :meth:`Trace.load` against ``json.load``.
+"""How fast, and in how much memory, a large trace loads: Trace.load against json.load.
 
 The trace is synthetic but shaped like a ``torch.profiler`` export of many
 MLP forwards: ``ProfilerStep#N`` and ``record_function`` annotations, nested
