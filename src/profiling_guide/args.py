@@ -8,6 +8,7 @@ are given, so the defaults (the original write-up's sizes) apply.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 import torch
@@ -18,15 +19,39 @@ DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.f
           "float32": torch.float32, "fp32": torch.float32}
 
 
+#: The largest size a flag takes: a CUDA grid's x dimension and the largest 32-bit int.
+MAX_SIZE = 2**31 - 1
+#: The most the sizes given to one example may multiply to. Every tensor an
+#: example makes has at most their product elements; beyond this a float64
+#: tensor's size in bytes would overflow the int64 torch counts bytes in.
+MAX_ELEMENTS = 2**60
+
+
 def positive_int(text: str) -> int:
-    """argparse type: an integer > 0 (the message names the bad value)."""
+    """argparse type: an integer from 1 to :data:`MAX_SIZE` (the message names the bad value)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} must be a positive size")
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{value} is larger than any size an example can run (at most {MAX_SIZE})")
     return value
+
+
+class _ExampleParser(argparse.ArgumentParser):
+    """An ArgumentParser that also refuses sizes no tensor could have (one line, exit 2)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, rest = super().parse_known_args(args, namespace)
+        sizes = [a for a in self._actions if a.type is positive_int and isinstance(getattr(parsed, a.dest, None), int)]
+        product = math.prod(getattr(parsed, a.dest) for a in sizes)
+        if product > MAX_ELEMENTS:
+            flags = " × ".join(a.option_strings[0] for a in sizes)
+            self.error(f"{flags} = {product:.3g}, more elements than a tensor can hold ({MAX_ELEMENTS:.3g}): "
+                       "use smaller sizes")
+        return parsed, rest
 
 
 def _one_line_errors(exc_type, exc, tb, _default=sys.excepthook):
@@ -44,7 +69,7 @@ def example_parser(description: str) -> argparse.ArgumentParser:
     example runs as a script; other exceptions keep their traceback.
     """
     sys.excepthook = _one_line_errors
-    parser = argparse.ArgumentParser(description=description)
+    parser = _ExampleParser(description=description)
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES),
                         help="element type of weights and inputs (default: bfloat16)")
     parser.add_argument("--mode", choices=("auto", "live", "replay"), default=None,

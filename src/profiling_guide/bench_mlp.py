@@ -40,16 +40,15 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
+from . import files
+from .args import MAX_SIZE
 from .capture import gpu_facts, median_rotating_us, require_cuda_memory, software_versions
 from .measure import REPEATS, Spread, compare, cpu_issue_time, reference_rates
 from .recordings import cost_key
@@ -350,6 +349,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{value} is larger than any size this benchmark can run (at most {MAX_SIZE})")
     return value
 
 
@@ -392,19 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p  # fmt: skip
 
 
-def write_json_atomic(path: Path, data) -> None:
-    """Write ``data`` as JSON to a temporary file beside ``path``, then rename: never half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def write_json_atomic(path: Path, data) -> list[str]:
+    """Write ``data`` as JSON whole or not at all; returns where NaN or infinity was written as null."""
+    return files.write_json_atomic(path, data)
 
 
 def format_table(result: dict) -> str:
@@ -442,6 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, flush=True)
 
     try:
+        if args.json:  # before any GPU work: a path that cannot be written fails now, not after the run
+            files.check_writable(args.json)
         _require_cuda()
         variants = _check_variants(args.variants)
         if args.sweep:
@@ -465,8 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name} config: {config}")
             wrong = result["wrong"]
         if args.json:
-            write_json_atomic(args.json, result)
-            print(f"wrote {args.json}")
+            nulls = write_json_atomic(args.json, result)
+            print(f"wrote {args.json}" + (f" (NaN or infinity written as null at {', '.join(nulls)})" if nulls else ""))
     except GuideError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,6 @@ import ctypes
 import glob
 import os
 import statistics
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from .errors import GuideError
+from .files import atomic_output
 
 # The original write-up's schedule: skip one step, warm up one, record three.
 WAIT, WARMUP, ACTIVE = 1, 1, 3
@@ -66,14 +66,8 @@ def profile_to_trace(
                     torch.cuda.synchronize()
                 prof.step()
     # export_chrome_trace gzips when the name ends in .gz
-    fd, tmp = tempfile.mkstemp(suffix=".json.gz", dir=trace_path.parent)
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(tmp)
-        os.replace(tmp, trace_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_output(trace_path, suffix=".json.gz") as tmp:
+        prof.export_chrome_trace(str(tmp))
     return trace_path
 
 

@@ -10,17 +10,33 @@ Commands
 ``profiling-guide bench-mlp [...]``
     Time every MLP variant against the compute floor on this GPU
     (see ``profiling-guide bench-mlp --help``).
+``profiling-guide bench-load [--events N] [--runs R]``
+    Time loading a synthetic trace of N events against ``json.load``, and
+    compare their peak memory.
 
 Errors a user can fix print one line, ``error: ...``, and exit with status 2.
+Names from a trace are printed with control characters escaped, so a kernel
+name cannot move the cursor or recolour the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 
 from .errors import GuideError
+
+# C0 and C1 control characters (ESC starts terminal escape sequences), and the
+# invisible format characters that reorder or hide text (bidi overrides, zero widths).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def printable(text) -> str:
+    """``text`` with control and invisible format characters written as escapes (``\\x1b``)."""
+    return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), str(text))
 
 
 def summarize(trace) -> dict:
@@ -47,16 +63,16 @@ def summarize(trace) -> dict:
 
 
 def _print_summary(report: dict, source: str) -> None:
-    print(f"{source}: {report['steps']} profiler steps, {report['kernels_per_step']:g} kernels per step\n")
+    print(f"{printable(source)}: {report['steps']} profiler steps, {report['kernels_per_step']:g} kernels per step\n")
     print("device work per step")
     print(f"  {'calls':>5}  {'mean µs':>9}  {'kind':<9}  name")
     for k in report["kernels"]:
-        print(f"  {k['calls_per_step']:>5g}  {k['avg_us']:>9.2f}  {k['kind']:<9}  {k['name']}")
+        print(f"  {k['calls_per_step']:>5g}  {k['avg_us']:>9.2f}  {k['kind']:<9}  {printable(k['name'])}")
     print("\nruntime calls per step")
     for name, n in report["runtime_calls_per_step"].items():
-        print(f"  {n:>5g}  {name}")
+        print(f"  {n:>5g}  {printable(name)}")
     print("\nCPU ops that launched no device work")
-    print("  " + (", ".join(report["no_kernel_ops"]) or "none"))
+    print("  " + (", ".join(map(printable, report["no_kernel_ops"])) or "none"))
 
 
 def _cmd_summarize(args) -> int:
@@ -83,11 +99,11 @@ def _cmd_decode(args) -> int:
     if args.json:
         print(json.dumps(k.to_dict(), indent=1))
     else:
-        print(k.name)
+        print(printable(k.name))
         for field in FIELDS:
             value = getattr(k, field)
             if value not in (None, (), ""):
-                print(f"  {field:<10} {', '.join(value) if isinstance(value, tuple) else value}")
+                print(f"  {field:<10} {printable(', '.join(value) if isinstance(value, tuple) else value)}")
     return 0
 
 
@@ -95,6 +111,12 @@ def _cmd_bench(args, rest) -> int:
     from . import bench_mlp
 
     return bench_mlp.main(rest) or 0
+
+
+def _cmd_bench_load(args, rest) -> int:
+    from . import bench_load
+
+    return bench_load.main(rest) or 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_decode)
     p = sub.add_parser("bench-mlp", help="time the MLP variants against the compute floor (GPU)", add_help=False)
     p.set_defaults(func=_cmd_bench)
+    p = sub.add_parser("bench-load", help="time loading a large synthetic trace against json.load", add_help=False)
+    p.set_defaults(func=_cmd_bench_load)
     return parser
 
 
@@ -117,14 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:
-        if args.command == "bench-mlp":
-            return _cmd_bench(args, rest)
+        if args.command in ("bench-mlp", "bench-load"):
+            return args.func(args, rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return status
     except GuideError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ Ampere-era cuBLAS, CUTLASS 2 and 3, cuBLAS helpers, ATen, Inductor, plain
 Triton, flash attention, cuDNN, NCCL, the runtime's memcpy/memset) is
 recognised by a regular expression and then read token by token, so a tile
 shape or layout never seen before still decodes. A name no family claims comes
-back as kind ``"other"``, library ``"unknown"``: decoding never raises.
+back as kind ``"other"``, library ``"unknown"``: decoding never raises. It
+reads at most :data:`MAX_NAME` characters, and every pattern is read in one
+pass (names are split into words rather than searched with nested or adjacent
+open-ended repeats), so any name, however long or strange, decodes in
+milliseconds.
 
 Some fields are readings, not documented facts; where that is so, the comment
 next to the code says how sure the reading is.
@@ -40,11 +44,17 @@ FIELDS: tuple[str, ...] = (
     "epilogue",
     "fused_ops",
     "triton_kind",
+    "note",
     "short",
 )
 
 #: Longest ``short`` label; longer ones are cut with an ellipsis.
 SHORT_MAX = 40
+
+#: Longest part of a name that is decoded. Real names stay under ~2,000
+#: characters (long C++ templates); a longer one is decoded from its start and
+#: ``note`` says so, which keeps decoding fast on any input.
+MAX_NAME = 4096
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,9 @@ class KernelName:
     triton_kind : str or None
         Inductor's kernel category prefix: ``"poi"``, ``"red"``, ``"per"``,
         ``"tem"``, ``"for"``, ``"spl"``, ``"unk"``.
+    note : str or None
+        Said when the name was not decoded whole: only its first
+        :data:`MAX_NAME` characters are read.
     short : str
         A compact label for plots and tables, at most ``SHORT_MAX`` characters.
     """
@@ -104,6 +117,7 @@ class KernelName:
     epilogue: str | None = None
     fused_ops: tuple[str, ...] = ()
     triton_kind: str | None = None
+    note: str | None = None
     short: str = ""
 
     def to_dict(self) -> dict:
@@ -462,6 +476,9 @@ _GEMM_K1 = re.compile(r"\bgemmk1_kernel\b")
 _GEMV = re.compile(r"\bgemv2[TN]_kernel\w*|\bgemvNSP_kernel\b|\bgemvx::kernel\b")
 
 
+_WORD_RUN = re.compile(r"\w+")
+
+
 def _cublas_helper(name: str) -> dict | None:
     dtype = _cxx_dtype(name)
     if _SPLITK.search(name):
@@ -491,7 +508,7 @@ def _cublas_helper(name: str) -> dict | None:
     if re.search(r"\bdot_kernel\b", name):
         return {"kind": "reduction", "library": "cublas", "dtype": dtype, "fused_ops": ("dot",),
                 "short": "cublas dot"}
-    if re.search(r"reduce\w*_kernel", name):
+    if any("_kernel" in w[w.find("reduce") + 6 :] for w in _WORD_RUN.findall(name) if "reduce" in w):
         return {"kind": "reduction", "library": "cublas", "dtype": dtype, "short": "cublas reduce"}
     if "gemm" in name.lower():
         return {"kind": "gemm", "library": "cublas", "dtype": dtype, "short": "cublas gemm"}
@@ -506,7 +523,9 @@ def _cublas_helper(name: str) -> dict | None:
 
 _FLASH = re.compile(r"\bflash_(?:fwd|bwd)\w*|\bflash::|\bpytorch_flash::|\bFlashAttn\w*")
 _FLASH_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<(?:\(int\))?(\d+), (?:\(int\))?(\d+), (?:\(int\))?(\d+)")
-_FMHA = re.compile(r"\bfmha_cutlass(?P<dir>[FB])_(?P<dtype>[a-z0-9]+)_\w*?(?P<tile>\d+x\d+)\w*?_(?P<arch>sm\d+)")
+# fmha_cutlassF_f16_aligned_64x64_rf_sm80: direction, dtype, then a tile and, after it, the arch.
+_FMHA = re.compile(r"\bfmha_cutlass(?P<dir>[FB])_(?P<dtype>[a-z0-9]+)_(?P<rest>\w*)")
+_SM_WORD = re.compile(r"sm\d+")
 _CUDNN_SDPA = re.compile(r"^cudnn_generated_fort_native_sdpa_(?P<arch>sm\d+)_(?P<rest>\w+)")
 
 
@@ -520,11 +539,16 @@ def _attention(name: str) -> dict | None:
         return {"kind": "other", "library": "cudnn", "arch": m["arch"], "dtype": dtype, "tile": tile,
                 "fused_ops": ("attention",), "short": f"cudnn sdpa {direction} {m['arch']}"}
     m = _FMHA.search(name)
-    if m:
+    # Read word by word: a pattern that looks for a tile and an arch in the same
+    # run of word characters backtracks for minutes on a long hostile name.
+    words = m["rest"].split("_") if m else []
+    tile_at = next((i for i, w in enumerate(words) if _TILE_2D.match(w)), None)
+    arch = next((a[0] for w in words[tile_at + 1 :] if (a := _SM_WORD.match(w))), None) if tile_at is not None else None
+    if arch:
         direction = "fwd" if m["dir"] == "F" else "bwd"
         dtype = _DTYPE_WORDS.get(m["dtype"], m["dtype"])
-        return {"kind": "other", "library": "cutlass", "arch": m["arch"], "dtype": dtype, "tile": m["tile"],
-                "fused_ops": ("attention",), "short": f"mem-eff attn {direction} {m['arch']} {dtype}"}
+        return {"kind": "other", "library": "cutlass", "arch": arch, "dtype": dtype, "tile": words[tile_at],
+                "fused_ops": ("attention",), "short": f"mem-eff attn {direction} {arch} {dtype}"}
     if not _FLASH.search(name):
         return None
     direction = "bwd" if re.search(r"bwd|Bwd|backward", name) else "fwd"
@@ -583,7 +607,11 @@ def _nccl(name: str) -> dict | None:
 # ROCm (hipBLASLt / Tensile): Cijk_Alik_Bljk_BBS_BH_..._MT128x128x64_...
 # ---------------------------------------------------------------------------
 
-_TENSILE = re.compile(r"^Cijk_\w+?_(?P<types>[BHSDI]{2,3})(?:_|\b).*?MT(?P<tile>\d+x\d+x\d+)")
+# Cijk_<A layout>_<B layout>_<types>_..._MT<tile>_...: the types word (``BBS``: bf16
+# in, bf16 out, fp32 compute), then, anywhere after it, the macro tile.
+_TENSILE = re.compile(r"Cijk_(?P<body>\w+)")
+_TENSILE_TYPE_WORD = re.compile(r"[BHSDI]{2,3}")
+_TENSILE_TILE = re.compile(r"MT(?P<tile>\d+x\d+x\d+)")
 _TENSILE_TYPES = {"B": "bf16", "H": "fp16", "S": "fp32", "D": "fp64", "I": "int8"}
 
 
@@ -591,9 +619,19 @@ def _tensile(name: str) -> dict | None:
     m = _TENSILE.match(name)
     if not m:
         return None
-    dtype = _TENSILE_TYPES.get(m["types"][0])
-    return {"kind": "gemm", "library": "tensile", "dtype": dtype, "tile": m["tile"],
-            "short": _clip(f"tensile {dtype} {m['tile']}")}
+    end = None
+    offset = m.start("body")
+    for i, word in enumerate(m["body"].split("_")):
+        if i and _TENSILE_TYPE_WORD.fullmatch(word):
+            types, end = word, offset + len(word)
+            break
+        offset += len(word) + 1
+    tile = _TENSILE_TILE.search(name, end) if end is not None else None
+    if tile is None:
+        return None
+    dtype = _TENSILE_TYPES.get(types[0])
+    return {"kind": "gemm", "library": "tensile", "dtype": dtype, "tile": tile["tile"],
+            "short": _clip(f"tensile {dtype} {tile['tile']}")}
 
 
 # ---------------------------------------------------------------------------
@@ -891,7 +929,9 @@ def _aten(name: str) -> dict | None:
 # kernels with their full signature ("void ns::f<...>(...)") and library
 # kernels with a library prefix, both handled above; a name that is only an
 # identifier is what @triton.jit functions look like. This is a heuristic,
-# and so is the kind, guessed from the words in the name.
+# and so is the kind, guessed from the words in the name. An identifier with
+# no kernel word in it (``main``, ``x``, a mangled ``_Z...`` C++ name) is no
+# evidence of Triton and stays unknown.
 # ---------------------------------------------------------------------------
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -906,6 +946,12 @@ _POINTWISE_WORDS = frozenset(
      "mul", "add", "sub", "div", "copy", "cast", "fill", "rope", "rotary", "quant", "dequant", "scale", "dropout",
      "elementwise", "pointwise", "exp", "clamp"}
 )
+# Words that make a bare identifier read as a kernel someone wrote in Triton.
+_KERNEL_WORDS = _GEMM_WORDS | _ATTENTION_WORDS | _REDUCTION_WORDS | _POINTWISE_WORDS | frozenset(
+    {"kernel", "fwd", "bwd", "forward", "backward", "fused", "persistent", "triton", "tma", "splitk"}
+)
+# A C++ name as the compiler writes it (Itanium ABI): _Z, then a length, N, L, S or I.
+_MANGLED = re.compile(r"_Z[0-9NLSIT]")
 _ACTIVATION_WORDS = ("gelu", "geglu", "swiglu", "silu", "swish", "relu", "sigmoid", "tanh", "glu", "reglu")
 _NORM_WORDS = ("rms_norm", "layer_norm", "group_norm", "softmax", "cross_entropy")
 _COMPOUNDS = {("rms", "norm"): "rms_norm", ("layer", "norm"): "layer_norm", ("group", "norm"): "group_norm",
@@ -928,10 +974,12 @@ def _words(identifier: str) -> list[str]:
 
 
 def _plain_triton(name: str) -> dict | None:
-    if not _IDENTIFIER.match(name):
+    if not _IDENTIFIER.match(name) or _MANGLED.match(name):
         return None
     words = _words(name)
     word_set = set(words)
+    if not word_set & _KERNEL_WORDS:
+        return None  # an identifier that says nothing of a kernel: not evidence of Triton
     if word_set & _GEMM_WORDS:
         kind = "gemm"
     elif word_set & _ATTENTION_WORDS:
@@ -1001,6 +1049,10 @@ def decode(name: str) -> KernelName:
     if not isinstance(name, str):
         name = "" if name is None else str(name)
     text = name.strip()
+    note = None
+    if len(text) > MAX_NAME:
+        note = f"decoded the first {MAX_NAME:,} of {len(text):,} characters"
+        text = text[:MAX_NAME]
     for family in _FAMILIES:
         try:
             fields = family(text)
@@ -1010,7 +1062,7 @@ def decode(name: str) -> KernelName:
             fields = None
         if fields is not None:
             fields.setdefault("short", _clip(text))
-            return KernelName(name=name, **fields)
+            return KernelName(name=name, note=note, **fields)
     # Unknown: label it with the function's own name when it is a C++ signature.
     is_cxx = any(mark in text for mark in ("(", "<", "::"))
-    return KernelName(name=name, short=_clip(_base_name(text) if is_cxx else text))
+    return KernelName(name=name, note=note, short=_clip(_base_name(text) if is_cxx else text))

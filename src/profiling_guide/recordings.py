@@ -30,7 +30,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import textwrap
 import tokenize
 import warnings
@@ -40,6 +39,8 @@ from functools import cached_property
 from pathlib import Path
 
 from .errors import GuideError
+from .files import write_json_atomic as _write_json_atomic
+from .run_record import read_run_record
 
 MODE_ENV = "PROFILING_GUIDE_MODE"
 ROOT_ENV = "PROFILING_GUIDE_RECORDINGS"
@@ -158,18 +159,9 @@ def fingerprint(code: Iterable = (), args: dict | None = None) -> str:
 
 
 # -------------------------------------------------------------------- recordings
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON to a temporary file and rename it: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def write_json_atomic(path: Path, data: dict) -> list[str]:
+    """Write JSON whole or not at all (see :mod:`profiling_guide.files`); NaN is written as null."""
+    return _write_json_atomic(path, data, sort_keys=True)
 
 
 @dataclass
@@ -267,6 +259,9 @@ class Chapter:
 
     def _replay_folder(self) -> Path:
         slug = os.environ.get(GPU_ENV)
+        if slug and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,99}", slug):
+            raise GuideError(f"{GPU_ENV}={slug[:60]!r} is not a GPU folder name: use lowercase letters, digits "
+                             f"and dashes, e.g. {DEFAULT_GPU}")
         if slug:
             folder = self.root / slug
             if not folder.is_dir():
@@ -297,7 +292,7 @@ class Chapter:
                 f"no recording {missing.name} in {self.folder}: record it on a GPU with "
                 f"{MODE_ENV}=live python examples/plot_{self.example}.py (or nox -s docs there)"
             )
-        rec.run = json.loads(rec.run_path.read_text())
+        rec.run = read_run_record(rec.run_path)
         if rec.run.get("fingerprint") != fp:
             rec.stale = True
             msg = (
@@ -307,6 +302,7 @@ class Chapter:
             )
             if _stale_policy() == "error":
                 raise StaleRecordingError(msg)
+            print(f"WARNING: {msg}", flush=True)  # stdout is what a gallery page shows
             warnings.warn(msg, stacklevel=3)
         self.recordings.append(rec)
         return rec
@@ -456,7 +452,7 @@ class Banner:
             run = ch.recordings[0].run
         else:
             candidates = sorted(ch.folder.glob(f"{ch.example}.*.run.json"))
-            run = json.loads(candidates[0].read_text()) if candidates else {}
+            run = read_run_record(candidates[0]) if candidates else {}
         gpu = run.get("gpu") or {}
         v = run.get("versions") or {}
         gpu_text = f"{gpu.get('name', 'unknown GPU')} (compute capability {gpu.get('capability', '?')})"

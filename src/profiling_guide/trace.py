@@ -20,23 +20,26 @@ The trace holds four kinds of timed event that matter here:
 
 from __future__ import annotations
 
-import gzip
-import json
+import gc
 import re
-import zlib
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from pathlib import Path
 
 from .errors import GuideError
+from .trace_reader import TraceStream
 
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# At most 18 digits: a step number, not a number too long for int() to read.
+_STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})")
 # Timestamps are floats in µs; a child may overhang its parent by rounding.
 _EPS_US = 0.002
+_MAX_US = 1e18
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CpuOp:
     """An operator or annotation on a CPU thread, with its place in the nesting."""
 
@@ -87,7 +90,7 @@ class CpuOp:
             op = op.parent
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RuntimeCall:
     """A CUDA runtime or driver API call, e.g. ``cudaLaunchKernel``."""
 
@@ -106,7 +109,7 @@ class RuntimeCall:
         return self.start_us + self.dur_us
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class DeviceEvent:
     """Work on a GPU stream: a kernel, a memset or a memcpy."""
 
@@ -135,7 +138,7 @@ class DeviceEvent:
         return tuple(b) if b else None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Step:
     """One ``ProfilerStep#N`` of the active phase and what happened in it."""
 
@@ -162,6 +165,48 @@ class Step:
 
 _DEVICE_KINDS = {"kernel": "kernel", "gpu_memset": "memset", "gpu_memcpy": "memcpy"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
+_OP_CATS = {"cpu_op", "user_annotation"}
+_USED_CATS = _OP_CATS | _RUNTIME_CATS | set(_DEVICE_KINDS)
+# List-valued args that repeat from step to step (shapes, launch geometry). Equal
+# values are kept once and shared between events, which more than halves the
+# memory a long trace takes: treat an event's ``args`` as read-only.
+_SHARED_OP_ARGS = ("Input Dims", "Input Strides", "Input type", "Concrete Inputs")
+_SHARED_DEVICE_ARGS = ("grid", "block")
+
+
+def _show(value) -> str:
+    """A value as an error message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class _Checker:
+    """Checks the fields of one event the guide reads; each problem is one GuideError line."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, index: int, message: str):
+        raise GuideError(f"{self.source}: event {index}: {message}")
+
+    def number(self, ev: dict, key: str, index: int) -> float:
+        """A time in µs: a number of magnitude below 1e18 (30,000 years), so sums of them stay finite."""
+        value = ev.get(key)
+        if type(value) in (int, float) and -_MAX_US < value < _MAX_US:  # NaN fails both comparisons
+            return float(value)
+        what = "missing" if key not in ev else _show(value)
+        self.fail(index, f"{key!r} must be a number of µs (less than 1e18 in size), got {what}")
+
+    def key(self, value, what: str, index: int):
+        """A thread, stream or correlation id: a whole number or a string (or absent)."""
+        if value is None or type(value) in (int, str):
+            return value
+        self.fail(index, f"{what} must be a number or a string, got {_show(value)}")
+
+    def int_list(self, args: dict, key: str, index: int) -> None:
+        value = args.get(key)
+        if value is not None and not (type(value) is list and all(type(v) is int for v in value)):
+            self.fail(index, f"'args.{key}' must be a list of whole numbers, got {_show(value)}")
 
 
 class Trace:
@@ -170,63 +215,131 @@ class Trace:
     Build one with :meth:`Trace.load`. ``steps`` are the profiler steps in
     order; ``ops``, ``runtime_calls`` and ``device_events`` are every event of
     that type, sorted by start time.
+
+    Loading takes time proportional to the number of events (and a sort), and
+    checks every event it uses: a malformed one is a one-line GuideError naming
+    the event, so the typed events can be trusted by everything downstream.
     """
 
-    def __init__(self, raw: dict, source: str = "<memory>"):
-        self.source = source
+    def __init__(self, raw: dict | list, source: str = "<memory>"):
+        if isinstance(raw, list):  # Chrome's array format: the events alone
+            raw = {"traceEvents": raw}
+        if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents"), list):
+            raise GuideError(f"{source} is not a Chrome trace (no 'traceEvents' list): give a torch.profiler export")
+        self._build(enumerate(raw["traceEvents"]), source)
         self.metadata = {k: v for k, v in raw.items() if k != "traceEvents"}
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> Trace:
+        """Read a ``.json`` or ``.json.gz`` Chrome trace; bad files raise a one-line GuideError.
+
+        The events are read as a stream, and the file may hold at most
+        ``max_bytes`` of JSON once decompressed (default
+        ``$PROFILING_GUIDE_MAX_TRACE_BYTES``, else 2 GiB).
+        """
+        stream = TraceStream(path, max_bytes)
+        trace = cls.__new__(cls)
+        trace._build(stream.events(), str(path))
+        trace.metadata = stream.metadata
+        return trace
+
+    # ---------------------------------------------------------------- building
+    def _build(self, events, source: str) -> None:
+        # Loading makes millions of objects and frees none: the cycle collector
+        # would walk them again and again for nothing, so it waits until the end.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._build_events(events, source)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _build_events(self, events, source: str) -> None:
+        self.source = source
         self.ops: list[CpuOp] = []
         self.runtime_calls: list[RuntimeCall] = []
         self.device_events: list[DeviceEvent] = []
-        for ev in raw["traceEvents"]:
-            if ev.get("ph") != "X" or "dur" not in ev:
+        check = _Checker(source)
+        names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
+        shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
+        for index, ev in events:
+            if type(ev) is not dict:
+                check.fail(index, f"expected an object, got {_show(ev)}")
+            if ev.get("ph") != "X":
                 continue
-            cat = ev.get("cat", "")
-            ts, dur = float(ev["ts"]), float(ev["dur"])
-            args = ev.get("args") or {}
-            if cat in ("cpu_op", "user_annotation"):
-                self.ops.append(CpuOp(ev["name"], ts, dur, ev.get("tid"), cat == "user_annotation", args))
-            elif cat in _RUNTIME_CATS:
-                self.runtime_calls.append(RuntimeCall(ev["name"], ts, dur, ev.get("tid"), cat, args.get("correlation")))
-            elif cat in _DEVICE_KINDS:
-                stream = args.get("stream", ev.get("tid"))
-                self.device_events.append(
-                    DeviceEvent(ev["name"], ts, dur, stream, _DEVICE_KINDS[cat], args.get("correlation"), args)
-                )
-        for events in (self.ops, self.runtime_calls, self.device_events):
-            events.sort(key=lambda e: (e.start_us, -e.dur_us))
+            cat = ev.get("cat")
+            if type(cat) is not str:
+                if cat is None:
+                    continue
+                check.fail(index, f"'cat' must be a string, got {_show(cat)}")
+            if cat not in _USED_CATS:
+                continue
+            name = ev.get("name")
+            if type(name) is not str:
+                check.fail(index, f"'name' must be a string, got {'missing' if 'name' not in ev else _show(name)}")
+            name = names.setdefault(name, name)
+            ts, dur = check.number(ev, "ts", index), check.number(ev, "dur", index)
+            if dur < 0:
+                check.fail(index, f"'dur' must not be negative, got {_show(ev['dur'])}")
+            tid = check.key(ev.get("tid"), "'tid'", index)
+            args = ev.get("args")
+            if args is None:
+                args = {}
+            elif type(args) is not dict:
+                check.fail(index, f"'args' must be an object, got {_show(args)}")
+            if cat in _OP_CATS:
+                for key in ("Input Dims", "Input Strides"):
+                    if type(args.get(key, [])) is not list:
+                        check.fail(index, f"'args.{key}' must be a list, got {_show(args[key])}")
+                for key in _SHARED_OP_ARGS:
+                    value = args.get(key)
+                    if type(value) is list:
+                        args[key] = shared.setdefault(repr(value), value)
+                self.ops.append(CpuOp(name, ts, dur, tid, cat == "user_annotation", args))
+                continue
+            correlation = args.get("correlation")
+            if correlation is not None and type(correlation) is not int:
+                check.fail(index, f"'args.correlation' must be a whole number, got {_show(correlation)}")
+            if cat in _RUNTIME_CATS:
+                self.runtime_calls.append(RuntimeCall(name, ts, dur, tid, cat, correlation))
+            else:
+                stream = check.key(args.get("stream", tid), "'args.stream'", index)
+                for key in _SHARED_DEVICE_ARGS:
+                    check.int_list(args, key, index)
+                    if key in args:
+                        args[key] = shared.setdefault(repr(args[key]), args[key])
+                self.device_events.append(DeviceEvent(name, ts, dur, stream, _DEVICE_KINDS[cat], correlation, args))
+        for found in (self.ops, self.runtime_calls, self.device_events):
+            # by start, longest first (two stable sorts are faster than one on tuples)
+            found.sort(key=attrgetter("dur_us"), reverse=True)
+            found.sort(key=attrgetter("start_us"))
         self._nest()
         self._link_launches()
         self.steps = self._find_steps()
 
-    # ----------------------------------------------------------------- loading
-    @classmethod
-    def load(cls, path: str | Path) -> Trace:
-        """Read a ``.json`` or ``.json.gz`` Chrome trace; bad files raise a one-line GuideError."""
-        path = Path(path)
-        if not path.is_file():
-            raise GuideError(f"no trace file at {path}: give the path of a .json or .json.gz trace")
-        try:
-            opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                raw = json.load(f)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise GuideError(f"{path} is not a complete gzip file ({exc}): re-export or re-record it") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise GuideError(f"{path} is not a JSON trace ({exc}): is the file truncated?") from None
-        if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents"), list):
-            raise GuideError(f"{path} is not a Chrome trace (no 'traceEvents' list): give a torch.profiler export")
-        return cls(raw, str(path))
-
-    # ---------------------------------------------------------------- building
     def _nest(self) -> None:
-        """Give each op its parent and depth, and each runtime call its innermost op."""
-        by_thread: dict = {}
+        """Give each op its parent and depth, and each runtime call its innermost op.
+
+        One sweep per thread over its ops (by start, longest first) and its
+        runtime calls (by start): the stack holds the ops that are open at the
+        current time, outermost first.
+        """
+        ops_by_thread: dict = {}
         for op in self.ops:
-            by_thread.setdefault(op.tid, []).append(op)
-        for ops in by_thread.values():
+            ops_by_thread.setdefault(op.tid, []).append(op)
+        calls_by_thread: dict = {}
+        for call in self.runtime_calls:
+            calls_by_thread.setdefault(call.tid, []).append(call)
+        for tid, ops in ops_by_thread.items():
+            calls = calls_by_thread.get(tid, [])
             stack: list[CpuOp] = []
-            for op in ops:  # sorted by start, longest first
+            i = 0
+            for op in ops:
+                while i < len(calls) and calls[i].start_us < op.start_us - _EPS_US:
+                    self._place(calls[i], stack)
+                    i += 1
                 while stack and stack[-1].end_us < op.end_us - _EPS_US:
                     stack.pop()
                 if stack:
@@ -234,26 +347,27 @@ class Trace:
                     op.depth = stack[-1].depth + 1
                     stack[-1].children.append(op)
                 stack.append(op)
-        for call in self.runtime_calls:
-            call.op = self._innermost_op(by_thread.get(call.tid, []), call)
-            if call.op is not None:
-                call.op.runtime_calls.append(call)
+            for call in calls[i:]:
+                self._place(call, stack)
 
     @staticmethod
-    def _innermost_op(ops: list[CpuOp], call: RuntimeCall) -> CpuOp | None:
-        # Ops on a thread form a tree; walk down from the roots that contain the call.
-        candidates = [op for op in ops if op.parent is None]
-        found = None
-        while candidates:
-            inside = [
-                op for op in candidates
-                if op.start_us - _EPS_US <= call.start_us and call.end_us <= op.end_us + _EPS_US
-            ]
-            if not inside:
-                break
-            found = inside[0]
-            candidates = found.children
-        return found
+    def _place(call: RuntimeCall, stack: list[CpuOp]) -> None:
+        """Attach ``call`` to the innermost op of ``stack`` that contains it."""
+        # Ops that ended before the call began contain neither it nor any later call.
+        while stack and stack[-1].end_us + _EPS_US < call.start_us:
+            stack.pop()
+        # Every op on the stack began before the call, and nested ops end no
+        # later than their parents: bisect for the deepest one that ends after it.
+        lo, hi = 0, len(stack)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if call.end_us <= stack[mid].end_us + _EPS_US:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo:
+            call.op = stack[lo - 1]
+            call.op.runtime_calls.append(call)
 
     def _link_launches(self) -> None:
         by_correlation = {c.correlation: c for c in self.runtime_calls if c.correlation is not None}
@@ -266,20 +380,19 @@ class Trace:
     def _find_steps(self) -> list[Step]:
         steps = []
         for op in self.ops:
-            m = _STEP_NAME.match(op.name) if op.annotation else None
+            m = _STEP_NAME.fullmatch(op.name) if op.annotation else None
             if m:
                 steps.append(Step(int(m.group(1)), op.start_us, op.end_us))
-        steps.sort(key=lambda s: s.number)
+        by_start = sorted(steps, key=attrgetter("start_us"))
+        starts = [s.start_us for s in by_start]
 
         def step_at(t: float) -> Step | None:
-            for s in steps:
-                if s.start_us - _EPS_US <= t <= s.end_us + _EPS_US:
-                    return s
-            return None
+            i = bisect_right(starts, t + _EPS_US) - 1
+            return by_start[i] if i >= 0 and t <= by_start[i].end_us + _EPS_US else None
 
         for op in self.ops:
             s = step_at(op.start_us)
-            if s is not None and not _STEP_NAME.match(op.name):
+            if s is not None and not _STEP_NAME.fullmatch(op.name):
                 op.step = s.number
                 s.ops.append(op)
         for call in self.runtime_calls:
@@ -294,6 +407,7 @@ class Trace:
             if s is not None:
                 ev.step = s.number
                 s.device_events.append(ev)
+        steps.sort(key=attrgetter("number"))
         return steps
 
     # ----------------------------------------------------------------- queries
