@@ -10,6 +10,10 @@ Commands
 ``profiling-guide bench-mlp [...]``
     Time every MLP variant against the compute floor on this GPU
     (see ``profiling-guide bench-mlp --help``).
+``profiling-guide report TRACE [-o REPORT.html] [--step N] [--rates RUN.json]``
+    One self-contained HTML page on any torch.profiler trace: who sets the
+    pace, the environment, steps, an interactive timeline, top kernels and
+    CPU ops, memsets and memcpys, health checks.
 
 Errors a user can fix print one line, ``error: ...``, and exit with status 2.
 """
@@ -97,6 +101,13 @@ def _cmd_bench(args, rest) -> int:
     return bench_mlp.main(rest) or 0
 
 
+def _cmd_report(args) -> int:
+    from .report_html import write_report
+
+    print(write_report(args.trace, args.output, step=args.step, rates=args.rates))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="profiling-guide", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -110,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_decode)
     p = sub.add_parser("bench-mlp", help="time the MLP variants against the compute floor (GPU)", add_help=False)
     p.set_defaults(func=_cmd_bench)
+    p = sub.add_parser("report", help="an HTML report of any torch.profiler trace")
+    p.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    p.add_argument("-o", "--output", help="the HTML file to write (default: <name>.report.html here)")
+    p.add_argument("--step", type=int, help="the ProfilerStep number the timeline shows (default: the median step)")
+    p.add_argument("--rates", help="JSON with reference rates measured on the same GPU (a profile run record)")
+    p.set_defaults(func=_cmd_report)
     return parser
 
 
