@@ -326,6 +326,16 @@ def _gemm_op(ev: DeviceEvent):
     return None
 
 
+def _launched_only_one(op) -> bool:
+    # Stops at the second piece of work: a foreach op launching hundreds of kernels stays linear.
+    count = 0
+    for call in op.runtime_calls:
+        count += len(call.device_events)
+        if count > 1:
+            return False
+    return count == 1
+
+
 def kernel_work(ev: DeviceEvent, kind: str) -> tuple[float | None, float | None]:
     """``(flops, bytes)`` one device event did, where the trace says so; ``(None, None)`` otherwise.
 
@@ -346,7 +356,7 @@ def kernel_work(ev: DeviceEvent, kind: str) -> tuple[float | None, float | None]
         return None, 2.0 * nbytes
     if kind in ("pointwise", "reduction") and ev.launch is not None and ev.launch.op is not None:
         op = ev.launch.op
-        if op.annotation or len(op.self_device_events) != 1:
+        if op.annotation or not _launched_only_one(op):
             return None, None
         sizes = _tensor_bytes(op)
         if sizes:
