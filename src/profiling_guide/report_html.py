@@ -152,6 +152,7 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'  # else the browser asks the server for /favicon.ico
         f"<title>Trace report: {html.escape(name)}</title><style>{_CSS}</style></head><body>"
         f'<main class="pg-report"><h1>Trace report <span class="pg-file">{html.escape(name)}</span></h1>'
         f'<p class="pg-lede">{html.escape(steps_line)} · {counts.get("cpu_ops", 0):,} CPU ops · '
