@@ -16,7 +16,6 @@ from profiling_guide.trace_report import (
     read_rates,
     read_run_record,
     report_steps,
-    top_kernels,
     verdict,
 )
 
@@ -150,7 +149,8 @@ def test_kernels_whose_launch_is_missing_and_launches_whose_kernel_is_missing_ar
     raw = raw_of("02_mlp_eager.eager")
     events = raw["traceEvents"]
     launch = next(ev for ev in events if ev.get("name") == "cuLaunchKernelEx")
-    kernel = next(ev for ev in events if ev.get("cat") == "kernel" and ev["args"]["correlation"] != launch["args"]["correlation"])
+    kernel = next(ev for ev in events
+                  if ev.get("cat") == "kernel" and ev["args"]["correlation"] != launch["args"]["correlation"])
     orphaned_launch = next(ev for ev in events if ev.get("cat") in ("cuda_runtime", "cuda_driver")
                            and ev["args"].get("correlation") == kernel["args"]["correlation"])
     raw["traceEvents"] = [ev for ev in events if ev is not launch and ev is not kernel]

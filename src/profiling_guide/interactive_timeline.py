@@ -90,7 +90,8 @@ def timeline_data(step: Step) -> dict:
             by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, _short_op(op.name), op.name, color,
                                                       info=info))
         prefix = f"CPU {tid}" if named else "CPU"
-        lanes += [{"label": f"{prefix} · depth {d}", "kind": "cpu", "bars": bars} for d, bars in sorted(by_depth.items())]
+        lanes += [{"label": f"{prefix} · depth {d}", "kind": "cpu", "bars": bars}
+                  for d, bars in sorted(by_depth.items())]
     links: dict[int, int] = {}
     for tid in threads:
         calls = []
@@ -185,17 +186,20 @@ class InteractiveTimeline:
 
 _CSS = """
 .pg-itl{position:relative;margin:.4em 0 1.2em;font:13px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1b1b1b}
-.pg-itl canvas{display:block;width:100%;touch-action:none;cursor:grab;border:1px solid #d8dce3;border-radius:4px;background:#fff}
+.pg-itl canvas{display:block;width:100%;touch-action:pan-y;cursor:grab;border:1px solid #d8dce3;border-radius:4px;
+background:#fff}
 .pg-itl canvas:focus{outline:2px solid #7b9ccf;outline-offset:1px}
 .pg-itl-bar{display:flex;flex-wrap:wrap;gap:.4em;align-items:center;margin-bottom:.3em}
-.pg-itl-bar button{font:inherit;min-width:2em;padding:0 .6em;border:1px solid #c5cad3;background:#f6f7f9;border-radius:3px;cursor:pointer;color:inherit}
+.pg-itl-bar button{font:inherit;min-width:2em;padding:0 .6em;border:1px solid #c5cad3;background:#f6f7f9;
+border-radius:3px;cursor:pointer;color:inherit}
 .pg-itl-hint{color:#5f6368;font-size:12px}
 .pg-itl-caption{font-weight:600;margin-bottom:.2em}
 .pg-itl-legend{margin-bottom:.3em}
 .pg-itl-legend span{display:inline-block;margin-right:.9em;font-size:12px;white-space:nowrap}
 .pg-itl-legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-1px;border-radius:2px}
-.pg-itl-tip{position:absolute;z-index:10;max-width:min(440px,92%);background:#fff;border:1px solid #b9bec7;border-radius:4px;
-box-shadow:0 2px 10px rgba(0,0,0,.15);padding:.4em .6em;font-size:12px;pointer-events:none;overflow-wrap:anywhere}
+.pg-itl-tip{position:absolute;z-index:10;max-width:min(440px,92%);background:#fff;border:1px solid #b9bec7;
+border-radius:4px;box-shadow:0 2px 10px rgba(0,0,0,.15);padding:.4em .6em;font-size:12px;pointer-events:none;
+overflow-wrap:anywhere}
 .pg-itl-tip b{display:block}
 .pg-itl-tip code{display:block;font-size:11px;color:#444;margin:.2em 0}
 """
@@ -277,7 +281,10 @@ _JS = r"""
           ctx.fillRect(x0, y + 3, w, LANE - 6);
           if (w > 28) {
             var left = Math.max(x0, gutter), label = clip(S[b[2]], x0 + w - left - 6);
-            if (label) { ctx.fillStyle = isDark[b[4]] ? "#ffffff" : "#1b1b1b"; ctx.fillText(label, left + 3, y + LANE / 2); }
+            if (label) {
+              ctx.fillStyle = isDark[b[4]] ? "#ffffff" : "#1b1b1b";
+              ctx.fillText(label, left + 3, y + LANE / 2);
+            }
           }
         });
       });
@@ -299,7 +306,9 @@ _JS = r"""
       ctx.restore();
       ctx.fillStyle = "#ffffff"; ctx.fillRect(0, AXIS, gutter - 2, h - AXIS);
       ctx.fillStyle = "#1b1b1b"; ctx.textAlign = "left";
-      lanes.forEach(function (lane, li) { ctx.fillText(clip(lane.label, gutter - 10), 4, AXIS + li * LANE + LANE / 2); });
+      lanes.forEach(function (lane, li) {
+        ctx.fillText(clip(lane.label, gutter - 10), 4, AXIS + li * LANE + LANE / 2);
+      });
       if (!lanes.length) { ctx.fillText("no events in this step", gutter + 8, AXIS + LANE / 2); }
       root.dataset.view = view[0].toFixed(3) + "," + view[1].toFixed(3);
     }
@@ -313,7 +322,11 @@ _JS = r"""
       }
       return best < 0 ? null : [li, best];
     }
-    function line(parent, tag, text) { var el = document.createElement(tag); el.textContent = text; parent.appendChild(el); }
+    function line(parent, tag, text) {
+      var el = document.createElement(tag);
+      el.textContent = text;
+      parent.appendChild(el);
+    }
     function showTip(h, px, py) {
       var lane = lanes[h[0]], b = lane.bars[h[1]];
       tip.textContent = "";
@@ -325,7 +338,8 @@ _JS = r"""
         var others = links[b[5]].filter(function (p) { return p[0] !== h[0] || p[1] !== h[1]; });
         if (lane.kind === "gpu") {
           others.forEach(function (p) {
-            if (lanes[p[0]].kind === "runtime") line(tip, "div", "launch \u2192 start " + fmt(b[0] - lanes[p[0]].bars[p[1]][0]) + " \u00b5s");
+            if (lanes[p[0]].kind !== "runtime") return;
+            line(tip, "div", "launch \u2192 start " + fmt(b[0] - lanes[p[0]].bars[p[1]][0]) + " \u00b5s");
           });
         } else {
           line(tip, "div", "started " + others.length + " piece(s) of device work");

@@ -58,7 +58,8 @@ def _bytes(n: float) -> str:
 def _environment(report: TraceReport) -> str:
     rows = [f"<th>{html.escape(k)}</th>" + _cell(v) for k, v in report.environment.items()]
     if report.rates:
-        for key, label, unit in (("gemm_tflops", "reference GEMM rate", "TFLOP/s"), ("copy_tbps", "reference copy bandwidth", "TB/s")):
+        for key, label, unit in (("gemm_tflops", "reference GEMM rate", "TFLOP/s"),
+                                 ("copy_tbps", "reference copy bandwidth", "TB/s")):
             if key in report.rates:
                 rows.append(f"<th>{label}</th>" + _cell(f"{report.rates[key]:,.2f} {unit} (measured)"))
     if not rows:
@@ -247,11 +248,13 @@ body{margin:0;background:#fff;color:#1b1b1b;font:15px/1.5 system-ui,-apple-syste
 h1{font-size:1.5em;margin:.4em 0 .2em}h1 .pg-file{font-weight:400;color:#5f6368;font-size:.75em;overflow-wrap:anywhere}
 h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #e3e6eb;padding-bottom:.2em}
 .pg-lede,.pg-note,footer{color:#5f6368;font-size:.9em}nav{margin:.6em 0 1em;font-size:.9em}
-a{color:#2457a6}code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;padding:0 .2em;border-radius:3px}
+a{color:#2457a6}
+code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;padding:0 .2em;border-radius:3px}
 .pg-scroll{overflow-x:auto;max-width:100%}
 .pg-table{border-collapse:collapse;font-size:.85em;margin:.3em 0 .6em}
 .pg-table th,.pg-table td{padding:.25em .6em;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
-.pg-table th{background:#f6f7f9;font-weight:600}.pg-table td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.pg-table th{background:#f6f7f9;font-weight:600}
+.pg-table td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .pg-table td.name{max-width:28em;overflow-wrap:anywhere}
 .pg-verdict{font-size:1.05em;padding:.6em .8em;border-left:4px solid #9aa0a6;background:#f6f7f9}
 .pg-v-gpu{border-color:#7b4fa6}.pg-v-cpu{border-color:#f0a03c}.pg-v-mixed{border-color:#1f8a9c}

@@ -258,8 +258,9 @@ def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None
     if delay is not None:
         line = f"Work waited {fmt_us(delay)} (median) between its launch and its start on the GPU"
         if starts:
-            line += (f"; the wait {'grows' if grows else 'does not grow'} along the step: {fmt_us(statistics.median(starts))} "
-                     f"for the first third of launches, {fmt_us(statistics.median(ends))} for the last")
+            first, last = fmt_us(statistics.median(starts)), fmt_us(statistics.median(ends))
+            line += (f"; the wait {'grows' if grows else 'does not grow'} along the step: {first} "
+                     f"for the first third of launches, {last} for the last")
         evidence.append(line + ".")
     sync = sum(s.sync_us for s in summaries) / n
     if sync:
