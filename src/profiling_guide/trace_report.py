@@ -14,9 +14,8 @@ is one, the run record written beside it) and returns a :class:`TraceReport`:
 * **health checks**: events the profiler dropped or could not place.
 
 Everything here is pure arithmetic over the typed events, linear in their
-number (one pass or one sort per question): a trace of a million events is
-analysed in about the time it takes to load. The HTML is
-:mod:`profiling_guide.report_html`'s job.
+number (one pass or one sort per question), so the report costs little beside
+loading the trace. The HTML is :mod:`profiling_guide.report_html`'s job.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ class StepSummary:
 
 @dataclass
 class Pace:
-    """Who sets the pace of the chosen steps, and why the report says so."""
+    """Who sets the pace over the trace's steps, and why the report says so."""
 
     verdict: str  # "GPU", "CPU", "mixed" or "no GPU work"
     headline: str
@@ -606,14 +605,17 @@ def health_checks(trace: Trace, steps: list[Step], summaries: list[StepSummary],
     """What in the trace is missing, out of place or uneven; each check one line of evidence."""
     checks = []
     if trace.steps:
-        checks.append(Check("ok", "profiler steps", f"{len(trace.steps)} ProfilerStep markers: "
+        checks.append(Check("ok", "profiler steps", f"{len(trace.steps)} ProfilerStep marker{'s' * (len(trace.steps) != 1)}: "
                             + ", ".join(f"#{s.number}" for s in trace.steps[:12])
                             + (" …" if len(trace.steps) > 12 else "")))
     else:
         checks.append(Check("info", "profiler steps", "No ProfilerStep markers: the whole trace is read as one step. "
                             "Record with a torch.profiler schedule and prof.step() to compare steps."))
     orphans = [ev for ev in trace.device_events if ev.launch is None]
-    if orphans:
+    if not trace.device_events:
+        checks.append(Check("info", "device work", "The trace holds no device events: it was recorded on a CPU, "
+                            "or without ProfilerActivity.CUDA."))
+    elif orphans:
         no_id = sum(1 for ev in orphans if ev.correlation is None)
         checks.append(Check("warn", "device work with no launch",
                             f"{len(orphans)} of {len(trace.device_events)} device events have no launching runtime "
@@ -626,7 +628,7 @@ def health_checks(trace: Trace, steps: list[Step], summaries: list[StepSummary],
     if dropped:
         names = Counter(c.name for c in dropped).most_common(3)
         checks.append(Check("warn", "launches with no device work",
-                            f"{len(dropped)} launch calls have no device event ("
+                            f"{len(dropped)} launch call{'s' * (len(dropped) != 1)} with no device event ("
                             + ", ".join(f"{n}× {name}" for name, n in names)
                             + "): the profiler stopped before they ran, or dropped them."))
     early = sum(1 for ev in trace.device_events if ev.launch is not None and ev.start_us < ev.launch.start_us - 1)
