@@ -53,6 +53,15 @@ def test_a_trace_without_steps_says_so_on_the_page(tmp_path):
     assert "the whole trace is one step" in page and "Timeline of the whole trace" in page
 
 
+def test_the_page_is_readable_by_others_as_any_new_file_would_be(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        out = write_report(recording("01_linear.eager"), tmp_path / "r.html")
+    finally:
+        os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
 def test_step_chooses_the_timeline(tmp_path):
     page = write_report(recording("01_linear.eager"), tmp_path / "r.html", step=3).read_text()
     assert "Timeline of ProfilerStep#3" in page

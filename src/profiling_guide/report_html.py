@@ -194,6 +194,9 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # a page to share: mkstemp's owner-only mode would hide it from a web server
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
