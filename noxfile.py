@@ -78,7 +78,7 @@ def _canonical(name: str) -> str:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the tests (CPU only; Triton kernels under TRITON_INTERPRET=1)."""
-    session.install("-e", ".[test,liger,docs]")
+    session.install("-e", ".[test,liger,docs,hta]")
     # The browser tests read a built site and need Chromium: `nox -s browser`.
     session.run("pytest", "--ignore=tests/browser", *session.posargs)
 

@@ -12,6 +12,8 @@ Besides the configuration, this file holds the site's small extensions:
   a module that is not written yet leaves no broken link behind;
 * a hook that copies the recordings into the built site as ``_recordings/``,
   where each example page's banner links them;
+* a hook that writes sample ``profiling-guide report`` pages into the built
+  site as ``_reports/``, where the report page links them;
 * a hook that keeps sphinx-gallery's execution-time report free of scripts
   and styles fetched from other sites (the site works offline).
 """
@@ -38,6 +40,14 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 EXAMPLES = REPO / "examples"
 sys.path.insert(0, str(HERE))  # for _gallery_hooks
+# The notebook pages run in kernels started in docs/, where a relative
+# PYTHONPATH (PYTHONPATH=src) names other folders: point them at the
+# profiling_guide this build imports.
+if os.environ.get("PYTHONPATH"):
+    import profiling_guide
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(profiling_guide.__file__).resolve().parents[1]), os.environ["PYTHONPATH"]])
 
 logger = logging.getLogger("profiling_guide.docs")
 
@@ -303,6 +313,28 @@ def copy_recordings(app, exception) -> None:
     logger.info(f"[recordings] copied {copied} file(s) from {root} to {out}")
 
 
+# ------------------------------------------------------ sample reports
+def write_sample_reports(app, exception) -> None:
+    """Write ``profiling-guide report`` of a recording and of a trace from elsewhere into ``_reports/``.
+
+    Generated at every build rather than committed, so the samples always show
+    what the code that reads them says today.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    from profiling_guide.recordings import Chapter
+    from profiling_guide.report_html import write_report
+
+    out = Path(app.outdir) / "_reports"
+    out.mkdir(exist_ok=True)
+    folder = Chapter("02_mlp_eager", {}).folder
+    ceilings = folder / "02_mlp_eager.ceilings.run.json"
+    write_report(folder / "02_mlp_eager.eager.trace.json.gz", out / "02_mlp_eager.eager.report.html",
+                 rates=ceilings if ceilings.is_file() else None)
+    write_report(REPO / "tests" / "data" / "hta" / "sampled_rank-0.json.gz", out / "hta_sampled_rank-0.report.html")
+    logger.info(f"[reports] wrote 2 sample reports to {out}")
+
+
 # ------------------------------------------- execution times, kept offline
 _CDN_BLOCK = re.compile(r"^\.\. container::\n\n  \.\. raw:: html\n\n(?:    .*\n|\n)*?(?=  \.\. list-table::)", re.M)
 
@@ -330,4 +362,5 @@ def setup(app):
     app.add_directive("pg-recordings", RecordingsTable)
     app.connect("builder-inited", tidy_execution_times, priority=900)
     app.connect("build-finished", copy_recordings)
+    app.connect("build-finished", write_sample_reports)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -13,6 +13,13 @@ Commands
 ``profiling-guide bench-load [--events N] [--runs R]``
     Time loading a synthetic trace of N events against ``json.load``, and
     compare their peak memory.
+``profiling-guide report TRACE [-o REPORT.html] [--step N] [--rates RUN.json]``
+    One self-contained HTML page on any torch.profiler trace: who sets the
+    pace, the environment, steps, an interactive timeline, top kernels and
+    CPU ops, memsets and memcpys, health checks.
+``profiling-guide profile MODULE:CALLABLE -o DIR [--steps N] [--compile]``
+    Profile your own step on this GPU and write its trace, run record and
+    report (see :mod:`profiling_guide.profile_own` for the contract).
 
 Errors a user can fix print one line, ``error: ...``, and exit with status 2.
 Names from a trace are printed with control characters escaped, so a kernel
@@ -119,6 +126,22 @@ def _cmd_bench_load(args, rest) -> int:
     return bench_load.main(rest) or 0
 
 
+def _cmd_report(args) -> int:
+    from .report_html import write_report
+
+    print(write_report(args.trace, args.output, step=args.step, rates=args.rates))
+    return 0
+
+
+def _cmd_profile(args) -> int:
+    from .profile_own import profile_callable
+
+    result = profile_callable(args.target, args.output, steps=args.steps, compile=args.compile, name=args.name,
+                              rates=not args.no_rates)
+    print("\n".join(str(p) for p in (result.trace, result.run_record, result.report)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="profiling-guide", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,6 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_bench)
     p = sub.add_parser("bench-load", help="time loading a large synthetic trace against json.load", add_help=False)
     p.set_defaults(func=_cmd_bench_load)
+    p = sub.add_parser("report", help="an HTML report of any torch.profiler trace")
+    p.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    p.add_argument("-o", "--output", help="the HTML file to write (default: <name>.report.html here)")
+    p.add_argument("--step", type=int, help="the ProfilerStep number the timeline shows (default: the median step)")
+    p.add_argument("--rates", help="JSON with reference rates measured on the same GPU (a profile run record)")
+    p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("profile", help="profile your own step on this GPU: trace, run record, report")
+    p.add_argument("target", metavar="MODULE:CALLABLE", help="a step, or a factory returning one (no arguments)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the trace, record and report")
+    p.add_argument("--steps", type=int, default=3, help="profiled steps, after one skipped and one warm-up (3)")
+    p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
+    p.add_argument("--name", help="file name stem (default: the callable's name)")
+    p.add_argument("--no-rates", action="store_true", help="skip measuring the reference GEMM rate and copy bandwidth")
+    p.set_defaults(func=_cmd_profile)
     return parser
 
 

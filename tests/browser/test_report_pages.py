@@ -1,0 +1,66 @@
+"""The sample ``profiling-guide report`` pages of the built site, in headless Chromium.
+
+The docs build writes them into ``_reports/``: one from an H100 recording of
+ours, one from a trace of HolisticTraceAnalysis's test data. Each must open
+without a console error or a failed request, from the site and straight from
+disk (it is one self-contained file), show its tables and its timeline, and
+the timeline must answer: hovering a kernel names it, the zoom buttons zoom.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+REPORTS = ["_reports/02_mlp_eager.eager.report.html", "_reports/hta_sampled_rank-0.report.html"]
+
+LONGEST_GPU_BAR = """
+() => {
+  const root = document.querySelector(".pg-itl");
+  const data = JSON.parse(root.querySelector('script[type="application/json"]').textContent);
+  const lane = data.lanes.findIndex(l => l.kind === "gpu");
+  const bars = data.lanes[lane].bars;
+  let best = 0;
+  bars.forEach((b, i) => { if (b[1] > bars[best][1]) best = i; });
+  const [x, y] = root.pgTimeline.barCenter(lane, best);
+  const box = root.querySelector("canvas").getBoundingClientRect();
+  return {x: box.left + x, y: box.top + y, label: data.strings[bars[best][2]]};
+}
+"""
+
+
+def view_width(page) -> float:
+    start, end = (float(v) for v in page.locator(".pg-itl").get_attribute("data-view").split(","))
+    return end - start
+
+
+@pytest.mark.parametrize("path", REPORTS)
+def test_report_page_shows_its_tables_and_an_interactive_timeline(page, site, base_url, path):
+    assert (site / path).is_file(), f"{path} is missing: the docs build writes it (docs/conf.py)"
+    page.goto(f"{base_url}/{path}", wait_until="load")
+    assert page.locator("table.pg-table").count() >= 5, "environment, steps, kernels, ops and memory tables"
+    for section in ("pace", "timeline", "kernels", "ops", "health"):
+        assert page.locator(f"section#{section}").is_visible()
+    canvas = page.locator(".pg-itl canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    assert box and box["width"] > 300 and box["height"] > 60, box
+
+    bar = page.evaluate(LONGEST_GPU_BAR)
+    page.mouse.move(bar["x"], bar["y"])
+    tip = page.locator(".pg-itl-tip")
+    tip.wait_for(state="visible", timeout=5_000)
+    assert bar["label"] in tip.inner_text() and "µs" in tip.inner_text()
+
+    before = view_width(page)
+    page.locator('.pg-itl button[data-act="in"]').click()
+    assert view_width(page) == pytest.approx(before / 2, rel=1e-3)
+    page.locator('.pg-itl button[data-act="reset"]').click()
+    assert view_width(page) == pytest.approx(before, rel=1e-3)
+    assert not page.errors, "; ".join(page.errors)
+
+
+@pytest.mark.parametrize("path", REPORTS)
+def test_report_page_opens_from_disk_with_nothing_to_fetch(page, site, path):
+    page.goto((site / path).resolve().as_uri(), wait_until="load")
+    assert page.locator(".pg-itl canvas").count() == 1
+    assert not page.errors, "; ".join(page.errors)
