@@ -328,9 +328,9 @@ def write_sample_reports(app, exception) -> None:
     out = Path(app.outdir) / "_reports"
     out.mkdir(exist_ok=True)
     folder = Chapter("02_mlp_eager", {}).folder
-    ceilings = folder / "02_mlp_eager.ceilings.run.json"
+    references = folder / "02_mlp_eager.references.run.json"
     write_report(folder / "02_mlp_eager.eager.trace.json.gz", out / "02_mlp_eager.eager.report.html",
-                 rates=ceilings if ceilings.is_file() else None)
+                 rates=references if references.is_file() else None)
     write_report(REPO / "tests" / "data" / "hta" / "sampled_rank-0.json.gz", out / "hta_sampled_rank-0.report.html")
     logger.info(f"[reports] wrote 2 sample reports to {out}")
 

@@ -46,6 +46,9 @@ chapter.require_memory(element * (in_dim * out_dim + out_dim + batch * (in_dim +
 chapter.banner()
 # sphinx_gallery_end_ignore
 
+# %%
+# The layer, its input, and the same layer compiled:
+
 torch.manual_seed(0)
 linear = nn.Linear(in_dim, out_dim, device=device, dtype=dtype)
 x = torch.randn(batch, in_dim, device=device, dtype=dtype)
@@ -131,7 +134,7 @@ compiled = chapter.load("compiled", compiled_forward, label="linear_fwd", varian
 
 from profiling_guide import expect
 from profiling_guide.expect import POST
-from profiling_guide.pace import pace
+from profiling_guide.pace import pace_of
 eager_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
     expect.Prediction("no separate add kernel: the bias rides in the GEMM",
@@ -144,7 +147,7 @@ eager_predictions = [
         "aten::linear calls, in time order: " + ", ".join(op.name for op in t.ops_named("aten::linear")[0].children)
         if t.ops_named("aten::linear") else "no aten::linear"), POST),
     expect.Prediction("the GPU waits for the CPU: overhead-bound", lambda t: (
-        pace(t).verdict == "overhead-bound", pace(t).evidence()), "this page"),
+        pace_of(t).bound == "overhead-bound", str(pace_of(t))), "this page"),
 ]
 compiled_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),

@@ -46,6 +46,9 @@ chapter.require_memory(element * (3 * dim * hidden + rows * (2 * dim + 4 * hidde
 chapter.banner()
 # sphinx_gallery_end_ignore
 
+# %%
+# The model and its input:
+
 torch.manual_seed(0)
 mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
 x = torch.randn(batch, seq, dim, device=device, dtype=dtype)

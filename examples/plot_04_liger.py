@@ -18,7 +18,7 @@ kernel is configured, and what happens when the input shape changes.
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -45,8 +45,6 @@ chapter.require_memory(element * (9 * dim * hidden + rows * (2 * dim + 4 * hidde
                        f"three MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
 # sphinx_gallery_end_ignore
-
-from profiling_guide.models import load_liger_geglu_mlp
 
 # %%
 # Loading the layer

@@ -19,7 +19,7 @@ the fastest this GPU can do".
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -45,8 +45,6 @@ chapter.require_memory(element * (4 * 3 * dim * hidden + rows * (2 * dim + 4 * h
                        f"four MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
 # sphinx_gallery_end_ignore
-
-from profiling_guide.models import load_liger_geglu_mlp
 
 # %%
 # The four variants
@@ -201,15 +199,21 @@ tables.styled(summary, precision=2)
 # how busy the GPU was from the first launch to the last kernel's end, and
 # whether the launch→start delay grew along the step.
 
-from profiling_guide.pace import pace
+from profiling_guide.pace import pace, summarize_step
 
-tables.styled(pd.DataFrame({name: {
-    "verdict (profiler on)": (p := pace(run.trace)).verdict,
-    "GPU busy %": 100 * p.busy_fraction,
-    "launch→start, first kernel µs": p.first_delay_us,
-    "launch→start, last kernel µs": p.last_delay_us,
-    "GPU idle between kernels µs": p.idle_us,
-} for name, run in runs.items()}).T, precision=1)
+
+def pace_row(trace):
+    steps = [summarize_step(s) for s in trace.steps]
+    return {
+        "verdict (profiler on)": pace(steps).bound,
+        "GPU busy % of the step": 100 * sum(s.device_busy_us for s in steps) / sum(s.window_us for s in steps),
+        "GPU idle % between its kernels": 100 * sum(s.gpu_idle_fraction for s in steps) / len(steps),
+        "launch→start µs, first third": sum(s.delay_start_us or 0 for s in steps) / len(steps),
+        "launch→start µs, last third": sum(s.delay_end_us or 0 for s in steps) / len(steps),
+    }
+
+
+tables.styled(pd.DataFrame({name: pace_row(run.trace) for name, run in runs.items()}).T, precision=1)
 
 # %%
 # Where the time goes

@@ -28,7 +28,7 @@ def run_cli(*args, cwd=None):
 def test_the_report_is_one_offline_page_with_every_section(tmp_path, capsys):
     out = tmp_path / "mlp.html"
     assert main(["report", str(recording("02_mlp_eager.eager")), "-o", str(out),
-                 "--rates", str(H100 / "02_mlp_eager.ceilings.run.json")]) == 0
+                 "--rates", str(H100 / "02_mlp_eager.references.run.json")]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     page = out.read_text()
     for section in SECTIONS:

@@ -143,7 +143,7 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
     rates : bool or dict
         ``True`` measures the reference rates (a few seconds), ``False``
         skips them, a dict reuses rates measured earlier
-        (:func:`~profiling_guide.reference_rates.measure_reference_rates`).
+        (:func:`~profiling_guide.measure.reference_rates`).
 
     Raises
     ------
@@ -164,7 +164,7 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
     if not torch.cuda.is_available():
         raise GuideError(f"profile needs a CUDA GPU and torch {torch.__version__} sees none: run it on a GPU "
                          "machine, then `profiling-guide report` reads its trace anywhere")
-    from . import capture
+    from . import capture, measure
     from .recordings import write_json_atomic
     from .report_html import write_report
 
@@ -175,18 +175,16 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
     for _ in range(2):  # compilation, autotuning and lazy initialisation happen here, not in the trace
         step()
     torch.cuda.synchronize()
-    cpu_us = capture.median_cpu_us(step, warmup=1, repeat=TIMING_REPEATS)
+    cpu_issue = measure.cpu_issue_time(step, repeats=5, calls=TIMING_REPEATS)
     trace_path = capture.profile_to_trace(step, out / f"{stem}.trace.json.gz", label=stem, active=steps)
     if rates is True:
-        from .reference_rates import measure_reference_rates
-
-        rates = measure_reference_rates()
+        rates = measure.reference_rates()
     rates = rates or None
     record = {
         "name": stem, "label": stem, "target": spec or getattr(fn, "__qualname__", repr(fn)), "steps": steps,
         "compile": compile, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "gpu": capture.gpu_facts(), "versions": capture.software_versions(),
-        "timings": {"cpu_us_median": cpu_us}, "rates": rates,
+        "timings": {"cpu_issue_us": cpu_issue.to_dict()}, "rates": rates,
     }
     run_path = out / f"{stem}.run.json"
     write_json_atomic(run_path, record)

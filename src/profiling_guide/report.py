@@ -47,11 +47,12 @@ class Facts:
 
 def pace_facts(rec) -> Facts:
     """Who sets the pace in a captured run: the trace's evidence, then the profiler-off timings."""
-    from .pace import pace, pace_unprofiled
+    from .pace import pace_of, pace_unprofiled
 
-    t = rec.timings
+    t, p = rec.timings, pace_of(rec.trace)
     return Facts(
-        f"Who sets the pace: {pace(rec.trace).evidence()}.",
+        f"Under the profiler this forward is {p.bound}. {p.headline}",
+        *p.evidence,
         pace_unprofiled(t["cpu_issue_us"], t["device_us"]) if "cpu_issue_us" in t else "",
     )
 
