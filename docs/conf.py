@@ -14,12 +14,20 @@ Besides the configuration, this file holds the site's small extensions:
   where each example page's banner links them;
 * a hook that keeps sphinx-gallery's execution-time report free of scripts
   and styles fetched from other sites (the site works offline).
+
+One build per GPU: ``PROFILING_GUIDE_GPU`` names the recordings a build
+replays, and ``_static/switcher.json`` lists the builds (``version``: the
+recordings folder, ``url``: where the build lives, relative to the site's
+root). The navbar's switcher and a footer link lead to the same page in the
+other GPU's build.
 """
 
 from __future__ import annotations
 
+import html
 import importlib
 import importlib.util
+import json
 import os
 import pkgutil
 import re
@@ -33,6 +41,8 @@ from docutils.statemachine import StringList
 from sphinx.util import logging
 from sphinx.util.nodes import nested_parse_with_titles
 from sphinx_gallery.sorting import FileNameSortKey
+
+from profiling_guide.recordings import DEFAULT_GPU, GPU_ENV
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -121,6 +131,46 @@ html_sidebars = {"index": [], "api": [], "about": []}
 templates_path = ["_templates"]
 
 suppress_warnings = ["config.cache"]
+
+
+# ------------------------------------------------------ one build per GPU
+SWITCHER = json.loads((HERE / "_static" / "switcher.json").read_text())
+BUILD_GPU = os.environ.get(GPU_ENV) or DEFAULT_GPU
+THIS_BUILD = next((b for b in SWITCHER if b["version"] == BUILD_GPU), None)
+if THIS_BUILD is None:
+    raise ValueError(f"{GPU_ENV}={BUILD_GPU}: docs/_static/switcher.json has no build for it "
+                     f"(it lists {', '.join(b['version'] for b in SWITCHER)})")
+# From this build's root up to the site's root: "" for the default build, "../" for one in h200/.
+SITE_ROOT = "../" * len(Path(THIS_BUILD["url"]).parts)
+
+html_theme_options["switcher"] = {"json_url": "_static/switcher.json", "version_match": BUILD_GPU}
+html_theme_options["navbar_end"] = ["version-switcher", "theme-switcher", "navbar-icon-links"]
+
+# sphinx-gallery skips an example whose source has not changed since the last
+# build; the gallery folder is shared by the builds, so after another GPU's
+# build every example runs again. The marker is written once a build succeeds.
+GALLERY_GPU = HERE / GALLERY_DIR / ".built-for-gpu"
+if not (GALLERY_GPU.is_file() and GALLERY_GPU.read_text().strip() == BUILD_GPU):
+    sphinx_gallery_conf["run_stale_examples"] = True
+    GALLERY_GPU.unlink(missing_ok=True)
+
+
+def mark_gallery_gpu(app, exception) -> None:
+    if exception is None and GALLERY_GPU.parent.is_dir():
+        GALLERY_GPU.write_text(BUILD_GPU + "\n")
+
+
+def build_href(docname: str, build: dict, page: str = "index") -> str:
+    """The relative link from ``docname`` of this build to ``page`` of ``build``."""
+    url = "" if build["url"] in ("./", "") else build["url"]
+    return "../" * docname.count("/") + SITE_ROOT + url + page + ".html"
+
+
+def other_builds(app, pagename, templatename, context, doctree) -> None:
+    """The footer's links to this page in the other GPUs' builds (they work without JavaScript too)."""
+    context["pg_other_builds"] = [(b["name"], build_href(pagename, b, pagename))
+                                  for b in SWITCHER if b is not THIS_BUILD]
+    context["pg_this_build"] = THIS_BUILD["name"]
 
 
 # ----------------------------------------------------------------- build mode
@@ -246,8 +296,6 @@ class RecordingsTable(Directive):
     """A table of the recordings published with the site, linked under ``_recordings/``."""
 
     def run(self):
-        import html
-
         root = _recordings_root()
         env = self.state.document.settings.env
         prefix = "../" * env.docname.count("/")
@@ -330,4 +378,8 @@ def setup(app):
     app.add_directive("pg-recordings", RecordingsTable)
     app.connect("builder-inited", tidy_execution_times, priority=900)
     app.connect("build-finished", copy_recordings)
+    app.connect("build-finished", mark_gallery_gpu)
+    app.connect("html-page-context", other_builds)
+    # guide.js resolves the switcher's links from the site's root.
+    app.add_js_file(None, body=f"DOCUMENTATION_OPTIONS.pg_site_root = {json.dumps(SITE_ROOT)};")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
