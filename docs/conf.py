@@ -13,7 +13,9 @@ Besides the configuration, this file holds the site's small extensions:
 * a hook that copies the recordings into the built site as ``_recordings/``,
   where each example page's banner links them;
 * a hook that keeps sphinx-gallery's execution-time report free of scripts
-  and styles fetched from other sites (the site works offline).
+  and styles fetched from other sites (the site works offline);
+* ``pg-headlines``, the landing page's table of both GPUs' headline figures,
+  read from each GPU's ``bench_mlp.json``.
 
 One build per GPU: ``PROFILING_GUIDE_GPU`` names the recordings a build
 replays, and ``_static/switcher.json`` lists the builds (``version``: the
@@ -320,6 +322,69 @@ class RecordingsTable(Directive):
         return [nodes.raw("", table, format="html")]
 
 
+def _spread(s: dict, unit: str, digits: int = 1) -> str:
+    """``median unit (IQR q1–q3)`` of a ``{median, q1, q3}`` record."""
+    return f"{s['median']:,.{digits}f} {unit} (IQR {s['q1']:,.{digits}f}–{s['q3']:,.{digits}f})"
+
+
+def headline_rows(bench: dict) -> list[tuple[str, str]]:
+    """One GPU's headline figures from its ``bench_mlp.json``, as (what, value) rows."""
+    refs, variants, alone = bench["references"], bench["variants_us"], bench["gemms_alone_us"]
+    sheet = refs.get("datasheet") or {}
+
+    def median(name: str) -> str:
+        return f"{variants[name]['median']:,.1f} µs" if name in variants else "–"
+
+    fused = variants.get("fused-packed-tma")
+    shape = bench.get("shape", {})
+    return [
+        ("GPU", bench["gpu"]["name"]),
+        ("MLP input, dim → hidden", f"{shape.get('batch')}×{shape.get('seq')} rows, "
+                                    f"{shape.get('dim')} → {shape.get('hidden')}, {shape.get('dtype')}"),
+        ("bf16 GEMM rate, measured (cuBLAS)", _spread(refs["gemm_tflops"]["spread"], "TFLOP/s")),
+        ("copy bandwidth, measured", _spread(refs["copy_tbps"]["spread"], "TB/s", 2)),
+        ("datasheet peaks", f"{sheet.get('model', '?')}: {sheet.get('bf16_tflops', '?')} TFLOP/s bf16, "
+                            f"{sheet.get('hbm_tbps', '?')} TB/s"),
+        ("cuBLAS GEMMs alone", _spread(alone, "µs")),
+        ("our fused MLP (fused-packed-tma)",
+         f"{fused['median']:,.1f} µs, {fused['median'] / alone['median']:.2f}× the GEMMs alone" if fused else "–"),
+        ("eager", median("eager")),
+        ("torch.compile", median("compile")),
+        ("Liger", median("liger")),
+    ]
+
+
+class Headlines(Directive):
+    """Both GPUs' headline figures side by side, from each build's ``bench_mlp.json``.
+
+    One column per build of ``_static/switcher.json``; its header links that
+    GPU's build of the site. Times are device time per forward, medians over
+    the benchmark's repeats.
+    """
+
+    def run(self):
+        env = self.state.document.settings.env
+        columns = []
+        for build in SWITCHER:
+            path = _recordings_root() / build["version"] / "bench_mlp.json"
+            env.note_dependency(str(path))
+            if path.is_file():
+                columns.append((build, dict(headline_rows(json.loads(path.read_text())))))
+            else:
+                logger.warning(f"[headlines] no {path}: the landing page leaves {build['name']} out")
+        if not columns:
+            return []
+        labels = list(columns[0][1])
+        head = "".join(f'<th><a href="{html.escape(build_href(env.docname, b))}">{html.escape(b["name"])}</a></th>'
+                       for b, _ in columns)
+        body = "".join("<tr><th>" + html.escape(label) + "</th>"
+                       + "".join(f"<td>{html.escape(rows.get(label, '–'))}</td>" for _, rows in columns) + "</tr>"
+                       for label in labels)
+        table = ('<div class="pg-scroll"><table class="pg-table pg-headlines"><thead><tr><th></th>' + head
+                 + "</tr></thead><tbody>" + body + "</tbody></table></div>")
+        return [nodes.raw("", table, format="html")]
+
+
 # -------------------------------------------------- recordings in the build
 def _recordings_root() -> Path:
     if os.environ.get("PROFILING_GUIDE_RECORDINGS"):
@@ -378,6 +443,7 @@ def setup(app):
     app.add_directive("pg-recordings", RecordingsTable)
     app.connect("builder-inited", tidy_execution_times, priority=900)
     app.connect("build-finished", copy_recordings)
+    app.add_directive("pg-headlines", Headlines)
     app.connect("build-finished", mark_gallery_gpu)
     app.connect("html-page-context", other_builds)
     # guide.js resolves the switcher's links from the site's root.
