@@ -1,7 +1,9 @@
 """Sessions: ``nox -s tests`` runs the test suite; ``nox -s docs`` builds the site.
 
 The docs build measures live on a CUDA GPU and replays the committed
-recordings elsewhere (``PROFILING_GUIDE_MODE`` = auto | live | replay).
+recordings elsewhere (``PROFILING_GUIDE_MODE`` = auto | live | replay). It
+builds the site once per GPU listed in ``docs/_static/switcher.json``: the
+default (H100) into ``docs/_build/html``, the H200 into ``docs/_build/html/h200``.
 
 torch is not pinned: a GPU machine keeps (or gets) its CUDA build. To choose a
 build, give pip a constraints file, as CI does:
@@ -39,7 +41,9 @@ ROOT = Path(__file__).parent
 SITE = ROOT / "docs" / "_build" / "html"
 WHEELHOUSE = ROOT / "wheelhouse"
 
-SPHINX_ARGS = ("-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+SPHINX_ARGS = ("-W", "--keep-going", "-b", "html")
+# One build per GPU: "version" is its recordings folder, "url" its folder in the site.
+SWITCHER = ROOT / "docs" / "_static" / "switcher.json"
 
 # The GPU machine (Python 3.12, glibc 2.39): pip matches manylinux_2_N tags
 # exactly, so name each N a wheel may carry.
@@ -102,13 +106,17 @@ elif mode == "replay" or not cuda:
     why = "PROFILING_GUIDE_MODE=replay" if mode == "replay" else "no CUDA GPU visible"
     print(f"replay: {why}: replaying the recordings in docs/recordings (torch {torch.__version__})")
 else:
-    print(f"live: CUDA GPU visible ({gpu}, torch {torch.__version__}): measuring live "
+    from profiling_guide.recordings import gpu_slug
+    print(f"live {gpu_slug(gpu)}: CUDA GPU visible ({gpu}, torch {torch.__version__}): measuring live "
           "and refreshing the recordings in docs/recordings")
 """
 
 
-def announce_mode(session: nox.Session) -> None:
-    """Say in one line whether this build measures live or replays; stop if it cannot do what was asked."""
+def announce_mode(session: nox.Session) -> str | None:
+    """Say in one line whether this build measures live or replays; stop if it cannot do what was asked.
+
+    Returns the recordings folder of the GPU that measures live, or None in replay.
+    """
     probe = Path(session.create_tmp()) / "mode_probe.py"
     probe.write_text(MODE_PROBE)
     out = session.run("python", str(probe), silent=True) or ""
@@ -116,14 +124,41 @@ def announce_mode(session: nox.Session) -> None:
     if line.startswith("error: "):
         session.error(line.removeprefix("error: "))
     session.log(line)
+    live = re.match(r"live (\S+):", line)
+    return live.group(1) if live else None
+
+
+def build_site(session: nox.Session, sphinx: tuple[str, ...]) -> None:
+    """Build the site once per GPU of docs/_static/switcher.json, the default build first.
+
+    A build measures live only for the GPU this machine has (on a GPU with no
+    build of its own, the default build does); the others replay their GPU's
+    recordings. A build that lives in a subfolder of the site is built beside it
+    (docs/_build/h200/html: myst-nb writes its notebooks next to the output
+    folder, which would put them inside the default build) and copied in.
+    """
+    live = announce_mode(session)
+    builds = json.loads(SWITCHER.read_text())
+    live_gpu = live if live in [b["version"] for b in builds] else builds[0]["version"]
+    for build in builds:
+        env = {"PROFILING_GUIDE_GPU": build["version"]}
+        if live and build["version"] != live_gpu:
+            env["PROFILING_GUIDE_MODE"] = "replay"
+        folder = Path(build["url"])
+        out = SITE if folder == Path(".") else SITE.parent / folder / "html"
+        how = "measures live" if live and build["version"] == live_gpu else "replays its recordings"
+        session.log(f"{build['name']} build ({build['version']}) {how}: {(SITE / folder).relative_to(ROOT)}")
+        session.run(*sphinx, *SPHINX_ARGS, "docs", str(out.relative_to(ROOT)), *session.posargs, env=env)
+        if out != SITE:
+            shutil.rmtree(SITE / folder, ignore_errors=True)
+            shutil.copytree(out, SITE / folder, ignore=shutil.ignore_patterns(".doctrees"))
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the site into docs/_build/html (warnings are errors)."""
+    """Build the site into docs/_build/html, and each other GPU's into its subfolder (warnings are errors)."""
     session.install("-e", ".[docs,liger]")
-    announce_mode(session)
-    session.run("sphinx-build", *SPHINX_ARGS, *session.posargs)
+    build_site(session, ("sphinx-build",))
 
 
 def require_site(session: nox.Session) -> None:
@@ -266,7 +301,6 @@ def docs_offline(session: nox.Session) -> None:
                           "machine and copy the new wheelhouse/ here")
         session.error(f"pip could not install from wheelhouse/: {failures[0]}")
     session.log("installed the docs build from wheelhouse/ (torch, triton: preinstalled)")
-    announce_mode(session)
-    # The same build as `nox -s docs`; through this venv's python, which may
+    # The same builds as `nox -s docs`; through this venv's python, which may
     # take sphinx from the machine's packages rather than install it here.
-    session.run("python", "-m", "sphinx", *SPHINX_ARGS, *session.posargs)
+    build_site(session, ("python", "-m", "sphinx"))

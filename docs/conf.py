@@ -15,13 +15,23 @@ Besides the configuration, this file holds the site's small extensions:
 * a hook that writes sample ``profiling-guide report`` pages into the built
   site as ``_reports/``, where the report page links them;
 * a hook that keeps sphinx-gallery's execution-time report free of scripts
-  and styles fetched from other sites (the site works offline).
+  and styles fetched from other sites (the site works offline);
+* ``pg-headlines``, the landing page's table of both GPUs' headline figures,
+  read from each GPU's ``bench_mlp.json``.
+
+One build per GPU: ``PROFILING_GUIDE_GPU`` names the recordings a build
+replays, and ``_static/switcher.json`` lists the builds (``version``: the
+recordings folder, ``url``: where the build lives, relative to the site's
+root). The navbar's switcher and a footer link lead to the same page in the
+other GPU's build.
 """
 
 from __future__ import annotations
 
+import html
 import importlib
 import importlib.util
+import json
 import os
 import pkgutil
 import re
@@ -35,6 +45,8 @@ from docutils.statemachine import StringList
 from sphinx.util import logging
 from sphinx.util.nodes import nested_parse_with_titles
 from sphinx_gallery.sorting import FileNameSortKey
+
+from profiling_guide.recordings import DEFAULT_GPU, GPU_ENV
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -131,6 +143,46 @@ html_sidebars = {"index": [], "api": [], "about": []}
 templates_path = ["_templates"]
 
 suppress_warnings = ["config.cache"]
+
+
+# ------------------------------------------------------ one build per GPU
+SWITCHER = json.loads((HERE / "_static" / "switcher.json").read_text())
+BUILD_GPU = os.environ.get(GPU_ENV) or DEFAULT_GPU
+THIS_BUILD = next((b for b in SWITCHER if b["version"] == BUILD_GPU), None)
+if THIS_BUILD is None:
+    raise ValueError(f"{GPU_ENV}={BUILD_GPU}: docs/_static/switcher.json has no build for it "
+                     f"(it lists {', '.join(b['version'] for b in SWITCHER)})")
+# From this build's root up to the site's root: "" for the default build, "../" for one in h200/.
+SITE_ROOT = "../" * len(Path(THIS_BUILD["url"]).parts)
+
+html_theme_options["switcher"] = {"json_url": "_static/switcher.json", "version_match": BUILD_GPU}
+html_theme_options["navbar_end"] = ["version-switcher", "theme-switcher", "navbar-icon-links"]
+
+# sphinx-gallery skips an example whose source has not changed since the last
+# build; the gallery folder is shared by the builds, so after another GPU's
+# build every example runs again. The marker is written once a build succeeds.
+GALLERY_GPU = HERE / GALLERY_DIR / ".built-for-gpu"
+if not (GALLERY_GPU.is_file() and GALLERY_GPU.read_text().strip() == BUILD_GPU):
+    sphinx_gallery_conf["run_stale_examples"] = True
+    GALLERY_GPU.unlink(missing_ok=True)
+
+
+def mark_gallery_gpu(app, exception) -> None:
+    if exception is None and GALLERY_GPU.parent.is_dir():
+        GALLERY_GPU.write_text(BUILD_GPU + "\n")
+
+
+def build_href(docname: str, build: dict, page: str = "index") -> str:
+    """The relative link from ``docname`` of this build to ``page`` of ``build``."""
+    url = "" if build["url"] in ("./", "") else build["url"]
+    return "../" * docname.count("/") + SITE_ROOT + url + page + ".html"
+
+
+def other_builds(app, pagename, templatename, context, doctree) -> None:
+    """The footer's links to this page in the other GPUs' builds (they work without JavaScript too)."""
+    context["pg_other_builds"] = [(b["name"], build_href(pagename, b, pagename))
+                                  for b in SWITCHER if b is not THIS_BUILD]
+    context["pg_this_build"] = THIS_BUILD["name"]
 
 
 # ----------------------------------------------------------------- build mode
@@ -256,8 +308,6 @@ class RecordingsTable(Directive):
     """A table of the recordings published with the site, linked under ``_recordings/``."""
 
     def run(self):
-        import html
-
         root = _recordings_root()
         env = self.state.document.settings.env
         prefix = "../" * env.docname.count("/")
@@ -279,6 +329,69 @@ class RecordingsTable(Directive):
             return [nodes.paragraph(text=f"No recordings in {root.name}/ at build time.")]
         table = ('<div class="pg-scroll"><table class="pg-table pg-recordings"><thead><tr><th>GPU</th>'
                  "<th>recording</th><th>files</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+        return [nodes.raw("", table, format="html")]
+
+
+def _spread(s: dict, unit: str, digits: int = 1) -> str:
+    """``median unit (IQR q1–q3)`` of a ``{median, q1, q3}`` record."""
+    return f"{s['median']:,.{digits}f} {unit} (IQR {s['q1']:,.{digits}f}–{s['q3']:,.{digits}f})"
+
+
+def headline_rows(bench: dict) -> list[tuple[str, str]]:
+    """One GPU's headline figures from its ``bench_mlp.json``, as (what, value) rows."""
+    refs, variants, alone = bench["references"], bench["variants_us"], bench["gemms_alone_us"]
+    sheet = refs.get("datasheet") or {}
+
+    def median(name: str) -> str:
+        return f"{variants[name]['median']:,.1f} µs" if name in variants else "–"
+
+    fused = variants.get("fused-packed-tma")
+    shape = bench.get("shape", {})
+    return [
+        ("GPU", bench["gpu"]["name"]),
+        ("MLP input, dim → hidden", f"{shape.get('batch')}×{shape.get('seq')} rows, "
+                                    f"{shape.get('dim')} → {shape.get('hidden')}, {shape.get('dtype')}"),
+        ("bf16 GEMM rate, measured (cuBLAS)", _spread(refs["gemm_tflops"]["spread"], "TFLOP/s")),
+        ("copy bandwidth, measured", _spread(refs["copy_tbps"]["spread"], "TB/s", 2)),
+        ("datasheet peaks", f"{sheet.get('model', '?')}: {sheet.get('bf16_tflops', '?')} TFLOP/s bf16, "
+                            f"{sheet.get('hbm_tbps', '?')} TB/s"),
+        ("cuBLAS GEMMs alone", _spread(alone, "µs")),
+        ("our fused MLP (fused-packed-tma)",
+         f"{fused['median']:,.1f} µs, {fused['median'] / alone['median']:.2f}× the GEMMs alone" if fused else "–"),
+        ("eager", median("eager")),
+        ("torch.compile", median("compile")),
+        ("Liger", median("liger")),
+    ]
+
+
+class Headlines(Directive):
+    """Both GPUs' headline figures side by side, from each build's ``bench_mlp.json``.
+
+    One column per build of ``_static/switcher.json``; its header links that
+    GPU's build of the site. Times are device time per forward, medians over
+    the benchmark's repeats.
+    """
+
+    def run(self):
+        env = self.state.document.settings.env
+        columns = []
+        for build in SWITCHER:
+            path = _recordings_root() / build["version"] / "bench_mlp.json"
+            env.note_dependency(str(path))
+            if path.is_file():
+                columns.append((build, dict(headline_rows(json.loads(path.read_text())))))
+            else:
+                logger.warning(f"[headlines] no {path}: the landing page leaves {build['name']} out")
+        if not columns:
+            return []
+        labels = list(columns[0][1])
+        head = "".join(f'<th><a href="{html.escape(build_href(env.docname, b))}">{html.escape(b["name"])}</a></th>'
+                       for b, _ in columns)
+        body = "".join("<tr><th>" + html.escape(label) + "</th>"
+                       + "".join(f"<td>{html.escape(rows.get(label, '–'))}</td>" for _, rows in columns) + "</tr>"
+                       for label in labels)
+        table = ('<div class="pg-scroll"><table class="pg-table pg-headlines"><thead><tr><th></th>' + head
+                 + "</tr></thead><tbody>" + body + "</tbody></table></div>")
         return [nodes.raw("", table, format="html")]
 
 
@@ -363,4 +476,9 @@ def setup(app):
     app.connect("builder-inited", tidy_execution_times, priority=900)
     app.connect("build-finished", copy_recordings)
     app.connect("build-finished", write_sample_reports)
+    app.add_directive("pg-headlines", Headlines)
+    app.connect("build-finished", mark_gallery_gpu)
+    app.connect("html-page-context", other_builds)
+    # guide.js resolves the switcher's links from the site's root.
+    app.add_js_file(None, body=f"DOCUMENTATION_OPTIONS.pg_site_root = {json.dumps(SITE_ROOT)};")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

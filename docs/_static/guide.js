@@ -33,9 +33,32 @@
       link.appendChild(img);
     }
   }
+  // The GPU switcher is the theme's version switcher. Its JSON (_static/switcher.json)
+  // gives each GPU's build relative to the site's root, and the theme writes each
+  // link as that folder followed by this page's path, which the browser would read
+  // relative to this page: resolve them from the site's root instead, so the switch
+  // lands on the same page wherever the site is served.
+  function gpuSwitcher() {
+    var here = document.documentElement.dataset.content_root || "";
+    var up = typeof DOCUMENTATION_OPTIONS !== "undefined" && DOCUMENTATION_OPTIONS.pg_site_root || "";
+    var root = new URL(here + up, location.href);
+    var menus = document.querySelectorAll(".version-switcher__menu");
+    function resolve(menu) {
+      var links = menu.querySelectorAll("a[href]:not([data-pg-resolved])");
+      for (var i = 0; i < links.length; i++) {
+        links[i].setAttribute("href", new URL(links[i].getAttribute("href"), root).href);
+        links[i].dataset.pgResolved = "1";
+      }
+    }
+    for (var i = 0; i < menus.length; i++) {
+      resolve(menus[i]);
+      new MutationObserver(resolve.bind(null, menus[i])).observe(menus[i], { childList: true });
+    }
+  }
   function ready() {
     mark();
     zoomable();
+    gpuSwitcher();
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", ready);

@@ -10,6 +10,7 @@ package to install, except under CI (``CI=true``), where they fail.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -35,16 +36,36 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="session")
-def base_url(site: Path):
-    """The site served over HTTP on 127.0.0.1, on a free port the OS picks."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
+@contextlib.contextmanager
+def serve(folder: Path):
+    """``folder`` served over HTTP on 127.0.0.1, on a free port the OS picks; yields its URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def base_url(site: Path):
+    """The site served at the server's root."""
+    with serve(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def prefixed_url(site: Path):
+    """The site served below a folder (``/any/prefix/``), as a reader's own server may put it."""
+    root = Path(tempfile.mkdtemp(prefix="pg-served-"))
+    (root / "any").mkdir()
+    (root / "any" / "prefix").symlink_to(site.resolve(), target_is_directory=True)
+    with serve(root) as url:
+        yield f"{url}/any/prefix"
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +99,6 @@ def page(chromium):
     tab.errors = []
     tab.on("console", lambda msg: tab.errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
     tab.on("pageerror", lambda exc: tab.errors.append(f"uncaught: {exc}"))
-    tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.url} ({req.failure})"))
+    tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.method} {req.url} ({req.failure})"))
     yield tab
     tab.close()

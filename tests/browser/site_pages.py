@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -31,11 +32,32 @@ def unavailable(reason: str):
 
 
 def pages() -> list[str]:
-    """Every HTML page of the built site, relative to its root."""
+    """Every HTML page of the built site (every GPU's build), relative to its root."""
     if not SITE.is_dir():
         return []
     return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html") if not {"_sources", "_static", "_downloads"} & set(p.parts))
 
 
+def builds() -> list[dict]:
+    """The site's builds, one per GPU, from the built ``_static/switcher.json``.
+
+    Each has ``name`` (``"H200"``), ``version`` (its recordings folder) and
+    ``prefix``: its folder in the site (``""`` for the default build, ``"h200/"``).
+    """
+    switcher = SITE / "_static" / "switcher.json"
+    if not switcher.is_file():
+        return []
+    return [{**b, "prefix": "" if b["url"] in ("", "./") else b["url"]} for b in json.loads(switcher.read_text())]
+
+
+def build_pages(build: dict) -> list[str]:
+    """The pages of one build, relative to that build's root (other builds' folders left out)."""
+    others = [b["prefix"] for b in builds() if b["prefix"] and b["prefix"] != build["prefix"]]
+    return [p.removeprefix(build["prefix"]) for p in pages()
+            if p.startswith(build["prefix"]) and not any(p.startswith(o) for o in others)]
+
+
 def example_pages() -> list[str]:
-    return [p for p in pages() if p.startswith("auto_examples/plot_")]
+    """The example pages of every build, relative to the site's root."""
+    prefixes = [b["prefix"] for b in builds()] or [""]
+    return [p for p in pages() if any(p.startswith(prefix + "auto_examples/plot_") for prefix in prefixes)]

@@ -1,8 +1,9 @@
 """Every relative link, image and script of the built site resolves to a file (and anchor).
 
 No browser and no network: the HTML is parsed and each ``href``/``src``/``srcset``
-checked against the files of ``docs/_build/html``. Links to other sites are
-left alone.
+checked against the files of ``docs/_build/html``, the other GPUs' builds in
+its subfolders included. Links to other sites are left alone. Each build has
+the same pages and the same GPU switcher JSON, whose folders hold the builds.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import json
+import re
+
 import pytest
 
-from site_pages import SITE, pages
+from site_pages import SITE, build_pages, builds, example_pages, pages
 
 
 class _Page(HTMLParser):
@@ -81,8 +85,25 @@ def all_pages(site):
 
 
 def test_the_site_has_its_pages(all_pages):
-    for page in ("index.html", "api.html", "about.html", "search.html", "auto_examples/index.html"):
-        assert page in all_pages, f"{page} is missing from the built site"
+    for prefix in [b["prefix"] for b in builds()] or [""]:
+        for page in ("index.html", "api.html", "about.html", "search.html", "auto_examples/index.html"):
+            assert prefix + page in all_pages, f"{prefix + page} is missing from the built site"
+
+
+def test_every_gpu_build_has_the_same_pages_and_switcher(site):
+    found = builds()
+    assert len(found) >= 2, f"{site}/_static/switcher.json lists {len(found)} build(s): one per GPU expected"
+    switcher = (SITE / "_static" / "switcher.json").read_text()
+    default = set(build_pages(found[0]))
+    for build in found:
+        root = SITE / build["prefix"]
+        assert (root / "_static" / "switcher.json").read_text() == switcher, f"{build['prefix']}: another switcher.json"
+        assert set(build_pages(build)) == default, (
+            f"{build['name']} build: pages differ from the {found[0]['name']} build's: "
+            f"{sorted(set(build_pages(build)) ^ default)[:10]}")
+        match = re.search(r"theme_switcher_version_match = '([^']*)'", (root / "index.html").read_text())
+        assert match and match.group(1) == build["version"], f"{build['prefix']}index.html is not the {build['name']} build"
+    assert [b["version"] for b in found] == [b["version"] for b in json.loads(switcher)]
 
 
 def test_every_relative_link_resolves(all_pages):
@@ -96,7 +117,7 @@ def test_every_relative_link_resolves(all_pages):
 
 def test_every_example_links_its_traces(all_pages):
     """Each example page links the traces it was computed from, and they are in the site under _recordings/."""
-    examples = [p for p in all_pages if p.startswith("auto_examples/plot_")]
+    examples = example_pages()
     if not examples:
         pytest.skip("no example pages were built")
     without = [page for page in examples

@@ -1,19 +1,20 @@
 """The built site as a reader sees it, in headless Chromium.
 
-Every page loads without console errors and its images decode; each example
-page shows a timeline and a table; search finds the Linear chapter; and on a
-375 px wide phone screen the prose never scrolls sideways (tables and code
-scroll inside their own boxes).
+Every page of every GPU's build loads without console errors and its images
+decode; each example page shows a timeline and a table; each build's search
+finds the Linear chapter; and on a 375 px wide phone screen the prose never
+scrolls sideways (tables and code scroll inside their own boxes).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from site_pages import example_pages, pages
+from site_pages import builds, example_pages, pages
 
 ALL_PAGES = pages()
 EXAMPLES = example_pages()
+PREFIXES = [b["prefix"] for b in builds()] or [""]
 # The pages a reader reaches from the navigation (not the generated source listings).
 READER_PAGES = [p for p in ALL_PAGES if not p.startswith(("_modules/", "genindex", "py-modindex"))]
 
@@ -73,18 +74,21 @@ def test_example_page_shows_a_timeline_and_a_table(page, base_url, path):
     assert tables.first.is_visible(), f"{path}: the first table is not visible"
 
 
-def test_landing_page_shows_the_ladder(page, base_url):
-    open_page(page, base_url, "index.html")
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_landing_page_shows_the_ladder(page, base_url, prefix):
+    open_page(page, base_url, prefix + "index.html")
+    examples = [p for p in EXAMPLES if p.startswith(prefix + "auto_examples/")]
     rungs = page.locator("ol.pg-ladder > li")
     assert rungs.count() == 6, "the ladder has six rungs"
     linked = page.locator("ol.pg-ladder > li a")
-    assert linked.count() == len(EXAMPLES), "each built example is linked from its rung"
+    assert linked.count() == len(examples), "each built example is linked from its rung"
     thumbs = page.locator(".sphx-glr-thumbcontainer img")
-    assert thumbs.count() == len(EXAMPLES), "each built example has a thumbnail on the landing page"
+    assert thumbs.count() == len(examples), "each built example has a thumbnail on the landing page"
 
 
-def test_search_finds_the_linear_chapter(page, base_url):
-    open_page(page, base_url, "search.html?q=epilogue")
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_search_finds_the_linear_chapter(page, base_url, prefix):
+    open_page(page, base_url, prefix + "search.html?q=epilogue")
     results = page.locator("#search-results ul.search li a")
     results.first.wait_for(timeout=20_000)
     hrefs = [results.nth(i).get_attribute("href") or "" for i in range(results.count())]

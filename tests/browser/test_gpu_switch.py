@@ -1,0 +1,101 @@
+"""Two GPUs, one switch: every page exists in the H100 and the H200 build of the site.
+
+In headless Chromium, with the site served below a folder (``/any/prefix/``):
+the navbar's GPU switch (the theme's version switcher) names this page's GPU,
+and following it to the other GPU lands on the same page of the other build,
+computed from that GPU's recordings. The landing page of each build shows both
+GPUs' headline figures, as their ``bench_mlp.json`` holds them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from site_pages import ROOT, build_pages, builds
+
+BUILDS = builds()
+RECORDINGS = ROOT / "docs" / "recordings"
+
+
+def _cases():
+    """(build, other build, page) for every example page and the landing page of every build."""
+    cases = []
+    for build in BUILDS:
+        pages = ["index.html", *(p for p in build_pages(build) if p.startswith("auto_examples/plot_"))]
+        for other in BUILDS:
+            if other is not build:
+                cases += [pytest.param(build, other, p, id=f"{build['name']}->{other['name']}:{p}") for p in pages]
+    return cases or [pytest.param(None, None, "", marks=pytest.mark.skip("the site has no second GPU build"))]
+
+
+def open_page(page, url: str):
+    response = page.goto(url, wait_until="load")
+    assert response is not None and response.ok, f"{url}: HTTP {response.status if response else 'no response'}"
+
+
+def switcher(page):
+    """The visible GPU switch's button, once the theme has filled its menu."""
+    button = page.locator(".version-switcher__button:visible").first
+    button.wait_for()
+    page.wait_for_function("document.querySelector('.version-switcher__button').dataset.activeVersionName")
+    return button
+
+
+@pytest.mark.parametrize("build, other, path", _cases())
+def test_the_switch_leads_to_the_same_page_on_the_other_gpu(page, prefixed_url, build, other, path):
+    open_page(page, f"{prefixed_url}/{build['prefix']}{path}")
+    button = switcher(page)
+    assert button.inner_text().strip() == build["name"], f"{path}: the switch does not name this build's GPU"
+    button.click()
+    menu = page.locator(f"#{button.get_attribute('aria-controls')}")
+    target = menu.locator(f"a[data-version='{other['version']}']")
+    assert target.count() == 1, f"{path}: the switch offers no {other['name']}"
+    with page.expect_navigation(url=f"{prefixed_url}/{other['prefix']}{path}", wait_until="load"):
+        target.click()
+    assert switcher(page).inner_text().strip() == other["name"], f"{path}: landed on a page of another build"
+    # The theme checks that the page exists with a HEAD request, then leaves the
+    # page: Chromium reports that request as aborted.
+    errors = [e for e in page.errors if not (e.startswith("request failed: HEAD") and "ERR_ABORTED" in e)]
+    assert not errors, f"{path}: " + "; ".join(errors)
+    if not path.startswith("auto_examples/"):
+        return
+    links = page.locator(f".pg-downloads a[href*='_recordings/{other['version']}/']")
+    assert links.count() > 0, f"{other['prefix']}{path}: does not link {other['name']} recordings"
+    banner = page.locator(".pg-banner")
+    if banner.count() == 0:
+        pytest.xfail(f"{other['prefix']}{path} shows no banner (its chapter.banner() is not rendered)")
+    assert other["name"] in banner.first.inner_text(), f"{other['prefix']}{path}: the banner names another GPU"
+
+
+def _headline_figures(version: str) -> list[str]:
+    """What the landing page must show for one GPU, formatted as it does."""
+    bench = json.loads((RECORDINGS / version / "bench_mlp.json").read_text())
+    refs, variants, alone = bench["references"], bench["variants_us"], bench["gemms_alone_us"]
+    fused = variants["fused-packed-tma"]["median"]
+    return [
+        bench["gpu"]["name"],
+        f"{refs['gemm_tflops']['spread']['median']:,.1f} TFLOP/s (IQR {refs['gemm_tflops']['spread']['q1']:,.1f}",
+        f"{refs['copy_tbps']['spread']['median']:,.2f} TB/s",
+        f"{alone['median']:,.1f} µs (IQR {alone['q1']:,.1f}–{alone['q3']:,.1f})",
+        f"{fused:,.1f} µs, {fused / alone['median']:.2f}× the GEMMs alone",
+        *(f"{variants[v]['median']:,.1f} µs" for v in ("eager", "compile", "liger")),
+    ]
+
+
+@pytest.mark.parametrize("build", BUILDS or [pytest.param(None, marks=pytest.mark.skip("no builds"))],
+                         ids=[b["name"] for b in BUILDS] or None)
+def test_landing_page_shows_both_gpus_headline_figures(page, base_url, build):
+    open_page(page, f"{base_url}/{build['prefix']}index.html")
+    table = page.locator("table.pg-headlines")
+    assert table.count() == 1, "the landing page has no headline table"
+    heads = [h.strip() for h in table.locator("thead th").all_inner_texts()]
+    assert heads[1:] == [b["name"] for b in BUILDS], f"columns {heads[1:]}: one per GPU expected"
+    for column, other in enumerate(BUILDS, start=2):
+        cells = " | ".join(table.locator(f"tbody tr > td:nth-child({column})").all_inner_texts())
+        for figure in _headline_figures(other["version"]):
+            assert figure in cells, f"{other['name']} column: {figure!r} not in {cells!r}"
+    posts = [page.locator(f"a[href='https://huggingface.co/blog/{slug}']").count()
+             for slug in ("torch-profiler", "torch-mlp-fusion")]
+    assert all(posts), "the landing page links both posts"
