@@ -444,8 +444,19 @@ def write_sample_reports(app, exception) -> None:
     references = folder / "02_mlp_eager.references.run.json"
     write_report(folder / "02_mlp_eager.eager.trace.json.gz", out / "02_mlp_eager.eager.report.html",
                  rates=references if references.is_file() else None)
-    write_report(REPO / "tests" / "data" / "hta" / "sampled_rank-0.json.gz", out / "hta_sampled_rank-0.report.html")
-    logger.info(f"[reports] wrote 2 sample reports to {out}")
+    written = 1
+    # Traces recorded on a GPU by scripts/record_report_samples.py (a transformers training step,
+    # a compiled forward, a CUDA-graph replay, two streams), each with the rates measured beside it.
+    for trace in sorted((REPO / "tests" / "data" / "gpu_samples").glob("*.trace.json.gz")):
+        stem = trace.name.removesuffix(".trace.json.gz")
+        record = trace.with_name(f"{stem}.run.json")
+        write_report(trace, out / f"{stem}.report.html", rates=record if record.is_file() else None)
+        written += 1
+    # Traces no one here recorded: HolisticTraceAnalysis's test data.
+    for trace in sorted((REPO / "tests" / "data" / "hta").glob("*.json.gz")):
+        write_report(trace, out / f"hta_{trace.name.removesuffix('.json.gz')}.report.html")
+        written += 1
+    logger.info(f"[reports] wrote {written} sample reports to {out}")
 
 
 # ------------------------------------------- execution times, kept offline

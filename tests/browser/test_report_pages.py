@@ -1,7 +1,9 @@
 """The sample ``profiling-guide report`` pages of the built site, in headless Chromium.
 
 The docs build writes them into ``_reports/``: one from an H100 recording of
-ours, one from a trace of HolisticTraceAnalysis's test data. Each must open
+ours, one for each trace recorded on a GPU by ``scripts/record_report_samples.py``
+(a transformers training step among them), one for each trace of
+HolisticTraceAnalysis's test data. Each must open
 without a console error or a failed request, from the site and straight from
 disk (it is one self-contained file), show its tables and its timeline, and
 the timeline must answer: hovering a kernel names it, the zoom buttons zoom.
@@ -9,9 +11,16 @@ the timeline must answer: hovering a kernel names it, the zoom buttons zoom.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-REPORTS = ["_reports/02_mlp_eager.eager.report.html", "_reports/hta_sampled_rank-0.report.html"]
+ROOT = Path(__file__).resolve().parents[2]
+GPU_SAMPLES = sorted(p.name.removesuffix(".trace.json.gz") for p in (ROOT / "tests/data/gpu_samples").glob("*.trace.json.gz"))
+HTA_SAMPLES = sorted(p.name.removesuffix(".json.gz") for p in (ROOT / "tests/data/hta").glob("*.json.gz"))
+REPORTS = ["_reports/02_mlp_eager.eager.report.html",
+           *(f"_reports/{name}.report.html" for name in GPU_SAMPLES),
+           *(f"_reports/hta_{name}.report.html" for name in HTA_SAMPLES)]
 
 LONGEST_GPU_BAR = """
 () => {
