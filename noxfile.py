@@ -39,6 +39,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).parent
 SITE = ROOT / "docs" / "_build" / "html"
+OFFLINE_GUARD = ROOT / "docs" / "_offline"  # a sitecustomize that refuses connections off this machine
 WHEELHOUSE = ROOT / "wheelhouse"
 
 SPHINX_ARGS = ("-W", "--keep-going", "-b", "html")
@@ -144,6 +145,10 @@ def build_site(session: nox.Session, sphinx: tuple[str, ...]) -> None:
         env = {"PROFILING_GUIDE_GPU": build["version"]}
         if live and build["version"] != live_gpu:
             env["PROFILING_GUIDE_MODE"] = "replay"
+        if not live or build["version"] != live_gpu:
+            # Replay reads only the repository: any connection off this machine stops the build.
+            env |= {"PROFILING_GUIDE_NO_NETWORK": "1",
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(OFFLINE_GUARD), os.environ.get("PYTHONPATH")]))}
         folder = Path(build["url"])
         out = SITE if folder == Path(".") else SITE.parent / folder / "html"
         how = "measures live" if live and build["version"] == live_gpu else "replays its recordings"

@@ -167,6 +167,16 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_compare({"eager nn.Linear": eager.trace, "torch.compile(nn.Linear)": compiled.trace})
 
 # %%
+# The same eager step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
+# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# that launched it and how long it waited after its launch.
+
+from profiling_guide.interactive_timeline import InteractiveTimeline
+
+InteractiveTimeline(eager.trace, caption="eager nn.Linear, one profiled step")
+
+
+# %%
 # The kernel is the thin sliver on the GPU lane. Where does the CPU time go?
 # First the profiler's own summary, ``prof.key_averages().table()``, as the
 # live run printed it. *Self* time is an op's own time, without the ops it

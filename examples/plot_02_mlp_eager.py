@@ -156,6 +156,16 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 
 # %%
+# The same step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
+# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# that launched it and how long it waited after its launch.
+
+from profiling_guide.interactive_timeline import InteractiveTimeline
+
+InteractiveTimeline(eager.trace, caption="eager GeGLU MLP, one profiled step")
+
+
+# %%
 # The verdict
 # -----------
 

@@ -162,6 +162,16 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_compare({"eager": eager.trace, "torch.compile": compiled.trace})
 
 # %%
+# The same compiled step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
+# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# that launched it and how long it waited after its launch.
+
+from profiling_guide.interactive_timeline import InteractiveTimeline
+
+InteractiveTimeline(compiled.trace, caption="torch.compile, one profiled step")
+
+
+# %%
 # The verdict
 # -----------
 

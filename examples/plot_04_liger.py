@@ -194,6 +194,16 @@ from profiling_guide import timeline
 fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 
 # %%
+# The same Liger step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
+# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# that launched it and how long it waited after its launch.
+
+from profiling_guide.interactive_timeline import InteractiveTimeline
+
+InteractiveTimeline(liger_run.trace, caption="Liger, one profiled step")
+
+
+# %%
 # The verdict
 # -----------
 

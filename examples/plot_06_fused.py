@@ -207,6 +207,16 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_compare({"torch.compile": compiled_run.trace, "epilogue-fused": fused_run.trace})
 
 # %%
+# The same epilogue-fused step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
+# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# that launched it and how long it waited after its launch.
+
+from profiling_guide.interactive_timeline import InteractiveTimeline
+
+InteractiveTimeline(fused_run.trace, caption="epilogue-fused MLP, one profiled step")
+
+
+# %%
 
 verdicts = expect.check(predictions, fused_run.trace)
 verdicts

@@ -59,4 +59,5 @@ def pace_facts(rec) -> Facts:
 
 def spread_cell(spread, precision: int = 1) -> str:
     """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.measure.Spread`."""
-    return format(spread, f".{precision}f")
+    # non-breaking spaces: a narrow column must not break the figure over four lines
+    return format(spread, f".{precision}f").replace(" ", "\u00a0")
