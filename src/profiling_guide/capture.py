@@ -86,25 +86,6 @@ def median_gpu_us(step: Callable[[], object], *, warmup: int = 10, repeat: int =
     return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def median_cpu_us(step: Callable[[], object], *, warmup: int = 10, repeat: int = 200) -> float:
-    """Median host time of one ``step()`` call in µs: the Python + dispatch + launch cost.
-
-    The GPU is synchronized between calls (outside the timed region), so the
-    number is what the CPU spends issuing one forward, with the profiler off.
-    """
-    for _ in range(warmup):
-        step()
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    times = []
-    for _ in range(repeat):
-        sync()
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    sync()
-    return 1e6 * statistics.median(times)
-
-
 def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5, rounds: int = 20) -> float:
     """Median device µs of ``fn(*args)`` cycling through ``inputs``.
 
@@ -115,7 +96,7 @@ def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5
     CPU to issue the whole round, so the GPU never waits for Python: the events
     time the device's work per forward (kernels and the gaps between them on
     the GPU), not how fast this host can launch. The CPU's cost is a separate
-    number (:func:`median_cpu_us`); on a slow or busy host it would otherwise
+    number (:func:`profiling_guide.measure.cpu_issue_time`); on a slow or busy host it would otherwise
     leak into every variant's time in proportion to how many launches it makes.
     """
     for args in inputs[:warmup]:
