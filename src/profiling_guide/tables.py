@@ -6,6 +6,8 @@ from a three-step trace reads as "one forward".
 
 from __future__ import annotations
 
+import html
+
 from collections import defaultdict
 
 import pandas as pd
@@ -196,6 +198,14 @@ def shorten(text: str, limit: int = LONG_CELL) -> str:
     return text[:head] + "…" + text[-(limit - 1 - head):]
 
 
+def _shortened_with_title(value) -> str:
+    # A native tooltip (the title attribute) takes no room on the page, even on a phone.
+    text = str(value)
+    if len(text) <= LONG_CELL:
+        return html.escape(text)
+    return f'<span title="{html.escape(text)}">{html.escape(shorten(text))}</span>'
+
+
 def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
     """A Styler that renders ``df`` as a clean HTML table on the page (µs with ``precision`` digits).
 
@@ -206,15 +216,10 @@ def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
     fmt = {c: f"{{:,.{precision}f}}" for c in df.columns if pd.api.types.is_float_dtype(df[c])
            and not ((df[c].dropna() % 1 == 0).all() and df[c].notna().any() and "µs" not in str(c))}
     fmt |= {c: "{:,.0f}" for c in df.columns if pd.api.types.is_float_dtype(df[c]) and c not in fmt}
-    texts = df.map(lambda v: v if isinstance(v, str) and len(v) > LONG_CELL else "")
-    long_cells = texts.ne("").any().any()
     for c in df.columns:
-        if texts[c].ne("").any():
-            fmt[c] = shorten
+        if df[c].map(lambda v: isinstance(v, str) and len(v) > LONG_CELL).any():
+            fmt[c] = _shortened_with_title
     st = df.style.format(fmt, na_rep="–")
-    if long_cells:
-        st = st.set_tooltips(texts, props="visibility: hidden; position: absolute; z-index: 1; "
-                                          "background: #333; color: #fff; padding: 0.3em; font-size: 0.8em;")
     if df.index.name is None and isinstance(df.index, pd.RangeIndex):
         st = st.hide(axis="index")
     if caption:
