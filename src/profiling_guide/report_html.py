@@ -89,13 +89,13 @@ def _kernels(report: TraceReport) -> str:
                     + _cell(_num(r.per_step, 2), num=True) + _cell(_num(r.us_per_step), num=True)
                     + _cell(_num(r.mean_us, 2), num=True) + _cell(f"{r.share:.1%}", num=True)
                     + _cell(r.launched_by, title=r.launched_by, cls="name") + _cell(r.achieved or "–", num=True)
-                    + _cell("–" if math.isnan(r.of_ceiling) else f"{r.of_ceiling:.0%}", num=True))
+                    + _cell("–" if math.isnan(r.of_reference) else f"{r.of_reference:.0%}", num=True))
     note = ("" if report.rates else
-            '<p class="pg-note">No reference rates were given, so achieved rates are not compared with a ceiling: '
+            '<p class="pg-note">No reference rates were given, so achieved rates are not compared with a measured reference: '
             "<code>profiling-guide report TRACE --rates RUN.json</code> with rates measured on the same GPU "
             "(<code>profiling-guide profile</code> measures them).</p>")
     return _table(["kernel (hover: full name)", "kind", "library", "launches / step", "µs / step", "mean µs",
-                   "share of device time", "launched by", "achieved", "of measured ceiling"], rows) + note
+                   "share of device time", "launched by", "achieved", "of measured reference"], rows) + note
 
 
 def _ops(report: TraceReport) -> str:

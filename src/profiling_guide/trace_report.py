@@ -186,7 +186,7 @@ def top_kernels(steps: list[Step], *, rates: dict | None = None, top: int | None
     """Device work by total time over ``steps``: decoded name, launches, µs, share, and achieved rate.
 
     With ``rates`` (``{"gemm_tflops": ..., "copy_tbps": ...}``, measured on
-    the same GPU), ``achieved`` and ``of_ceiling`` say how close each kernel
+    the same GPU), ``achieved`` and ``of_reference`` say how close each kernel
     came: summed FLOPs (or bytes) over the summed time of the launches whose
     work is known (:func:`kernel_work`).
     """
@@ -214,26 +214,26 @@ def top_kernels(steps: list[Step], *, rates: dict | None = None, top: int | None
     rows = []
     for name, g in groups.items():
         k = g["k"]
-        achieved, of_ceiling = "", float("nan")
+        achieved, of_reference = "", float("nan")
         if g["flops_us"]:
             tflops = g["flops"] / g["flops_us"] / 1e6
             achieved = f"{tflops:,.1f} TFLOP/s"
             if rates and rates.get("gemm_tflops"):
-                of_ceiling = tflops / rates["gemm_tflops"]
+                of_reference = tflops / rates["gemm_tflops"]
         elif g["bytes_us"]:
             tbps = g["bytes"] / g["bytes_us"] / 1e6
             achieved = f"{tbps:,.2f} TB/s" + ("" if k.kind == "memcpy" else " (est.)")
             if rates and rates.get("copy_tbps"):
-                of_ceiling = tbps / rates["copy_tbps"]
+                of_reference = tbps / rates["copy_tbps"]
         rows.append({
             "kernel": k.short, "kind": k.kind, "library": k.library, "launches": g["events"],
             "per_step": g["events"] / n, "total_us": g["us"], "us_per_step": g["us"] / n,
             "mean_us": g["us"] / g["events"], "share": g["us"] / total_us,
-            "launched_by": g["by"].most_common(1)[0][0], "achieved": achieved, "of_ceiling": of_ceiling,
+            "launched_by": g["by"].most_common(1)[0][0], "achieved": achieved, "of_reference": of_reference,
             "name": name,
         })
     columns = ["kernel", "kind", "library", "launches", "per_step", "total_us", "us_per_step", "mean_us", "share",
-               "launched_by", "achieved", "of_ceiling", "name"]
+               "launched_by", "achieved", "of_reference", "name"]
     df = pd.DataFrame(rows, columns=columns).sort_values("total_us", ascending=False, ignore_index=True)
     return df.head(top) if top else df
 
