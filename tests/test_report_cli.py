@@ -35,7 +35,7 @@ def test_the_report_is_one_offline_page_with_every_section(tmp_path, capsys):
         assert f'<section id="{section}">' in page
     assert "<canvas" in page and "NVIDIA H100 80GB HBM3" in page and "nvjet sm90" in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "the page must not load anything from elsewhere"
-    assert "TFLOP/s" in page and "of measured ceiling" in page
+    assert "TFLOP/s" in page and "of measured reference" in page
     assert len(page) < 200_000
 
 
