@@ -8,7 +8,7 @@ Commands
 ``profiling-guide decode NAME [--json]``
     The fields a kernel name encodes (kind, library, arch, tile, layout...).
 ``profiling-guide bench-mlp [...]``
-    Time every MLP variant against the compute floor on this GPU
+    Time every MLP variant against cuBLAS's bare GEMMs and the datasheet bound on this GPU
     (see ``profiling-guide bench-mlp --help``).
 ``profiling-guide bench-load [--events N] [--runs R]``
     Time loading a synthetic trace of N events against ``json.load``, and
@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="+", help="the kernel name (quote it)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_cmd_decode)
-    p = sub.add_parser("bench-mlp", help="time the MLP variants against the compute floor (GPU)", add_help=False)
+    p = sub.add_parser("bench-mlp", add_help=False,
+                       help="time the MLP variants against cuBLAS's bare GEMMs and the datasheet bound (GPU)")
     p.set_defaults(func=_cmd_bench)
     p = sub.add_parser("bench-load", help="time loading a large synthetic trace against json.load", add_help=False)
     p.set_defaults(func=_cmd_bench_load)
