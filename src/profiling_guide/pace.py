@@ -238,7 +238,7 @@ def pace_of(trace: Trace) -> Pace:
 
 def pace_unprofiled(cpu_issue, device) -> str:
     """One sentence from profiler-off spreads: CPU issue time against device time per call."""
-    from .measure import compare
+    from .spread import compare
 
     verdict = compare(cpu_issue, device)
     if verdict == "slower":
