@@ -24,18 +24,11 @@ import itertools
 import json
 
 from .kernel_names import decode
-from .timeline import ANNOTATION_COLOR, KIND_COLORS, OP_COLORS, RUNTIME_COLOR
+from .timeline import ANNOTATION_COLOR, KIND_COLORS, OP_COLORS, RUNTIME_COLOR, short_op
 from .trace import Step, Trace
 
 _TITLE_MAX = 400  # characters of a raw kernel name kept for the tooltip (C++ names run to thousands)
 _ids = itertools.count()
-
-
-def _short_op(name: str) -> str:
-    # Inductor names its graph call after a 52-character hash; the hash says nothing on a bar.
-    if name.startswith("## Call CompiledFxGraph"):
-        return "call CompiledFxGraph"
-    return name.removeprefix("aten::")
 
 
 def _dims(op) -> str:
@@ -87,7 +80,7 @@ def timeline_data(step: Step) -> dict:
             color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
             kind = "annotation (record_function)" if op.annotation else "CPU op"
             info = " · ".join(x for x in (kind, _dims(op)) if x)
-            by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, _short_op(op.name), op.name, color,
+            by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, short_op(op.name), op.name, color,
                                                       info=info))
         prefix = f"CPU {tid}" if named else "CPU"
         lanes += [{"label": f"{prefix} · depth {d}", "kind": "cpu", "bars": bars}

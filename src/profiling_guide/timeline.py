@@ -41,7 +41,8 @@ def _step(trace: Trace, step: int | None) -> Step:
     raise ValueError(f"{trace.source} has no ProfilerStep#{step}; it has {[s.number for s in trace.steps]}")
 
 
-def _short_op(name: str) -> str:
+def short_op(name: str) -> str:
+    """An op's name as a timeline bar shows it (both the static and the interactive timeline)."""
     # Inductor names its graph call after a 52-character hash; the hash says nothing on a plot.
     if name.startswith("## Call CompiledFxGraph"):
         return "call CompiledFxGraph"
@@ -61,7 +62,7 @@ def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[f
     for op in s.ops:
         depth = op.depth - base
         color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
-        by_depth.setdefault(depth, []).append((op.start_us - t0, op.dur_us, _short_op(op.name), color))
+        by_depth.setdefault(depth, []).append((op.start_us - t0, op.dur_us, short_op(op.name), color))
     out = [(f"CPU ops · depth {d}", bars) for d, bars in sorted(by_depth.items())]
     out.append(("CUDA runtime", [(c.start_us - t0, c.dur_us, c.name, RUNTIME_COLOR) for c in s.runtime_calls]))
     streams: dict = {}
