@@ -175,7 +175,6 @@ from profiling_guide import tables
 from profiling_guide.kernel_names import decode
 from profiling_guide.report import spread_cell
 
-VERDICT = {"faster": "faster", "slower": "slower", "tie": "tie"}
 summary = pd.DataFrame([
     {
         "variant": name,
@@ -183,7 +182,7 @@ summary = pd.DataFrame([
         "× GEMMs alone": times[name].median / alone.median,
         "× datasheet bound": times[name].median / bound if bound else float("nan"),
         "vs eager": "–" if name == "eager" else
-        f"{times['eager'].median / times[name].median:.2f}× ({VERDICT[compare(times[name], times['eager'])]})",
+        f"{times['eager'].median / times[name].median:.2f}× ({compare(times[name], times['eager'])})",
         "kernels": int(run.trace.kernels_per_step()),
         "launches": int(sum(n for call, n in run.trace.runtime_calls_per_step().items() if "Launch" in call)),
         "CPU µs": spread_cell(Spread.from_dict(result["cpu_issue_us"][name])),
