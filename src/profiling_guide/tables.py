@@ -213,11 +213,12 @@ def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
     characters (a kernel name, a compiled graph's hash) is shortened in the
     middle and shown whole on hover.
     """
-    fmt = {c: f"{{:,.{precision}f}}" for c in df.columns if pd.api.types.is_float_dtype(df[c])
-           and not ((df[c].dropna() % 1 == 0).all() and df[c].notna().any() and "µs" not in str(c))}
-    fmt |= {c: "{:,.0f}" for c in df.columns if pd.api.types.is_float_dtype(df[c]) and c not in fmt}
+    fmt = {}
     for c in df.columns:
-        if df[c].map(lambda v: isinstance(v, str) and len(v) > LONG_CELL).any():
+        if pd.api.types.is_float_dtype(df[c]):
+            whole = df[c].notna().any() and (df[c].dropna() % 1 == 0).all() and "µs" not in str(c)
+            fmt[c] = "{:,.0f}" if whole else f"{{:,.{precision}f}}"
+        elif df[c].map(lambda v: isinstance(v, str) and len(v) > LONG_CELL).any():
             fmt[c] = _shortened_with_title
     st = df.style.format(fmt, na_rep="–")
     if df.index.name is None and isinstance(df.index, pd.RangeIndex):
