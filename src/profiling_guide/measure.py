@@ -59,19 +59,15 @@ def cpu_issue_time(fn: Callable[[], object], *, key: tuple | None = None, repeat
     if key is not None and key in _CPU_ISSUE_CACHE:
         return _CPU_ISSUE_CACHE[key]
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    for _ in range(10):
+
+    def one_call() -> float:
+        sync()  # outside the interval: the GPU's backlog is not the host's cost
+        start = time.perf_counter()
         fn()
-    medians = []
-    for _ in range(repeats):
-        times = []
-        for _ in range(calls):
-            sync()
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        medians.append(1e6 * statistics.median(times))
+        return time.perf_counter() - start
+
+    spread = _host_spread(fn, one_call, repeats, calls)
     sync()
-    spread = Spread.of(medians)
     if key is not None:
         _CPU_ISSUE_CACHE[key] = spread
     return spread
@@ -83,19 +79,22 @@ def wall_time_per_call(fn: Callable[[], object], *, repeats: int = REPEATS, call
     This is what a caller that waits for each result sees: host-paced for
     small work, device-paced for large. Not a device time.
     """
+    def one_call() -> float:
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    return _host_spread(fn, one_call, repeats, calls)
+
+
+def _host_spread(fn: Callable[[], object], one_call: Callable[[], float], repeats: int, calls: int) -> Spread:
+    """Warm ``fn`` up, then ``repeats`` medians of ``calls`` host-timed calls (seconds → µs) as a spread."""
     for _ in range(10):
         fn()
-    torch.cuda.synchronize()
-    medians = []
-    for _ in range(repeats):
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-        medians.append(1e6 * statistics.median(times))
-    return Spread.of(medians)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # the warm-up's backlog is no call's time
+    return Spread.of([1e6 * statistics.median(one_call() for _ in range(calls)) for _ in range(repeats)])
 
 
 # ------------------------------------------------------------ reference rates
