@@ -445,6 +445,11 @@ def write_sample_reports(app, exception) -> None:
     write_report(folder / "02_mlp_eager.eager.trace.json.gz", out / "02_mlp_eager.eager.report.html",
                  rates=references if references.is_file() else None)
     written = 1
+    # Chapter 8's own-model trace: its run record carries the rates measured beside it.
+    own = folder / "08_own_model.train.trace.json.gz"
+    if own.is_file():
+        write_report(own, out / "08_own_model.train.report.html", rates=own.with_name("08_own_model.train.run.json"))
+        written += 1
     # Traces recorded on a GPU by scripts/record_report_samples.py (a transformers training step,
     # a compiled forward, a CUDA-graph replay, two streams), each with the rates measured beside it.
     for trace in sorted((REPO / "tests" / "data" / "gpu_samples").glob("*.trace.json.gz")):

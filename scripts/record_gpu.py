@@ -31,7 +31,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
 LOG_MARKERS = re.compile(
     r"Traceback \(most recent call last\)|AUTOTUNE |SingleProcess AUTOTUNE|UserWarning|DeprecationWarning|"
     r"FutureWarning|TypedStorage is deprecated|building and checking|select_algorithm\.py|"
-    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)"
+    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)|(?m:^\[transformers\] )"
 )
 
 

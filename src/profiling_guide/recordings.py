@@ -377,7 +377,8 @@ class Chapter:
                     "cpu_issue_us": cpu_issue_time(step, key=key).to_dict(),
                     "wall_us_per_call": wall_time_per_call(step).to_dict(),
                 }
-        rec.run = self._run_record(full, fp, all_args, label=label, timings=timings, **(extra or {}))
+        # ``extra`` may bring timings of its own (a run timed elsewhere, with time_it=False)
+        rec.run = self._run_record(full, fp, all_args, **{"label": label, "timings": timings, **(extra or {})})
         write_json_atomic(rec.run_path, rec.run)
         self.recordings.append(rec)
         return rec

@@ -101,7 +101,7 @@ def test_the_mlp_pages_compare_kernels_with_a_ceiling():
 LOG_MARKERS = re.compile(
     r"Traceback \(most recent call last\)|AUTOTUNE |SingleProcess AUTOTUNE|UserWarning|DeprecationWarning|"
     r"FutureWarning|TypedStorage is deprecated|building and checking|select_algorithm\.py|"
-    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)"
+    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)|(?m:^\[transformers\] )"
 )
 
 

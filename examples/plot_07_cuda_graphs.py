@@ -1,0 +1,354 @@
+"""
+7 · Overhead: when the CPU sets the pace, and CUDA graphs take it back
+=======================================================================
+
+Chapter 1's layer runs one kernel of a few microseconds, and the host needs
+longer than that to launch it: the GPU waits for Python. The same happens to
+the MLP of chapters 2–6 at a handful of tokens (one decoding step of a small
+batch). A **CUDA graph** records a sequence of kernel launches once and replays
+it with one call. We profile both workloads eagerly, under
+``torch.compile(mode="reduce-overhead")`` (which captures graphs for you), and
+with a ``torch.cuda.CUDAGraph`` captured by hand, and read from the traces
+what changes: the launches on the runtime lane, the CPU per forward, the
+kernels the graph adds, and when a capture pays for itself.
+"""
+
+# %%
+# The code under study
+# --------------------
+# Chapter 1's ``nn.Linear`` and chapter 2's GeGLU MLP at 16 tokens. After
+# ``pip install`` of this repository, this cell and the next three run as
+# they are on any CUDA GPU.
+
+import torch
+from torch import nn
+
+from profiling_guide.models import SimpleGeGLUMLP
+
+batch, in_dim, out_dim = 1024, 32, 64  # chapter 1's layer
+tokens, dim, hidden = 16, 768, 3072  # the MLP at 16 tokens
+dtype, device = torch.bfloat16, "cuda"
+# sphinx_gallery_start_ignore
+# Flags, live or replay, and where the recordings live. In replay the models are
+# built on the meta device (shapes only), so the code above is the code that ran.
+import warnings
+
+from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.recordings import Chapter
+
+warnings.filterwarnings("ignore", message=".*Profiler clears events")
+parser = example_parser("7 · Overhead: when the CPU sets the pace, and CUDA graphs take it back")
+for flag, default, what in (("--batch", batch, "rows of the Linear's input"),
+                            ("--in_dim", in_dim, "the Linear's input features"),
+                            ("--out_dim", out_dim, "the Linear's output features"),
+                            ("--tokens", tokens, "tokens through the MLP"),
+                            ("--dim", dim, "the MLP's model width"),
+                            ("--hidden", hidden, "the MLP's hidden width")):
+    parser.add_argument(flag, type=positive_int, default=default,
+                        help=f"{what} (default {default})")
+args = parser.parse_args()
+batch, in_dim, out_dim = args.batch, args.in_dim, args.out_dim
+tokens, dim, hidden, dtype = args.tokens, args.dim, args.hidden, DTYPES[args.dtype]
+chapter = Chapter("07_cuda_graphs", run_args(args), mode=args.mode)
+device = chapter.device
+element = torch.tensor([], dtype=dtype).element_size()
+chapter.require_memory(element * (3 * dim * hidden + 8 * tokens * (dim + hidden)),
+                       f"the MLP at {tokens} tokens × dim {dim} × hidden {hidden}")
+chapter.banner()
+# sphinx_gallery_end_ignore
+
+# %%
+# The two models and their inputs. Every forward runs under
+# ``torch.no_grad()``: inference, no autograd bookkeeping.
+
+torch.manual_seed(0)
+linear = nn.Linear(in_dim, out_dim, device=device, dtype=dtype)
+x_linear = torch.randn(batch, in_dim, device=device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+x_mlp = torch.randn(tokens, dim, device=device, dtype=dtype)
+
+# %%
+# Capturing a graph by hand
+# -------------------------
+# The recipe of the PyTorch documentation: warm up on a side stream (cuBLAS
+# allocates its workspace and picks its kernels there, outside the graph),
+# then record one forward into a ``torch.cuda.CUDAGraph``. The graph keeps the
+# *addresses* it was captured with: it reads its input from ``static_x`` and
+# writes its output into ``static_y``, on every replay.
+
+
+def capture(module, x):
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(3):
+            module(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        static_y = module(static_x)
+    return graph, static_x, static_y
+
+
+# %%
+# Four ways to run one forward. ``replay`` reuses the captured input;
+# ``copy in, replay`` is what a caller with a *new* input must do: copy it
+# into ``static_x`` first. ``torch.compile(mode="reduce-overhead")`` does the
+# capture itself, after a few warm-up calls.
+
+
+def forwards(module, x):
+    compiled = torch.compile(module, mode="reduce-overhead")
+    graph, static_x, static_y = capture(module, x) if chapter.live else (None, None, None)
+
+    def eager():
+        with torch.no_grad():
+            return module(x)
+
+    def reduce_overhead():
+        with torch.no_grad():
+            return compiled(x)
+
+    def replay():
+        graph.replay()
+        return static_y
+
+    def copy_in_replay():
+        static_x.copy_(x)
+        graph.replay()
+        return static_y
+
+    return {"eager": eager, "reduce-overhead": reduce_overhead, "replay": replay,
+            "copy in, replay": copy_in_replay}
+
+
+# %%
+# Profiling
+# ---------
+# The ``torch.profiler`` block of chapter 1, unchanged: five steps (skip one,
+# warm up one, record three), one ``record_function`` label per forward.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+# %%
+# Each forward is called a few times first (``reduce-overhead`` compiles and
+# captures there), then profiled; ``chapter.load`` reads the trace back and
+# times the forward with the profiler off (device time with the GPU's queue
+# kept full, CPU time to issue one call, wall time per call; medians of 7
+# repeats with their spread).
+
+workloads = {"linear": (linear, x_linear), "mlp": (mlp, x_mlp)}
+runs = {}
+for model, (module, x) in workloads.items():
+    steps = forwards(module, x)
+    chapter.warm_up(*[step for step in steps.values() for _ in range(3)])
+    for variant, step in steps.items():
+        name = f"{model}.{variant.replace(', ', '_').replace(' ', '_')}"
+        if chapter.live:
+            profile_steps(step, f"{model}_fwd", chapter.trace_file(name))
+        runs[model, variant] = chapter.load(name, step, label=f"{model}_fwd",
+                                            code=[forwards, capture, SimpleGeGLUMLP])
+
+# %%
+# What a capture costs: ``capture`` itself (warm-up calls included), timed
+# five times on the MLP with the wall clock, each on a fresh graph.
+
+import time
+
+from profiling_guide.measure import Spread
+
+
+def capture_cost():
+    times = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        graph, *_ = capture(mlp, x_mlp)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e6)
+        del graph
+    return {"capture_us": Spread.of(times).to_dict()}
+
+
+captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUMLP])
+
+# %%
+# Before we look
+# --------------
+# A graph replay is one call into the driver, whatever it holds: the runtime
+# lane should show one ``cudaGraphLaunch`` per forward and no kernel launches,
+# and the GPU should run the very kernels eager ran.
+
+from profiling_guide import expect
+
+
+def launches(trace):
+    """Runtime calls per step that put work on the GPU, by name."""
+    return {c: n for c, n in trace.runtime_calls_per_step().items() if "Launch" in c}
+
+
+def kernel_launches(trace):
+    return sum(n for c, n in launches(trace).items() if "Graph" not in c)
+
+
+def graph_launches(trace):
+    return sum(n for c, n in launches(trace).items() if "Graph" in c)
+
+
+def copies_input(trace):
+    ops = [op for op in trace.step_ops if "copy" in op.name and op.device_events]
+    names = sorted({op.name for op in ops})
+    seen = ", ".join(names) + " launch device work" if ops else "no copy op launches work"
+    return bool(ops), seen
+
+
+# %%
+
+from profiling_guide.measure import compare
+
+
+def cpu(model, variant):
+    return runs[model, variant].timings["cpu_issue_us"]
+
+
+def predictions(model):
+    eager, graph = (runs[model, v].trace for v in ("eager", "replay"))
+    return [
+        expect.Prediction(f"{model}, eager: one launch call per kernel", lambda _: (
+            kernel_launches(eager) == eager.kernels_per_step(),
+            f"{kernel_launches(eager):g} launches, {eager.kernels_per_step():g} kernels per step")),
+        expect.Prediction(f"{model}, replay: one cudaGraphLaunch, no kernel launch", lambda _: (
+            graph_launches(graph) == 1 and kernel_launches(graph) == 0,
+            ", ".join(f"{c} ×{n:g}" for c, n in launches(graph).items()) or "no launch")),
+        expect.Prediction(f"{model}, replay: the kernels eager ran",
+                          lambda _: expect.same_kernels(eager, graph)),
+        expect.Prediction(f"{model}, replay: less CPU to issue than eager", lambda _: (
+            compare(cpu(model, "replay"), cpu(model, "eager")) == "faster",
+            f"{cpu(model, 'replay'):.1f} µs against {cpu(model, 'eager'):.1f} µs")),
+        expect.Prediction(f"{model}, reduce-overhead: a graph replay too", lambda _: (
+            graph_launches(runs[model, "reduce-overhead"].trace) >= 1,
+            f"{graph_launches(runs[model, 'reduce-overhead'].trace):g} cudaGraphLaunch per step")),
+        expect.Prediction(f"{model}, reduce-overhead: copies the input into its graph's buffer",
+                          lambda _: copies_input(runs[model, "reduce-overhead"].trace),
+                          must_hold=False),
+    ]
+
+
+# %%
+# The runtime lane empties
+# ------------------------
+# The MLP's eager step on top, its replay below, on one time axis: the same
+# kernels on the GPU lane, and one launch where there were five.
+
+from profiling_guide import tables, timeline
+
+fig = timeline.plot_compare({"eager MLP, 16 tokens": runs["mlp", "eager"].trace,
+                             "CUDA graph replay": runs["mlp", "replay"].trace})
+
+# %%
+# The replay to explore: hover a kernel for its decoded name and the launch it
+# came from (the one ``cudaGraphLaunch``).
+
+from profiling_guide.interactive_timeline import InteractiveTimeline
+
+InteractiveTimeline(runs["mlp", "replay"].trace, caption="the MLP's graph replay, one step")
+
+# %%
+# The verdict
+# -----------
+
+verdicts = expect.check(predictions("linear") + predictions("mlp"), None)
+verdicts
+
+# %%
+# What each variant launches per profiled step, and the kernels it runs:
+
+import pandas as pd
+
+
+def launch_row(trace):
+    return {"kernels": int(trace.kernels_per_step()),
+            "kernel launches": int(kernel_launches(trace)),
+            "graph launches": int(graph_launches(trace)),
+            "kernel µs": trace.device_us_per_step()}
+
+
+tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in runs.items()}).T,
+              precision=1)
+
+# %%
+# What it costs, and who sets the pace
+# ------------------------------------
+# Profiler off, medians with their IQR. *CPU µs to issue* is the host's time
+# for one call; *wall µs per call* is what a caller waiting for each result
+# sees; *device µs* is the GPU's time with its queue kept full. The verdict
+# column reads the profiled steps (:func:`~profiling_guide.pace.pace_of`).
+
+from profiling_guide.pace import pace_of
+from profiling_guide.report import spread_cell
+
+
+def cost_row(rec):
+    t = rec.timings
+    return {"CPU µs to issue": spread_cell(t["cpu_issue_us"]),
+            "wall µs per call": spread_cell(t["wall_us_per_call"]),
+            "device µs (queue full)": spread_cell(t["device_us"]),
+            "profiled step": pace_of(rec.trace).bound}
+
+
+tables.styled(pd.DataFrame({f"{m}: {v}": cost_row(r) for (m, v), r in runs.items()}).T)
+
+# %%
+# When a capture pays back
+# ------------------------
+# A capture costs wall time once; each replay saves the difference in wall
+# time per call against eager. Where the two per-call figures tie (their IQRs
+# overlap) nothing is saved, and the capture never pays back.
+
+
+def payback(model, variant):
+    eager = runs[model, "eager"].timings["wall_us_per_call"]
+    graph = runs[model, variant].timings["wall_us_per_call"]
+    cost = Spread.from_dict(captured.values["capture_us"])
+    saved = eager.median - graph.median
+    calls = f"{cost.median / saved:,.0f}" if compare(graph, eager) == "faster" else "never (tie)"
+    return {"capture µs": spread_cell(cost, 0), "wall µs saved per call": f"{saved:.1f}",
+            "calls to pay back": calls}
+
+
+paybacks = {f"mlp: {v}": payback("mlp", v) for v in ("replay", "copy in, replay")}
+tables.styled(pd.DataFrame(paybacks).T)
+
+# %%
+
+verdicts.require()
+
+# %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
+# Run it yourself
+# ---------------
+# ::
+#
+#     python examples/plot_07_cuda_graphs.py --tokens 16 --dim 768 --hidden 3072
