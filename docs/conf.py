@@ -158,6 +158,21 @@ SITE_ROOT = "../" * len(Path(THIS_BUILD["url"]).parts)
 html_theme_options["switcher"] = {"json_url": "_static/switcher.json", "version_match": BUILD_GPU}
 html_theme_options["navbar_end"] = ["version-switcher", "theme-switcher", "navbar-icon-links"]
 
+
+def _repository_url() -> str | None:
+    """Where the source lives: ``$PROFILING_GUIDE_REPOSITORY``, else pyproject's ``[project.urls]``."""
+    import tomllib
+
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("urls", {})
+    url = os.environ.get("PROFILING_GUIDE_REPOSITORY") or urls.get("Repository") or urls.get("Source")
+    return url if url and url.startswith(("https://", "http://")) else None
+
+
+# The repository in the header, as an icon link, wherever its address is known.
+if _repository_url():
+    html_theme_options["icon_links"] = [
+        {"name": "Source repository", "url": _repository_url(), "icon": "fa-brands fa-git-alt"}]
+
 # sphinx-gallery skips an example whose source has not changed since the last
 # build; the gallery folder is shared by the builds, so after another GPU's
 # build every example runs again. The marker is written once a build succeeds.
