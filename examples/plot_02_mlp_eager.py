@@ -120,31 +120,24 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 
 from profiling_guide import expect
 from profiling_guide.expect import POST
-METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided", "aten::_unsafe_view"]
+from profiling_guide import checks
+from profiling_guide.checks import gemm_kernels
 
-
-def gemm_kernels(trace):
-    return [k for k in trace.steps[0].kernels if expect.decode(k.name).kind == "gemm"]
-
-
-def occupancy_before_each_gemm(trace):
-    ops = [k.launch.op for k in gemm_kernels(trace)]
-    queried = sum(any("Occupancy" in c.name for c in op.runtime_calls) for op in ops)
-    launches = sorted({k.launch.name for k in gemm_kernels(trace)})
-    return queried == len(ops), f"{queried} of {len(ops)} GEMMs query occupancy; launched with {', '.join(launches)}"
-
+METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided",
+                "aten::_unsafe_view"]
 
 predictions = [
     expect.Prediction("three aten::linear calls per forward", lambda t: (
         len(t.ops_named("aten::linear")) == 3 * len(t.steps),
         f"{len(t.ops_named('aten::linear')) / len(t.steps):g} per step")),
-    expect.Prediction("five kernels per forward: 3 GEMMs + GeLU + mul", expect.kernels_per_step(5), POST),
+    expect.Prediction("five kernels per forward: 3 GEMMs + GeLU + mul",
+                      expect.kernels_per_step(5), POST),
     expect.Prediction("three of them are GEMMs", lambda t: (
         len(gemm_kernels(t)) == 3, f"{len(gemm_kernels(t))} GEMM kernels in a step")),
-    expect.Prediction("an occupancy query before each GEMM launch", occupancy_before_each_gemm, POST,
-                      must_hold=False),
-    *[expect.Prediction(f"{op} launches nothing", expect.launches_nothing(op), POST, must_hold=False)
-      for op in METADATA_OPS],
+    expect.Prediction("an occupancy query before each GEMM launch", checks.gemms_query_occupancy,
+                      POST, must_hold=False),
+    *[expect.Prediction(f"{op} launches nothing", expect.launches_nothing(op), POST,
+                        must_hold=False) for op in METADATA_OPS],
 ]
 
 # %%
@@ -156,8 +149,8 @@ from profiling_guide import tables, timeline
 fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 
 # %%
-# The same step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
-# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# The same step, to explore: drag to pan, the buttons (or Ctrl and the
+# wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
 from profiling_guide.interactive_timeline import InteractiveTimeline
@@ -173,8 +166,9 @@ verdicts = expect.check(predictions, eager.trace)
 verdicts
 
 # %%
-# Which ops launched nothing at all? The trace says (these are the metadata-only
-# ops: they rewrite a tensor's shape and strides and copy no data):
+# Which ops launched nothing at all? The trace says (these are the
+# metadata-only ops: they rewrite a tensor's shape and strides and copy no
+# data):
 
 from profiling_guide.report import Facts, pace_facts
 
@@ -195,23 +189,27 @@ tables.styled(chain.iloc[: 1 + sum(1 for _ in first_linear.walk())], precision=1
 # Launches and the runtime calls around them
 # ------------------------------------------
 # Which runtime call started each kernel, and what else its op asked of the
-# driver. On the A100 the post saw ``cudaOccupancyMaxActiveBlocksPerMultiprocessor``
-# before every GEMM's ``cudaLaunchKernel``; here is what this GPU shows:
+# driver. On the A100 the post saw
+# ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` before every GEMM's
+# ``cudaLaunchKernel``; here is what this GPU shows:
 
 tables.styled(tables.launch_table(eager.trace), precision=1)
 
 # %%
 
-launches = tables.launch_table(eager.trace)
-gemm_calls = sorted(set(launches.loc[launches["kind"] == "gemm", "launch call"]))
-pointwise_calls = sorted(set(launches.loc[launches["kind"] == "pointwise", "launch call"]))
-Facts(
-    f"GEMMs are launched with {', '.join(gemm_calls)}; the pointwise kernels with {', '.join(pointwise_calls)}.",
-    "cuLaunchKernelEx is the driver's extended launch: it takes launch attributes such as a thread-block "
-    "cluster shape, which Hopper's cuBLAS kernels use. The cluster size and the occupancy the kernel needs "
-    "are fixed when the library picks the kernel, so there is nothing left to query at launch time."
-    if any("Ex" in c for c in gemm_calls) else "",
-)
+# %%
+# ``cuLaunchKernelEx`` is the driver's extended launch: it takes launch
+# attributes such as a thread-block cluster shape, which Hopper's cuBLAS
+# kernels use. The cluster size and the occupancy the kernel needs are fixed
+# when the library picks the kernel, so there is nothing left to query at
+# launch time. Which call launched each kind of kernel here:
+
+launch_verdicts = expect.check([
+    expect.Prediction("GEMMs are launched with cuLaunchKernelEx",
+                      checks.launched_with("gemm", "cuLaunchKernelEx"), "this page",
+                      must_hold=False),
+], eager.trace)
+launch_verdicts
 
 # %%
 # The GEMMs
@@ -224,29 +222,16 @@ Facts(
 # The last two columns compare each with the datasheet ceiling and with the
 # best cuBLAS rate measured in this run.
 
-from profiling_guide.measure import Spread
-from profiling_guide.roofline import CEILING_COLUMN, REFERENCE_COLUMN
-
 refs = references.values
 gemms = tables.gemm_table(eager.trace, references=refs)
 tables.styled(gemms, precision=1)
 
 # %%
 
-gemm_ref, copy_ref, sheet = refs["gemm_tflops"], refs["copy_tbps"], refs["datasheet"]
-distinct = len(set(gemms["kernel"]))
-Facts(
-    f"Reference rates measured in this run: {Spread.from_dict(gemm_ref['spread']):.0f} TFLOP/s for a bf16 "
-    f"cuBLAS GEMM (best at {gemm_ref['source']}), {Spread.from_dict(copy_ref['spread']):.2f} TB/s for a "
-    f"device-to-device copy ({copy_ref['source']}).",
-    (f"Datasheet ceilings ({sheet['model']}, {sheet['source']}): {sheet['bf16_tflops']:.0f} TFLOP/s dense bf16, "
-     f"{sheet['hbm_tbps']:.2f} TB/s HBM." if sheet else "This GPU is not in the datasheet table: no ceiling."),
-    f"{distinct} distinct GEMM kernel{'s' if distinct > 1 else ''} for {len(gemms)} products of "
-    f"{gemms['GFLOP'].iloc[0]:.1f} GFLOP each, at {gemms[REFERENCE_COLUMN].min():.0f}–"
-    f"{gemms[REFERENCE_COLUMN].max():.0f}% of the measured reference"
-    + (f" and {gemms[CEILING_COLUMN].min():.0f}–{gemms[CEILING_COLUMN].max():.0f}% of the datasheet ceiling."
-       if sheet else "."),
-)
+from profiling_guide import facts
+
+facts.reference_rates(refs)
+facts.gemm_rates(gemms)
 
 # %%
 # The intermediate's round trip
@@ -258,27 +243,25 @@ Facts(
 # are needed: a fused kernel would read ``g`` and ``u`` once and write ``h``
 # once (three passes), and an epilogue-fused GEMM would write only ``h`` (one).
 
-from profiling_guide.roofline import datasheet_bound_us, kernel_work_table
+from profiling_guide.roofline import kernel_work_table
 
 intermediate = rows * hidden * element
-work = kernel_work_table(eager.trace, rows=rows, dim=dim, hidden=hidden, element=element, references=refs)
+work = kernel_work_table(eager.trace, rows=rows, dim=dim, hidden=hidden, element=element,
+                         references=refs)
 bw = work[work["kind"] == "pointwise"]
 tables.styled(bw, precision=1)
 
 # %%
 
-elementwise_us = bw["avg_us"].sum()
-step_us = eager.trace.device_us_per_step()
-flops, min_bytes = mlp_flops(rows, dim, hidden), element * (3 * dim * hidden + 2 * rows * dim)
-Facts(
-    f"The intermediate is {intermediate / 1e6:.1f} MB per tensor. GeLU and mul take {elementwise_us:.1f} µs of "
-    f"the GPU's {step_us:.1f} µs of kernel time per profiled forward ({100 * elementwise_us / step_us:.0f}%), "
-    "for work that does no matrix arithmetic at all.",
-    f"At the measured copy bandwidth, the three passes a fused GeLU·mul needs would take "
-    f"{3 * intermediate / copy_ref['rate'] / 1e6:.1f} µs."
-    + (f" The datasheet bound of the whole MLP (its FLOPs at the bf16 peak, or its least HBM traffic at the "
-       f"peak bandwidth, whichever is longer) is {datasheet_bound_us(flops, min_bytes, sheet):.1f} µs." if sheet else ""),
-)
+# GeLU and mul do no matrix arithmetic at all. Their share of the step, and
+# what the three passes of a fused GeLU·mul would take at the measured copy
+# bandwidth; beside them, the datasheet bound of the whole MLP: its FLOPs at
+# the bf16 peak, or its least HBM traffic at the peak bandwidth, whichever is
+# longer.
+
+facts.intermediate_round_trip(eager.trace, bw, intermediate_bytes=intermediate, references=refs,
+                              flops=mlp_flops(rows, dim, hidden),
+                              min_bytes=element * (3 * dim * hidden + 2 * rows * dim))
 
 # %%
 # What it costs, and who sets the pace
@@ -293,13 +276,12 @@ pace_facts(eager)
 
 # %%
 
-t = eager.timings
-Facts(f"Profiler off, medians over repeats (IQR): device time {t['device_us']:.1f} µs per forward, "
-      f"CPU issue time {t['cpu_issue_us']:.1f} µs, wall time per call {t['wall_us_per_call']:.1f} µs.")
+facts.profiler_off(eager.timings)
 
 # %%
 
 verdicts.require()
+launch_verdicts.require()
 
 # %%
 # The recordings

@@ -24,11 +24,11 @@ from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flo
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
 # sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models are
-# built on the meta device (shapes only), so the code above is the code that ran.
+# Flags, live or replay, and where the recordings live. In replay the models
+# are built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, require_bfloat16, run_args
+from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
@@ -36,7 +36,8 @@ parser = example_parser("5 · All four MLPs in one run: eager, compiled, max-aut
 add_mlp_flags(parser)
 args = parser.parse_args()
 batch, seq, dim, hidden = batch, seq, dim, hidden
-dtype = require_bfloat16(args, "this chapter compares bf16 kernels with the bf16 datasheet ceiling")
+dtype = require_bfloat16(args,
+                         "this chapter compares bf16 kernels with the bf16 datasheet ceiling")
 rows = batch * seq
 element = torch.tensor([], dtype=dtype).element_size()
 chapter = Chapter("05_compare", run_args(args), mode=args.mode)
@@ -66,7 +67,8 @@ x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 VARIANTS = {
     "eager": mlp,
     "compile": torch.compile(mlp, dynamic=False),
-    "compile-max-autotune": torch.compile(autotune_mlp, mode="max-autotune-no-cudagraphs", dynamic=False),
+    "compile-max-autotune": torch.compile(autotune_mlp, mode="max-autotune-no-cudagraphs",
+                                          dynamic=False),
     "liger": liger.module,
 }
 print(liger.note)
@@ -100,6 +102,10 @@ def profile_steps(forward, label, trace_file):
     return prof
 
 
+# %%
+# Each variant in turn, warmed up, profiled and loaded; a variant that fails
+# live is named below and left out of the rest of the page.
+
 from profiling_guide.report import Facts
 
 runs, failed = {}, {}
@@ -113,12 +119,12 @@ for name, module in VARIANTS.items():
         if chapter.live:
             chapter.warm_up(forward)
             profile_steps(forward, "mlp_fwd", chapter.trace_file(name))
-        runs[name] = chapter.load(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP], args={"variant": name},
-                                  variant=name)
+        runs[name] = chapter.load(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
+                                  args={"variant": name}, variant=name)
     except Exception as exc:
         if not chapter.live:
             raise
-        failed[name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        failed[name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in failed.items()))
 
 # %%
@@ -131,7 +137,10 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # Every variant is timed in 7 interleaved passes; a time is the median of
 # those passes with their interquartile range, and one variant beats another
 # only when the two ranges do not overlap. The same passes time the MLP's
-# three bare cuBLAS GEMMs (no GeLU, no mul): the first of two floors.
+# three bare cuBLAS GEMMs (no GeLU, no mul): the first of two floors, what a
+# perfect fusion of everything else would reach with the library's GEMMs.
+# The second is the datasheet bound: the MLP's FLOPs at the datasheet's bf16
+# peak; nothing runs faster.
 
 from profiling_guide import bench_mlp
 from profiling_guide.measure import Spread, compare
@@ -147,17 +156,14 @@ result = bench.values
 refs = result["references"]
 times = {name: Spread.from_dict(t) for name, t in result["variants_us"].items()}
 alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
-sheet = refs["datasheet"]
-Facts(
-    f"Two floors for this MLP. cuBLAS GEMMs alone: {alone:.1f} µs, the three products with nothing between "
-    "them: what a perfect fusion of everything else would reach with the library's GEMMs."
-    + (f" The datasheet bound: {bound:.1f} µs, its {result['flops'] / 1e9:.1f} GFLOP at {sheet['bf16_tflops']:.0f} "
-       f"TFLOP/s ({sheet['model']} datasheet); nothing runs faster." if bound else ""),
-    f"Reference rates measured in this run: {Spread.from_dict(refs['gemm_tflops']['spread']):.0f} TFLOP/s "
-    f"(best cuBLAS bf16 GEMM, at {refs['gemm_tflops']['source']}), {Spread.from_dict(refs['copy_tbps']['spread']):.2f} "
-    "TB/s (best device-to-device copy).",
-    *(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()),
-)
+
+# %%
+
+from profiling_guide import facts
+
+facts.floors(result)
+facts.reference_rates(refs)
+Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()))
 
 # %%
 # The table
@@ -172,7 +178,6 @@ Facts(
 import pandas as pd
 
 from profiling_guide import tables
-from profiling_guide.kernel_names import decode
 from profiling_guide.report import spread_cell
 
 summary = pd.DataFrame([
@@ -181,10 +186,11 @@ summary = pd.DataFrame([
         "device µs": spread_cell(times[name]),
         "× GEMMs alone": times[name].median / alone.median,
         "× datasheet bound": times[name].median / bound if bound else float("nan"),
-        "vs eager": "–" if name == "eager" else
-        f"{times['eager'].median / times[name].median:.2f}× ({compare(times[name], times['eager'])})",
+        "eager ÷ this": times["eager"].median / times[name].median,
+        "against eager": compare(times[name], times["eager"]),
         "kernels": int(run.trace.kernels_per_step()),
-        "launches": int(sum(n for call, n in run.trace.runtime_calls_per_step().items() if "Launch" in call)),
+        "launches": int(sum(n for call, n in run.trace.runtime_calls_per_step().items()
+                            if "Launch" in call)),
         "CPU µs": spread_cell(Spread.from_dict(result["cpu_issue_us"][name])),
         "kernel µs": run.trace.device_us_per_step(),
         "error": (result["max_rel_error_fp64"] or {}).get(name),
@@ -194,9 +200,10 @@ summary = pd.DataFrame([
 tables.styled(summary, precision=2)
 
 # %%
-# Who sets the pace in each profiled forward (:func:`~profiling_guide.pace.pace`):
-# how busy the GPU was from the first launch to the last kernel's end, and
-# whether the launch→start delay grew along the step.
+# Who sets the pace in each profiled forward
+# (:func:`~profiling_guide.pace.pace`): how busy the GPU was from the first
+# launch to the last kernel's end, and whether the launch→start delay grew
+# along the step.
 
 from profiling_guide.pace import pace, summarize_step
 
@@ -205,14 +212,17 @@ def pace_row(trace):
     steps = [summarize_step(s) for s in trace.steps]
     return {
         "verdict (profiler on)": pace(steps).bound,
-        "GPU busy % of the step": 100 * sum(s.device_busy_us for s in steps) / sum(s.window_us for s in steps),
-        "GPU idle % between its kernels": 100 * sum(s.gpu_idle_fraction for s in steps) / len(steps),
+        "GPU busy % of the step":
+            100 * sum(s.device_busy_us for s in steps) / sum(s.window_us for s in steps),
+        "GPU idle % between its kernels":
+            100 * sum(s.gpu_idle_fraction for s in steps) / len(steps),
         "launch→start µs, first third": sum(s.delay_start_us or 0 for s in steps) / len(steps),
         "launch→start µs, last third": sum(s.delay_end_us or 0 for s in steps) / len(steps),
     }
 
 
-tables.styled(pd.DataFrame({name: pace_row(run.trace) for name, run in runs.items()}).T, precision=1)
+pace_rows = pd.DataFrame({name: pace_row(run.trace) for name, run in runs.items()}).T
+tables.styled(pace_rows, precision=1)
 
 # %%
 # Where the time goes
@@ -220,6 +230,9 @@ tables.styled(pd.DataFrame({name: pace_row(run.trace) for name, run in runs.item
 # Each bar splits one forward into the device time of its GEMMs and of its
 # pointwise kernels (from the trace), and the rest of the median: time on the
 # GPU between the end of one kernel and the start of the next.
+
+
+from profiling_guide.kernel_names import decode
 
 
 def device_time_by_kind(trace):
@@ -248,8 +261,9 @@ fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floors, bre
 
 from profiling_guide.roofline import kernel_work_table
 
-work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
-                                          references=refs) for name, run in runs.items()})
+work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=dim, hidden=hidden,
+                                          element=element, references=refs)
+                  for name, run in runs.items()})
 work.index = work.index.droplevel(1)
 work.index.name = "variant"
 tables.styled(work, precision=1)
@@ -258,43 +272,47 @@ tables.styled(work, precision=1)
 # What the numbers say
 # --------------------
 
-ranked = sorted(times, key=lambda n: times[n].median)
-sentences = ["Ranked by median, with the verdict against the next: " + "; ".join(
-    f"{a} {times[a].median:.0f} µs ({'faster than' if compare(times[a], times[b]) == 'faster' else 'a tie with'} "
-    f"{b} {times[b].median:.0f} µs)" for a, b in zip(ranked, ranked[1:])) + "."]
-gemm_us = {name: by_kind.get("gemm", 0.0) for name, by_kind in breakdown.items()}
-pointwise_us = {name: sum(us for kind, us in by_kind.items() if kind != "gemm") for name, by_kind in breakdown.items()}
-if "compile" in times and "liger" in times:
-    verdict = compare(times["compile"], times["liger"])
-    sentences.append(
-        ("compile and Liger tie in this run (their spreads overlap)" if verdict == "tie" else
-         f"compile is {verdict} than Liger outside both spreads") +
-        f". Their GEMMs are cuBLAS's ({gemm_us['compile']:.0f} vs {gemm_us['liger']:.0f} µs of GEMM time per "
-        f"profiled forward); their fused GeLU·mul kernels take {pointwise_us['compile']:.0f} µs (Inductor's) and "
-        f"{pointwise_us['liger']:.0f} µs (Liger's).")
-if "compile-max-autotune" in runs:
-    auto_trace = runs["compile-max-autotune"].trace
-    templates = [k for k in auto_trace.steps[0].kernels if decode(k.name).kind == "gemm" and decode(k.name).library
-                 == "triton"]
-    for k in templates:
-        op = k.launch.op if k.launch else None
-        tensors = [d for d in (op.input_dims if op else []) if d]
-        sentences.append(
-            f"max-autotune template {decode(k.name).short}: grid {k.grid}, {k.dur_us:.1f} µs; its launch takes "
-            f"tensors {', '.join('[' + ','.join(map(str, d)) + ']' for d in tensors) or 'of unrecorded shape'}.")
-    hidden_inputs = [k for k in templates if k.launch and k.launch.op and sum(
-        1 for d in k.launch.op.input_dims if d and d[-1] == hidden and len(d) == 3) == 1]
-    if hidden_inputs:
-        sentences.append(
-            "A template whose name lists gelu and mul but whose launch takes a single [B, S, hidden] tensor reads h, "
-            "the pointwise kernel's output: it cannot recompute gelu(g)·u, which needs both g and u. Its name "
-            "lists the ops of the graph nodes it was built from, not the work it repeats.")
-gemm_share = {n: gemm_us[n] / times[n].median for n in runs if n in times}
-sentences.append(
-    "GEMM kernels take " + ", ".join(f"{100 * share:.0f}% of {n}'s median" for n, share in gemm_share.items()) +
-    ": every variant here spends most of its time in the three products, and none removes the round trip of "
-    "the intermediate through HBM between the first two GEMMs and the last. The next chapter does.")
-Facts(*sentences)
+facts.ranking(times)
+facts.time_by_kind(breakdown, times)
+
+# %%
+# compile and Liger both run cuBLAS's GEMMs and one fused GeLU·mul kernel
+# (Inductor's and Liger's); which is faster comes down to that one kernel.
+# None of the four removes the round trip of the intermediate through HBM
+# between the first two GEMMs and the last: we expect each to spend most of
+# its time in the three products. The next chapter removes it.
+
+from profiling_guide import checks, expect
+
+numbers_verdicts = expect.check([
+    expect.Prediction("compile is faster than Liger, outside both spreads",
+                      checks.compares("compile", "liger", "faster"), "this run", must_hold=False),
+    expect.Prediction("every variant spends most of its median in the three GEMMs",
+                      checks.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
+], times)
+numbers_verdicts
+
+# %%
+
+numbers_verdicts.require()
+
+# %%
+# max-autotune's Triton GEMM templates, with the tensors each launch takes.
+# A template whose name lists gelu and mul but whose launch takes a single
+# ``[B, S, hidden]`` tensor reads ``h``, the pointwise kernel's output: it
+# cannot recompute ``gelu(g)·u``, which needs both ``g`` and ``u``. Its name
+# lists the ops of the graph nodes it was built from, not the work it repeats.
+
+# (eager's trace, which has none, where max-autotune failed live)
+autotuned = runs.get("compile-max-autotune", runs["eager"]).trace
+tables.styled(tables.template_table(autotuned), precision=1)
+
+# %%
+
+expect.check([
+    expect.Prediction("a max-autotune GEMM template takes a single [B, S, hidden] tensor: h",
+                      checks.template_reads_one(hidden), "this run", must_hold=False),
+], autotuned)
 
 # %%
 # The four timelines

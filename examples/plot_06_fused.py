@@ -29,11 +29,11 @@ from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
 # sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models are
-# built on the meta device (shapes only), so the code above is the code that ran.
+# Flags, live or replay, and where the recordings live. In replay the models
+# are built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, require_bfloat16, run_args
+from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
 from profiling_guide.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
@@ -41,8 +41,8 @@ parser = example_parser("6 · GeGLU in the GEMM epilogue: g and u never reach me
 add_mlp_flags(parser)
 args = parser.parse_args()
 batch, seq, dim, hidden = batch, seq, dim, hidden
-dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 datasheet ceiling "
-                               "(the kernel itself also takes float16 and float32)")
+dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 datasheet "
+                               "ceiling (the kernel itself also takes float16 and float32)")
 rows = batch * seq
 element = torch.tensor([], dtype=dtype).element_size()
 chapter = Chapter("06_fused", run_args(args), mode=args.mode)
@@ -58,28 +58,27 @@ chapter.banner()
 # Count only the traffic of the ``[B·S, hidden]`` intermediates, in *passes*
 # (one pass = one read or one write of ``B·S·hidden`` bf16 values):
 #
-# ============================  ==========================================================  ======
-# variant                       passes                                                      total
-# ============================  ==========================================================  ======
-# eager                         GEMMs write g, u (2); GeLU reads g, writes gelu(g) (2);       8
-#                               mul reads gelu(g), u, writes h (3); down reads h (1)
-# compiled, Liger               GEMMs write g, u (2); fused GeLU·mul reads g, u, writes h      6
-#                               (3); down reads h (1)
-# epilogue-fused (this page)    the gate/up kernel writes h (1); down reads h (1)              2
-# ============================  ==========================================================  ======
+# ==========================  ==================================================  =====
+# variant                     passes                                              total
+# ==========================  ==================================================  =====
+# eager                       GEMMs write g, u (2); GeLU reads g, writes            8
+#                             gelu(g) (2); mul reads gelu(g), u, writes h (3);
+#                             down reads h (1)
+# compiled, Liger             GEMMs write g, u (2); fused GeLU·mul reads g, u,      6
+#                             writes h (3); down reads h (1)
+# epilogue-fused (this page)  the gate/up kernel writes h (1); down reads h (1)     2
+# ==========================  ==================================================  =====
 #
 # Inductor and Liger both fuse the *pointwise* work, but each still runs the
 # gate and up GEMMs as library calls that must store their full outputs before
 # anything can read them. Fusing into the epilogue removes four passes.
 
+from profiling_guide import facts
 from profiling_guide.report import Facts
 
 pass_bytes = rows * hidden * element
-Facts(
-    f"At this shape one pass is {rows}·{hidden}·2 B = {pass_bytes / 1e6:.1f} MB: eager moves "
-    f"{8 * pass_bytes / 1e6:.0f} MB of intermediates per forward, compiled and Liger {6 * pass_bytes / 1e6:.0f} MB, "
-    f"the epilogue-fused MLP {2 * pass_bytes / 1e6:.0f} MB.",
-)
+facts.intermediate_traffic(rows, hidden, element,
+                           {"eager": 8, "compiled and Liger": 6, "the epilogue-fused MLP": 2})
 
 # %%
 # The kernel
@@ -107,10 +106,12 @@ Facts(
 # kernel is **persistent** — one program per SM loops over output tiles, so
 # the loads of the next tile overlap this tile's epilogue. Both build on
 # Triton's tutorials: the grouped tile order of
-# `Matrix Multiplication <https://triton-lang.org/main/getting-started/tutorials/03-matrix-multiplication.html>`_
+# `Matrix Multiplication
+# <https://triton-lang.org/main/getting-started/tutorials/03-matrix-multiplication.html>`_
 # and the TMA descriptors and one-program-per-SM loop of
-# `Persistent Matmul <https://triton-lang.org/main/getting-started/tutorials/09-persistent-matmul.html>`_. The down
-# projection stays a cuBLAS GEMM: after the epilogue there is nothing left
+# `Persistent Matmul
+# <https://triton-lang.org/main/getting-started/tutorials/09-persistent-matmul.html>`_.
+# The down projection stays a cuBLAS GEMM: after the epilogue there is nothing left
 # to fuse into it.
 
 from profiling_guide import fused_mlp
@@ -141,8 +142,8 @@ def compiled_forward():
 # (Inductor) or autotunes (our kernel tries its configs once per shape);
 # ``chapter.warm_up`` makes it before the profiler starts, its logs on the
 # console.
-# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
-# one, record three), CPU and CUDA activities, input shapes, one
+# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm
+# up one, record three), CPU and CUDA activities, input shapes, one
 # ``record_function`` label per forward, and the trace exported for
 # https://ui.perfetto.dev and for this page.
 
@@ -168,47 +169,40 @@ if chapter.live:
     chapter.warm_up(fused_forward, compiled_forward)
     profile_steps(fused_forward, "mlp_fwd", chapter.trace_file("fused"))
     profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
-fused_run = chapter.load("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm],
-                         variant="fused")
-compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
+fused_run = chapter.load("fused", fused_forward, label="mlp_fwd",
+                         code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm], variant="fused")
+compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
+                            variant="compile")
 
 # %%
 # Before we look
 # --------------
 
-from profiling_guide import expect
-from profiling_guide.kernel_names import decode
+from profiling_guide import checks, expect
 
 OURS = "this chapter"
-
-
-def gemm_names(trace, library):
-    return {k.name for k in trace.kernels if decode(k.name).kind == "gemm" and decode(k.name).library == library}
-
 
 predictions = [
     expect.Prediction("two kernels per forward: the fused gate/up GEMM and the down GEMM",
                       expect.kernels_per_step(2), OURS),
-    expect.Prediction("no pointwise kernel: the GeLU·mul runs inside the GEMM", expect.no_kernel_of_kind("pointwise"),
+    expect.Prediction("no pointwise kernel: the GeLU·mul runs inside the GEMM",
+                      expect.no_kernel_of_kind("pointwise"), OURS),
+    expect.Prediction("the gate/up GEMM is our Triton kernel", checks.has_kernel_named("geglu"),
                       OURS),
-    expect.Prediction("the gate/up GEMM is our Triton kernel", lambda t: (
-        any("geglu" in k.name for k in t.kernels),
-        ", ".join(sorted({decode(k.name).short for k in t.kernels if decode(k.name).library == "triton"})) or "none"),
-        OURS),
-    expect.Prediction("the down projection runs the cuBLAS kernel the compiled MLP uses for it", lambda t: (
-        gemm_names(t, "cublas") <= gemm_names(compiled_run.trace, "cublas") and bool(gemm_names(t, "cublas")),
-        ", ".join(decode(n).short for n in sorted(gemm_names(t, "cublas"))) or "none"), OURS),
+    expect.Prediction("the down projection runs the cuBLAS kernel the compiled MLP uses for it",
+                      checks.cublas_gemms_within(compiled_run.trace), OURS),
 ]
 
 # %%
 
 from profiling_guide import tables, timeline
 
-fig = timeline.plot_compare({"torch.compile": compiled_run.trace, "epilogue-fused": fused_run.trace})
+fig = timeline.plot_compare({"torch.compile": compiled_run.trace,
+                             "epilogue-fused": fused_run.trace})
 
 # %%
-# The same epilogue-fused step, to explore: drag to pan, the buttons (or Ctrl and the wheel)
-# to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
+# The same epilogue-fused step, to explore: drag to pan, the buttons (or Ctrl
+# and the wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
 from profiling_guide.interactive_timeline import InteractiveTimeline
@@ -246,7 +240,8 @@ from profiling_guide import bench_mlp
 from profiling_guide.measure import Spread, compare
 from profiling_guide.report import spread_cell
 
-VARIANTS = ["eager", "compile", "compile-max-autotune", "liger", "fused-dual", "fused-packed", "fused-packed-tma"]
+VARIANTS = ["eager", "compile", "compile-max-autotune", "liger",
+            "fused-dual", "fused-packed", "fused-packed-tma"]
 
 
 def benchmark():
@@ -256,20 +251,25 @@ def benchmark():
     return result
 
 
-bench = chapter.measure("bench", benchmark, code=[bench_mlp.run_benchmark, bench_mlp.measure_shape,
-                                                   bench_mlp.build_variant, fused_mlp.choose_design])
+bench = chapter.measure("bench", benchmark,
+                        code=[bench_mlp.run_benchmark, bench_mlp.measure_shape,
+                              bench_mlp.build_variant, fused_mlp.choose_design])
 result = bench.values
 refs = result["references"]
 times = {n: Spread.from_dict(t) for n, t in result["variants_us"].items()}
 alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
 ours = f"fused-{result['auto_design']}"
 
+# %%
+# Each variant against the first floor, and the second; *tie*: inside the
+# spread.
+
 import pandas as pd
 
 table = pd.DataFrame({
     "device µs": {n: spread_cell(t) for n, t in times.items()},
     "× GEMMs alone": {n: t.median / alone.median for n, t in times.items()},
-    "against GEMMs alone": {n: compare(t, alone).replace("tie", "tie (inside the spread)") for n, t in times.items()},
+    "against GEMMs alone": {n: compare(t, alone) for n, t in times.items()},
     "× datasheet bound": {n: t.median / bound for n, t in times.items()} if bound else {},
     "max rel error vs fp64": result["max_rel_error_fp64"],
 }).loc[[n for n in VARIANTS if n in times]]
@@ -277,9 +277,7 @@ tables.styled(table, precision=3)
 
 # %%
 
-Facts(f"cuBLAS GEMMs alone: {alone:.1f} µs."
-      + (f" Datasheet bound: {bound:.1f} µs ({refs['datasheet']['model']}: {result['flops'] / 1e9:.1f} GFLOP at "
-         f"{refs['datasheet']['bf16_tflops']:.0f} TFLOP/s)." if bound else ""))
+facts.floors(result)
 
 # %%
 # The claims
@@ -290,18 +288,13 @@ Facts(f"cuBLAS GEMMs alone: {alone:.1f} µs."
 
 others = [n for n in times if not n.startswith("fused")]
 claims = [
-    expect.Prediction(f"{ours} faster than {', '.join(others)}, outside the spreads", lambda r: (
-        all(compare(times[ours], times[n]) == "faster" for n in others),
-        "; ".join(f"{n}: {compare(times[ours], times[n])}, {times[n].median / times[ours].median:.2f}×"
-                  for n in others)), OURS),
-    expect.Prediction(f"{ours} against cuBLAS's three bare GEMMs", lambda r: (
-        compare(times[ours], alone) == "faster",
-        f"{times[ours].median:.1f} µs against {alone.median:.1f} µs = {times[ours].median / alone.median:.3f}×: "
-        + compare(times[ours], alone).replace("tie", "a tie (inside the spread)")), OURS, must_hold=False),
-    expect.Prediction("its output is closer to the float64 answer than eager's", lambda r: (
-        r["max_rel_error_fp64"][ours] <= r["max_rel_error_fp64"]["eager"],
-        f"{r['max_rel_error_fp64'][ours]:.2e} against eager's {r['max_rel_error_fp64']['eager']:.2e} "
-        "(one rounding to bf16 of h instead of three)"), OURS),
+    expect.Prediction(f"{ours} faster than {', '.join(others)}, outside the spreads",
+                      lambda r: checks.faster_than_each(ours, others)(times), OURS),
+    expect.Prediction(f"{ours} faster than cuBLAS's three bare GEMMs",
+                      lambda r: checks.compares(ours, "GEMMs alone", "faster")(
+                          times | {"GEMMs alone": alone}), OURS, must_hold=False),
+    expect.Prediction("its output is closer to the float64 answer than eager's",
+                      checks.closer_to_fp64(ours), OURS),
 ]
 claim_verdicts = expect.check(claims, result)
 claim_verdicts
@@ -322,12 +315,14 @@ from profiling_guide import charts
 
 flops = mlp_flops(rows, dim, hidden)
 fixed_bytes = element * (3 * dim * hidden + 2 * rows * dim)
-PASSES = {"eager": 8, "compile": 6, "liger": 6, "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2}
+PASSES = {"eager": 8, "compile": 6, "liger": 6,
+          "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2}
 points = {
     name: (flops / (fixed_bytes + PASSES[name] * pass_bytes), flops / t.median / 1e6)
     for name, t in times.items() if name in PASSES
 }
-fig = charts.roofline(points, references=refs, title="The MLP forward on the roofline of this GPU")
+fig = charts.roofline(points, references=refs,
+                      title="The MLP forward on the roofline of this GPU")
 
 # %%
 # What each design bought
@@ -340,14 +335,17 @@ fig = charts.roofline(points, references=refs, title="The MLP forward on the roo
 # * ``packed-tma``: the same MMA fed by the TMA engine, persistent over tiles.
 
 steps = [n for n in ("fused-dual", "fused-packed", "fused-packed-tma") if n in times]
-sentences = []
-for before, after in zip(steps, steps[1:]):
-    verdict = compare(times[after], times[before])
-    sentences.append(f"{before} → {after}: {times[before].median:.1f} → {times[after].median:.1f} µs "
-                     f"({times[before].median / times[after].median:.2f}×, "
-                     f"{'a gain outside the spreads' if verdict == 'faster' else 'a loss' if verdict == 'slower' else 'a tie'}).")
-sentences += [f"{n}: {result['fused_configs'].get(n)}" for n in steps if result["fused_configs"].get(n)]
-Facts(*sentences)
+tables.styled(pd.DataFrame([
+    {"step": f"{before} → {after}", "µs before": times[before].median,
+     "µs after": times[after].median,
+     "before ÷ after": times[before].median / times[after].median,
+     "verdict": compare(times[after], times[before])} for before, after in zip(steps, steps[1:])
+]).set_index("step"), precision=2)
+
+# %%
+# The configurations each design's autotuning kept:
+
+Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_configs"].get(n)))
 
 # %%
 # And one more step that is not in the kernel at all: the host. Triton's
@@ -373,27 +371,34 @@ def host_cost():
 
 host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm])
 cpu = {n: Spread.from_dict(v) for n, v in host.values.items()}
-cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n]) for n in ("eager", "compile")
-        if n in result["cpu_issue_us"]}
-tables.styled(pd.DataFrame({"CPU µs to issue one forward": {n: spread_cell(t) for n, t in cpu.items()}}))
+cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n])
+        for n in ("eager", "compile") if n in result["cpu_issue_us"]}
+tables.styled(pd.DataFrame({"CPU µs to issue one forward":
+                            {n: spread_cell(t) for n, t in cpu.items()}}))
 
 # %%
 
-plan, eager_cpu = cpu["ours, launch plans"], cpu.get("eager (benchmark)")
-triton_launcher = cpu["ours, Triton's launcher every call"]
-WORDS = {"faster": "cheaper than", "slower": "dearer than", "tie": "a tie with"}
-Facts(
-    f"The launch plans are {WORDS[compare(plan, triton_launcher)]} Triton's launcher on the host "
-    f"({plan:.1f} µs against {triton_launcher:.1f} µs).",
-    (f"Against eager's five launches ({eager_cpu:.1f} µs) ours is {WORDS[compare(plan, eager_cpu)]} eager: "
-     "the module checks its inputs, its packed weight and the plan key in Python on every call, where "
-     "eager's work is in C++." if eager_cpu else ""),
-    f"Against the {times[ours].median:.0f} µs of device time ours needs, the CPU issue time is "
-    + {"faster": "shorter: the CPU runs ahead and its cost stays hidden when forwards are issued back to back.",
-       "slower": "longer: issued one forward at a time from Python this MLP would be bound by the CPU; the "
-                 "benchmark keeps the GPU's queue full to time the device alone.",
-       "tie": "about the same (inside the spread): the CPU can just keep up."}[compare(plan, times[ours])],
-)
+# %%
+# We expect the plans to be cheaper than Triton's launcher, and ours still to
+# cost the host more than eager's five launches: the module checks its
+# inputs, its packed weight and the plan key in Python on every call, where
+# eager's work is in C++. Against the device time: if the CPU issues a
+# forward in less time than the GPU runs it, the CPU runs ahead and its cost
+# stays hidden when forwards are issued back to back; if not, issued one
+# forward at a time from Python this MLP is bound by the CPU (the benchmark
+# keeps the GPU's queue full to time the device alone).
+
+PLANS, LAUNCHER = "ours, launch plans", "ours, Triton's launcher every call"
+host_verdicts = expect.check([
+    expect.Prediction("the launch plans are cheaper on the host than Triton's launcher",
+                      checks.compares(PLANS, LAUNCHER, "faster"), OURS, must_hold=False),
+    expect.Prediction("with the plans, ours still costs the host more than eager",
+                      checks.compares(PLANS, "eager (benchmark)", "slower"), OURS, must_hold=False),
+    expect.Prediction("the CPU issues one forward in less time than the GPU runs it",
+                      checks.compares(PLANS, "device time of ours", "faster"), OURS,
+                      must_hold=False),
+], cpu | {"device time of ours": times[ours]})
+host_verdicts
 
 # %%
 # Where it wins, and where it does not
@@ -412,46 +417,42 @@ def shape_sweep():
     return bench_mlp.sweep(SWEEP_ROWS, SWEEP_HIDDENS, args.dim, SWEEP_VARIANTS, rounds=10)
 
 
-sweep = chapter.measure("sweep", shape_sweep, code=[bench_mlp.sweep, bench_mlp.measure_shape, bench_mlp.build_variant])
+sweep = chapter.measure("sweep", shape_sweep,
+                        code=[bench_mlp.sweep, bench_mlp.measure_shape, bench_mlp.build_variant])
 sweep_table = pd.DataFrame([
     {"hidden": r["hidden"], "rows": r["rows"], "GEMMs alone µs": r["gemms_alone_us"]["median"],
-     **{v: r["variants_us"][v]["median"] if v in r["variants_us"] else float("nan") for v in SWEEP_VARIANTS}}
+     **{v: r["variants_us"].get(v, {"median": float("nan")})["median"] for v in SWEEP_VARIANTS}}
     for r in sweep.values]).set_index(["hidden", "rows"])
 tables.styled(sweep_table, precision=1)
 
 # %%
 
-fig = charts.sweep_lines(sweep.values, SWEEP_VARIANTS, title="Device time per forward over cuBLAS GEMMs alone")
+fig = charts.sweep_lines(sweep.values, SWEEP_VARIANTS,
+                         title="Device time per forward over cuBLAS GEMMs alone")
 
 # %%
 
-wins, ties, losses, vs_alone = [], [], [], []
-for r in sweep.values:
-    t = {v: Spread.from_dict(r["variants_us"][v]) for v in SWEEP_VARIANTS if v in r["variants_us"]}
-    if "fused" not in t or len(t) < 2:
-        continue
-    best_rival = min((v for v in t if v != "fused"), key=lambda v: t[v].median)
-    entry = f"{r['rows']}×{r['hidden']} ({best_rival} {t[best_rival].median / t['fused'].median:.2f}×)"
-    {"faster": wins, "tie": ties, "slower": losses}[compare(t["fused"], t[best_rival])].append(entry)
-    vs_alone.append((f"{r['rows']}×{r['hidden']}", t["fused"].median / r["gemms_alone_us"]["median"],
-                     compare(t["fused"], Spread.from_dict(r["gemms_alone_us"]))))
-Facts(
-    f"The fused MLP is faster than every other variant, outside the spreads, at {len(wins)} of {len(sweep.values)} "
-    "shapes" + (f": {', '.join(wins)} (the best other variant and how much slower it is)." if wins else "."),
-    f"Ties (inside the spread) at {', '.join(ties)}." if ties else "",
-    f"It loses at {', '.join(losses)}." if losses else "",
-    "Against cuBLAS's bare GEMMs at the same shape: " + ", ".join(
-        f"{shape} {ratio:.2f}× ({verdict})" for shape, ratio, verdict in vs_alone) + ".",
-)
+# %%
+# At each shape, the fused MLP against the best other variant there (and how
+# many times slower that one is), and against cuBLAS's bare GEMMs:
+
+standing = tables.sweep_standing(sweep.values, "fused")
+tables.styled(standing, precision=2)
+
+# %%
+
+Facts(f"The fused MLP is faster than every other variant, outside the spreads, at "
+      f"{(standing['against it'] == 'faster').sum()} of {len(sweep.values)} shapes.")
 
 # %%
 # What is left between it and the floors
 # --------------------------------------
+# The profiled forward's two kernels against the datasheet ceiling and the
+# measured reference: each GEMM's FLOPs over its time
+# (:func:`~profiling_guide.roofline.kernel_work_table`; the fused kernel does
+# gate and up).
 
-# The profiled forward's two kernels against the datasheet ceiling and the measured reference: each GEMM's
-# FLOPs over its time (:func:`~profiling_guide.roofline.kernel_work_table`; the fused kernel does gate and up).
-
-from profiling_guide.roofline import REFERENCE_COLUMN, kernel_work_table
+from profiling_guide.roofline import kernel_work_table
 
 work = kernel_work_table(fused_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                          references=refs)
@@ -459,21 +460,16 @@ tables.styled(work, precision=1)
 
 # %%
 
-gate_up = work[work["kernel"].str.contains("geglu")].iloc[0]
-down = work[(work["kind"] == "gemm") & ~work["kernel"].str.contains("geglu")].iloc[0]
-Facts(
-    f"In the profiled forward the fused gate/up kernel takes {gate_up['avg_us']:.1f} µs "
-    f"({gate_up[REFERENCE_COLUMN]:.0f}% of the best cuBLAS rate measured in this run, with the GeLU·mul and the "
-    f"store of h included); the cuBLAS down GEMM {down['avg_us']:.1f} µs ({down[REFERENCE_COLUMN]:.0f}%).",
-    f"The two kernels add up to {gate_up['avg_us'] + down['avg_us']:.1f} µs in the profiled step; the "
-    f"benchmark's device time per forward is {times[ours]:.1f} µs. A profiled step is short and runs at a "
-    "higher clock than back-to-back forwards: compare numbers taken the same way.",
-)
+# A profiled step is short and runs at a higher clock than back-to-back
+# forwards: compare numbers taken the same way.
+
+facts.fused_kernels(work, times[ours])
 
 # %%
 
 verdicts.require()
 claim_verdicts.require()
+host_verdicts.require()
 
 # %%
 # The recordings

@@ -251,3 +251,36 @@ def launch_table(trace: Trace, *, step: int | None = None) -> pd.DataFrame:
             "device µs": ev.dur_us,
         })
     return pd.DataFrame(rows)
+
+
+def template_table(trace: Trace) -> pd.DataFrame:
+    """The Triton GEMM templates of one step (max-autotune's): grid, µs, and the tensors their op passed."""
+    rows = []
+    for k in trace.steps[0].kernels:
+        if decode(k.name).kind != "gemm" or decode(k.name).library != "triton":
+            continue
+        op = k.launch.op if k.launch else None
+        rows.append({"template": decode(k.name).short, "grid": str(k.grid), "µs": k.dur_us,
+                     "input tensors": _fmt_list([d for d in (op.input_dims if op else []) if d])})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ benchmark sweeps
+def sweep_standing(sweep: list[dict], variant: str) -> pd.DataFrame:
+    """Per shape of a :func:`~profiling_guide.bench_mlp.sweep`: ``variant`` against the best other one
+    and against cuBLAS's bare GEMMs, with the verdict (:func:`~profiling_guide.spread.compare`) of each."""
+    from .spread import Spread, compare
+
+    rows = []
+    for r in sweep:
+        t = {v: Spread.from_dict(s) for v, s in r["variants_us"].items()}
+        if variant not in t or len(t) < 2:
+            continue
+        rival = min((v for v in t if v != variant), key=lambda v: t[v].median)
+        alone = Spread.from_dict(r["gemms_alone_us"])
+        rows.append({"rows×hidden": f"{r['rows']}×{r['hidden']}", "best other": rival,
+                     "its × ours": t[rival].median / t[variant].median,
+                     "against it": compare(t[variant], t[rival]),
+                     "× GEMMs alone": t[variant].median / alone.median,
+                     "against GEMMs alone": compare(t[variant], alone)})
+    return pd.DataFrame(rows).set_index("rows×hidden")
