@@ -92,13 +92,13 @@ Facts(
 # the same output column side by side in its registers. The epilogue splits
 # them with a reshape, which moves no data:
 #
-# .. literalinclude:: ../../src/profiling_guide/fused_mlp.py
+# .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
 #    :pyobject: _geglu_packed_tma_gemm_kernel
 #
 # The GeLU is computed on the fp32 accumulator as ``g·sigmoid(2z)`` — the
 # same function as ``0.5·g·(1 + tanh(z))``, with one exponential:
 #
-# .. literalinclude:: ../../src/profiling_guide/fused_mlp.py
+# .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
 #    :pyobject: _gelu_tanh_times
 #
 # Two Hopper features sit under ``x_desc.load``/``h_desc.store``: the **TMA**
@@ -168,7 +168,7 @@ if chapter.live:
     chapter.warm_up(fused_forward, compiled_forward)
     profile_steps(fused_forward, "mlp_fwd", chapter.trace_file("fused"))
     profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
-fused_run = chapter.load("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm],
+fused_run = chapter.load("fused", fused_forward, label="mlp_fwd", code=[FusedGeGLUMLP, fused_mlp.geglu],
                          variant="fused")
 compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="compile")
 
@@ -351,48 +351,46 @@ Facts(*sentences)
 
 # %%
 # And one more step that is not in the kernel at all: the host. Triton's
-# Python launcher binds and specialises every argument on each call; the
-# module keeps a *launch plan* per shape (the compiled kernel, its grid and
-# constants) and replays it with one call into the compiled launcher. The CPU
-# time to issue one forward (profiler off, median over repeats with its IQR),
-# with and without the plans, beside eager and compiled as measured for the
-# benchmark above:
+# Python launcher binds and specialises every argument on each call. A CUDA
+# graph (:meth:`~profiling_guide.fused_mlp.FusedGeGLUMLP.captured`) records
+# the forward's kernels once and issues them again with one call. The CPU
+# time to issue one forward (profiler off, median over repeats with its IQR):
+# ours through Triton's launcher, ours through the graph, and eager:
 
+from profiling_guide.graphs import CapturedForward
 from profiling_guide.measure import cpu_issue_time
 
 
 def host_cost():
+    captured = fused.captured(x)  # each replay overwrites its output: nothing here keeps one
     with torch.no_grad():
-        out = {}
-        for plans in (False, True):
-            fused_mlp.USE_LAUNCH_PLANS = plans
-            out["ours, Triton's launcher every call" if not plans else "ours, launch plans"] = \
-                cpu_issue_time(lambda: fused(x)).to_dict()
-    return out
+        return {"ours, Triton's launcher": cpu_issue_time(lambda: fused(x)).to_dict(),
+                "ours, CUDA graph": cpu_issue_time(lambda: captured(x)).to_dict(),
+                "eager": cpu_issue_time(lambda: mlp(x)).to_dict()}
 
 
-host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm])
+host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu, CapturedForward])
 cpu = {n: Spread.from_dict(v) for n, v in host.values.items()}
-cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n]) for n in ("eager", "compile")
+cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n]) for n in ("compile",)
         if n in result["cpu_issue_us"]}
 tables.styled(pd.DataFrame({"CPU µs to issue one forward": {n: spread_cell(t) for n, t in cpu.items()}}))
 
 # %%
 
-plan, eager_cpu = cpu["ours, launch plans"], cpu.get("eager (benchmark)")
-triton_launcher = cpu["ours, Triton's launcher every call"]
+graph, eager_cpu = cpu["ours, CUDA graph"], cpu["eager"]
+triton_launcher = cpu["ours, Triton's launcher"]
 WORDS = {"faster": "cheaper than", "slower": "dearer than", "tie": "a tie with"}
 Facts(
-    f"The launch plans are {WORDS[compare(plan, triton_launcher)]} Triton's launcher on the host "
-    f"({plan:.1f} µs against {triton_launcher:.1f} µs).",
-    (f"Against eager's five launches ({eager_cpu:.1f} µs) ours is {WORDS[compare(plan, eager_cpu)]} eager: "
-     "the module checks its inputs, its packed weight and the plan key in Python on every call, where "
-     "eager's work is in C++." if eager_cpu else ""),
-    f"Against the {times[ours].median:.0f} µs of device time ours needs, the CPU issue time is "
+    f"The CUDA graph is {WORDS[compare(graph, triton_launcher)]} Triton's launcher on the host "
+    f"({graph:.1f} µs against {triton_launcher:.1f} µs).",
+    f"Against eager's five launches ({eager_cpu:.1f} µs) ours through the graph is "
+    f"{WORDS[compare(graph, eager_cpu)]} eager, and through Triton's launcher "
+    f"{WORDS[compare(triton_launcher, eager_cpu)]} eager.",
+    f"Against the {times[ours].median:.0f} µs of device time ours needs, the CPU issue time through the graph is "
     + {"faster": "shorter: the CPU runs ahead and its cost stays hidden when forwards are issued back to back.",
        "slower": "longer: issued one forward at a time from Python this MLP would be bound by the CPU; the "
                  "benchmark keeps the GPU's queue full to time the device alone.",
-       "tie": "about the same (inside the spread): the CPU can just keep up."}[compare(plan, times[ours])],
+       "tie": "about the same (inside the spread): the CPU can just keep up."}[compare(graph, times[ours])],
 )
 
 # %%
