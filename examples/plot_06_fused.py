@@ -91,13 +91,13 @@ facts.intermediate_traffic(rows, hidden, element,
 # the same output column side by side in its registers. The epilogue splits
 # them with a reshape, which moves no data:
 #
-# .. literalinclude:: ../../src/profiling_guide/fused_mlp.py
+# .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
 #    :pyobject: _geglu_packed_tma_gemm_kernel
 #
 # The GeLU is computed on the fp32 accumulator as ``g·sigmoid(2z)`` — the
 # same function as ``0.5·g·(1 + tanh(z))``, with one exponential:
 #
-# .. literalinclude:: ../../src/profiling_guide/fused_mlp.py
+# .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
 #    :pyobject: _gelu_tanh_times
 #
 # Two Hopper features sit under ``x_desc.load``/``h_desc.store``: the **TMA**
@@ -170,7 +170,7 @@ if chapter.live:
     profile_steps(fused_forward, "mlp_fwd", chapter.trace_file("fused"))
     profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
 fused_run = chapter.load("fused", fused_forward, label="mlp_fwd",
-                         code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm], variant="fused")
+                         code=[FusedGeGLUMLP, fused_mlp.geglu], variant="fused")
 compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
                             variant="compile")
 
@@ -349,53 +349,51 @@ Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_con
 
 # %%
 # And one more step that is not in the kernel at all: the host. Triton's
-# Python launcher binds and specialises every argument on each call; the
-# module keeps a *launch plan* per shape (the compiled kernel, its grid and
-# constants) and replays it with one call into the compiled launcher. The CPU
-# time to issue one forward (profiler off, median over repeats with its IQR),
-# with and without the plans, beside eager and compiled as measured for the
-# benchmark above:
+# Python launcher binds and specialises every argument on each call. A CUDA
+# graph (:meth:`~profiling_guide.fused_mlp.FusedGeGLUMLP.captured`) records
+# the forward's kernels once and issues them again with one call. The CPU
+# time to issue one forward (profiler off, median over repeats with its IQR):
+# ours through Triton's launcher, ours through the graph, and eager:
 
+from profiling_guide.graphs import CapturedForward
 from profiling_guide.measure import cpu_issue_time
 
 
 def host_cost():
+    captured = fused.captured(x)  # each replay overwrites its output: nothing here keeps one
     with torch.no_grad():
-        out = {}
-        for plans in (False, True):
-            fused_mlp.USE_LAUNCH_PLANS = plans
-            out["ours, Triton's launcher every call" if not plans else "ours, launch plans"] = \
-                cpu_issue_time(lambda: fused(x)).to_dict()
-    return out
+        return {"ours, Triton's launcher": cpu_issue_time(lambda: fused(x)).to_dict(),
+                "ours, CUDA graph": cpu_issue_time(lambda: captured(x)).to_dict(),
+                "eager": cpu_issue_time(lambda: mlp(x)).to_dict()}
 
 
-host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu_dual_gemm])
+host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu, CapturedForward])
 cpu = {n: Spread.from_dict(v) for n, v in host.values.items()}
-cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n])
-        for n in ("eager", "compile") if n in result["cpu_issue_us"]}
+cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n]) for n in ("compile",)
+        if n in result["cpu_issue_us"]}
 tables.styled(pd.DataFrame({"CPU µs to issue one forward":
                             {n: spread_cell(t) for n, t in cpu.items()}}))
 
 # %%
+# We expect the graph replay to be cheaper on the host than Triton's launcher
+# and than eager's five launches: one call into the driver replaces the
+# module's Python checks, the autotuner's lookup, the descriptors and the
+# launches. Against the device time: if the CPU issues a forward in less time
+# than the GPU runs it, the CPU runs ahead and its cost stays hidden when
+# forwards are issued back to back; if not, issued one forward at a time from
+# Python this MLP is bound by the CPU (the benchmark keeps the GPU's queue
+# full to time the device alone).
 
-# %%
-# We expect the plans to be cheaper than Triton's launcher, and ours still to
-# cost the host more than eager's five launches: the module checks its
-# inputs, its packed weight and the plan key in Python on every call, where
-# eager's work is in C++. Against the device time: if the CPU issues a
-# forward in less time than the GPU runs it, the CPU runs ahead and its cost
-# stays hidden when forwards are issued back to back; if not, issued one
-# forward at a time from Python this MLP is bound by the CPU (the benchmark
-# keeps the GPU's queue full to time the device alone).
-
-PLANS, LAUNCHER = "ours, launch plans", "ours, Triton's launcher every call"
+GRAPH, LAUNCHER = "ours, CUDA graph", "ours, Triton's launcher"
 host_verdicts = expect.check([
-    expect.Prediction("the launch plans are cheaper on the host than Triton's launcher",
-                      checks.compares(PLANS, LAUNCHER, "faster"), OURS, must_hold=False),
-    expect.Prediction("with the plans, ours still costs the host more than eager",
-                      checks.compares(PLANS, "eager (benchmark)", "slower"), OURS, must_hold=False),
+    expect.Prediction("the graph replay is cheaper on the host than Triton's launcher",
+                      checks.compares(GRAPH, LAUNCHER, "faster"), OURS),
+    expect.Prediction("through the graph, ours costs the host less than eager",
+                      checks.compares(GRAPH, "eager", "faster"), OURS),
+    expect.Prediction("through Triton's launcher, ours costs the host more than eager",
+                      checks.compares(LAUNCHER, "eager", "slower"), OURS, must_hold=False),
     expect.Prediction("the CPU issues one forward in less time than the GPU runs it",
-                      checks.compares(PLANS, "device time of ours", "faster"), OURS,
+                      checks.compares(GRAPH, "device time of ours", "faster"), OURS,
                       must_hold=False),
 ], cpu | {"device time of ours": times[ours]})
 host_verdicts

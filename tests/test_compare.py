@@ -124,6 +124,30 @@ def test_the_committed_benchmark_json_has_the_documented_keys(gpu):
     data = json.loads((gpu / "bench_mlp.json").read_text())
     for key in ("references", "gemms_alone_us", "datasheet_bound_us", "variants_us", "cpu_issue_us", "timing"):
         assert key in data
-    table = bench_mlp.format_table(data).splitlines()
+    table = bench_mlp.format_table(bench_mlp.BenchmarkRun.from_json(data).result).splitlines()
     assert table[1].startswith("cuBLAS GEMMs alone") and table[-1].startswith("datasheet bound")
     assert all(("(faster)" in line or "(slower)" in line or "(tie with GEMMs alone)" in line) for line in table[2:-1])
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_the_typed_benchmark_records_read_and_write_the_committed_json_unchanged(gpu):
+    data = json.loads((gpu / "bench_mlp.json").read_text())
+    run = bench_mlp.BenchmarkRun.from_json(data)
+    assert run.result.variants_us["eager"] == Spread.from_dict(data["variants_us"]["eager"])
+    # written before the gate/up floor existed: the same file, plus that key as null
+    assert run.to_json() == data | {"gate_up_gemms_alone_us": None}
+    sweep = json.loads((gpu / "06_fused.sweep.run.json").read_text())["values"]
+    rows = [bench_mlp.ShapeResult.from_json(r) for r in sweep]
+    assert rows[0].references == sweep[0]["references"] and rows[1].references is None
+    assert [r.to_json() for r in rows] == [r | {"gate_up_gemms_alone_us": None} for r in sweep]
+
+
+def test_the_gate_up_floor_is_a_row_of_the_table_without_a_verdict():
+    data = json.loads((GPUS[0] / "bench_mlp.json").read_text())
+    run = bench_mlp.BenchmarkRun.from_json(data)
+    run.result.gate_up_gemms_alone_us = Spread(120.0, 119.0, 121.0, 7)
+    again = bench_mlp.BenchmarkRun.from_json(run.to_json())
+    assert again.result.gate_up_gemms_alone_us == Spread(120.0, 119.0, 121.0, 7)
+    table = bench_mlp.format_table(again.result).splitlines()
+    assert table[2].startswith("cuBLAS gate/up GEMMs alone")
+    assert f"{120.0 / run.result.gemms_alone_us.median:.3f}" in table[2] and not table[2].endswith(")"), "no verdict"

@@ -9,8 +9,8 @@ mode the module pins one small tile config (16×16×16), so every call is a
 fraction of a second and the small shapes below still span several tiles and
 K steps, with ragged edges.
 
-bfloat16 is checked on the GPU only (``python -m profiling_guide.fused_mlp
---check``): Triton's interpreter returns garbage for bf16 inputs to ``tl.dot``.
+bfloat16 is checked on the GPU only (``tests/test_fused_mlp_gpu.py``):
+Triton's interpreter returns garbage for bf16 inputs to ``tl.dot``.
 """
 
 import os
@@ -31,6 +31,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import profiling_guide.fused_mlp as fm  # noqa: E402
+import profiling_guide.geglu_kernels as gk  # noqa: E402
 from profiling_guide.errors import GuideError  # noqa: E402
 from profiling_guide.models import SimpleGeGLUMLP  # noqa: E402
 
@@ -70,12 +71,13 @@ def reference_mlp(mlp, x):
 def test_the_kernels_really_run_in_triton_s_interpreter():
     from triton.runtime.interpreter import InterpretedFunction
 
-    for kernel in (fm.dual_kernel, fm.packed_kernel, fm.packed_tma_kernel):
+    assert set(gk.KERNELS) == set(fm.DESIGNS)
+    for kernel in gk.KERNELS.values():
         jit_fn = kernel.fn
         while not isinstance(jit_fn, InterpretedFunction):
             assert hasattr(jit_fn, "fn"), f"{kernel} is not interpreted"
             jit_fn = jit_fn.fn
-    assert [c.kwargs["BLOCK_M"] for c in fm.packed_kernel.configs] == [16], "tests pin one small config"
+        assert [c.kwargs["BLOCK_M"] for c in kernel.configs] == [16], "tests pin one small config"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
@@ -83,7 +85,7 @@ def test_the_kernels_really_run_in_triton_s_interpreter():
 @pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
 def test_fused_mlp_matches_the_float64_reference_on_ragged_shapes(M, dim, hidden, design, dtype):
     x, wg, wu = weights(M, dim, hidden, dtype)
-    h = fm.geglu_dual_gemm(x, wg, wu, design=design)
+    h = fm.geglu(x, wg, wu, design=design)
     assert h.shape == (M, hidden) and h.dtype == dtype
     assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < TOLERANCE[dtype]
 
@@ -93,7 +95,7 @@ def test_a_strided_input_is_read_through_its_strides(design):
     x, wg, wu = weights(24, 48, 40, torch.float16)
     x_t = x.T.contiguous().T  # same values, column-major: stride (1, 24)
     assert not x_t.is_contiguous()
-    h = fm.geglu_dual_gemm(x_t, wg, wu, design=design)
+    h = fm.geglu(x_t, wg, wu, design=design)
     assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < TOLERANCE[torch.float16]
 
 
@@ -158,23 +160,23 @@ def test_a_pinned_config_is_used_and_reported():
     x, wg, wu = weights(20, 48, 40, torch.float32)
     cfg = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
     for design in fm.DESIGNS:
-        h = fm.geglu_dual_gemm(x, wg, wu, design=design, config=cfg)
+        h = fm.geglu(x, wg, wu, design=design, config=cfg)
         assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5
-        assert fm.last_config(design) == "BLOCK_M=32 BLOCK_N=16 BLOCK_K=32 GROUP_M=1 num_warps=4 num_stages=2"
+        assert fm.tuned_config(design, x, 40, cfg) == "BLOCK_M=32 BLOCK_N=16 BLOCK_K=32 GROUP_M=1 num_warps=4 num_stages=2"
     with pytest.raises(GuideError, match="BLOCK_K"):
-        fm.geglu_dual_gemm(x, wg, wu, config={"BLOCK_M": 16, "BLOCK_N": 16})
+        fm.geglu(x, wg, wu, config={"BLOCK_M": 16, "BLOCK_N": 16})
 
 
 def test_an_empty_batch_gives_an_empty_result():
     x, wg, wu = weights(0, 32, 48, torch.float16)
-    assert fm.geglu_dual_gemm(x, wg, wu).shape == (0, 48)
+    assert fm.geglu(x, wg, wu).shape == (0, 48)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
 def test_an_unsupported_dtype_is_refused_naming_the_supported_ones(dtype):
     x, wg, wu = (t.to(dtype) for t in weights(4, 32, 48, torch.float32))
     with pytest.raises(GuideError, match="bfloat16, float16 or float32"):
-        fm.geglu_dual_gemm(x, wg, wu)
+        fm.geglu(x, wg, wu)
     mlp = fm.FusedGeGLUMLP(32, 48, dtype=dtype if dtype.is_floating_point else None)
     if dtype.is_floating_point:
         with torch.no_grad(), pytest.raises(GuideError, match="bfloat16, float16 or float32"):
@@ -184,28 +186,28 @@ def test_an_unsupported_dtype_is_refused_naming_the_supported_ones(dtype):
 def test_mixed_dtypes_are_refused():
     x, wg, wu = weights(4, 32, 48, torch.float16)
     with pytest.raises(GuideError, match="share one dtype"):
-        fm.geglu_dual_gemm(x.float(), wg, wu)
+        fm.geglu(x.float(), wg, wu)
 
 
 def test_shapes_that_do_not_match_the_weights_are_refused():
     x, wg, wu = weights(4, 32, 48, torch.float16)
     with pytest.raises(GuideError, match="dim=32"):
-        fm.geglu_dual_gemm(x[:, :16], wg, wu)
+        fm.geglu(x[:, :16], wg, wu)
     with pytest.raises(GuideError, match="one shape"):
-        fm.geglu_dual_gemm(x, wg, wu[:40])
+        fm.geglu(x, wg, wu[:40])
     with pytest.raises(GuideError, match="pack_gate_up"):
-        fm.geglu_dual_gemm(x, wg, wu, design="packed", packed_weight=wg)
+        fm.geglu(x, wg, wu, design="packed", packed_weight=wg)
     with pytest.raises(GuideError, match=r"inputs \[\.\.\., 32\]"), torch.no_grad():
         fm.FusedGeGLUMLP(32, 48, dtype=torch.float16)(torch.randn(3, 31).half())
     with pytest.raises(GuideError, match="unknown design"):
-        fm.geglu_dual_gemm(x, wg, wu, design="triple")
+        fm.geglu(x, wg, wu, design="triple")
 
 
 def test_packed_tma_refuses_rows_the_tma_unit_cannot_address():
     x, wg, wu = weights(4, 36, 48, torch.float16)  # 36 × 2 B = 72 B rows: not a multiple of 16
     with pytest.raises(GuideError, match="16-byte aligned.*use 'packed'"):
-        fm.geglu_dual_gemm(x, wg, wu, design="packed-tma")
-    assert fm.max_rel_error(fm.geglu_dual_gemm(x, wg, wu, design="packed"), fm.reference_h(x, wg, wu)) < 2e-3
+        fm.geglu(x, wg, wu, design="packed-tma")
+    assert fm.max_rel_error(fm.geglu(x, wg, wu, design="packed"), fm.reference_h(x, wg, wu)) < 2e-3
 
 
 def test_calling_the_module_where_autograd_needs_gradients_is_refused():
@@ -218,11 +220,11 @@ def test_cpu_tensors_are_refused_without_the_interpreter():
     # A fresh interpreter without TRITON_INTERPRET: the kernels are compiled for a GPU.
     code = (
         "import torch\n"
-        "from profiling_guide.fused_mlp import geglu_dual_gemm\n"
+        "from profiling_guide.fused_mlp import geglu\n"
         "from profiling_guide.errors import GuideError\n"
         "x = torch.randn(4, 32, dtype=torch.float16); w = torch.randn(48, 32, dtype=torch.float16)\n"
         "try:\n"
-        "    geglu_dual_gemm(x, w, w)\n"
+        "    geglu(x, w, w)\n"
         "except GuideError as exc:\n"
         "    print(exc)\n"
     )
@@ -239,14 +241,49 @@ def test_setting_the_interpreter_after_import_is_explained(monkeypatch):
     monkeypatch.setattr(fm, "INTERPRETED", False)  # as if imported before TRITON_INTERPRET was set
     x, wg, wu = weights(4, 32, 48, torch.float16)
     with pytest.raises(GuideError, match="before importing triton"):
-        fm.geglu_dual_gemm(x, wg, wu)
+        fm.geglu(x, wg, wu)
 
 
 def test_auto_runs_packed_without_a_tma_unit_and_says_so():
     torch.manual_seed(0)
     x, wg, wu = torch.randn(33, 40), torch.randn(24, 40) / 40**0.5, torch.randn(24, 40) / 40**0.5
     assert fm.choose_design(x, 24) == "packed"  # CPU tensors: no TMA unit
-    h = fm.geglu_dual_gemm(x, wg, wu, design="auto")
-    assert fm.last_design("auto") == "packed"
-    assert fm.last_config("auto") == fm.last_config("packed")
+    h = fm.geglu(x, wg, wu, design="auto")
     assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5
+    # the interpreter's one config, which the autotuner runs without tuning
+    assert fm.tuned_config("auto", x, 24) == fm.tuned_config("packed", x, 24) == fm.config_text(gk.INTERPRETER_CONFIG)
+
+    mlp = fm.FusedGeGLUMLP(40, 24)
+    assert mlp.design_ran is None
+    with torch.no_grad():
+        mlp(x)
+    assert mlp.design_ran == "packed"
+    mlp.design = "dual"
+    with torch.no_grad():
+        mlp(x)
+    assert mlp.design_ran == "dual"
+
+
+def test_capturing_a_cuda_graph_of_cpu_work_is_refused():
+    mlp = fm.FusedGeGLUMLP(32, 48, dtype=torch.float16)
+    with pytest.raises(GuideError, match="CUDA"):
+        mlp.captured(torch.randn(3, 32).half())
+
+
+def test_the_config_the_autotuner_picked_is_read_from_its_cache():
+    import triton
+    import triton.language as tl
+
+    timings = iter([2.0, 1.0])  # the autotuner times the configs in order: the second one wins
+
+    @triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["M", "N", "K"],
+                     do_bench=lambda fn, quantiles: [next(timings)] * 3)  # fmt: skip
+    @triton.jit
+    def copy_kernel(x_ptr, M, N, K, B: tl.constexpr):
+        offs = tl.arange(0, B)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < M), mask=offs < M)
+
+    copy_kernel[(1,)](torch.zeros(40), 10, 20, 30)
+    assert gk.autotuned_config(copy_kernel, 10, 20, 30, torch.float32).kwargs == {"B": 32}
+    assert gk.autotuned_config(copy_kernel, 10, 20, 31, torch.float32) is None, "a shape it has not tuned"
+    assert gk.autotuned_config(copy_kernel, 10, 20, 30, torch.float16) is None, "a dtype it has not tuned"

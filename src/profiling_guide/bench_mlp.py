@@ -25,7 +25,9 @@ Two floors, both in the result:
 
 * **cuBLAS GEMMs alone** (``gemms_alone_us``): the MLP's three bare GEMMs,
   timed the same way. What a perfect fusion of everything else would reach
-  with the library's own GEMMs; a better GEMM (ours) can beat it.
+  with the library's own GEMMs; a better GEMM (ours) can beat it. Beside it,
+  ``gate_up_gemms_alone_us``: cuBLAS's gate and up GEMMs only, the work our
+  fused kernel does (it adds the GeLU·mul and stores h instead of g and u).
 * **the datasheet bound** (``datasheet_bound_us``): the MLP's FLOPs at the
   vendor's dense bf16 peak, or its least HBM traffic at the datasheet
   bandwidth, whichever takes longer. Nothing runs faster.
@@ -43,6 +45,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -93,7 +96,7 @@ def build_variant(name: str, mlp: SimpleGeGLUMLP) -> tuple[Callable, str | None]
     if name.startswith("fused"):
         from . import fused_mlp
 
-        design = fused_mlp.DEFAULT_DESIGN if name == "fused" else name.removeprefix("fused-")
+        design = fused_mlp.AUTO if name == "fused" else name.removeprefix("fused-")
         return fused_mlp.FusedGeGLUMLP.from_mlp(mlp, design=design), f"design={design!r}"
     raise GuideError(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
 
@@ -140,7 +143,143 @@ def _bare_gemms(mlp: SimpleGeGLUMLP) -> Callable:
     return gemms_alone
 
 
+def _bare_gate_up_gemms(mlp: SimpleGeGLUMLP) -> Callable:
+    """cuBLAS's gate and up GEMMs only: the products the fused kernel computes, without its epilogue."""
+    wg, wu = mlp.gate_proj.weight, mlp.up_proj.weight
+    linear = torch.nn.functional.linear
+
+    def gate_up_gemms_alone(x: torch.Tensor) -> torch.Tensor:
+        linear(x, wg)
+        return linear(x, wu)
+
+    return gate_up_gemms_alone
+
+
 GEMMS_ALONE = "cuBLAS GEMMs alone"
+GATE_UP_GEMMS_ALONE = "cuBLAS gate/up GEMMs alone"
+FLOORS = (GEMMS_ALONE, GATE_UP_GEMMS_ALONE)  # timed in the same passes as the variants, reported apart
+
+
+# ---------------------------------------------------------------- results
+def _spreads(d: dict) -> dict[str, Spread]:
+    return {name: Spread.from_dict(t) for name, t in d.items()}
+
+
+def _dicts(d: dict[str, Spread]) -> dict[str, dict]:
+    return {name: t.to_dict() for name, t in d.items()}
+
+
+@dataclass
+class ShapeResult:
+    """One shape of the benchmark: the workload, both floors, and each variant's times, errors and config.
+
+    :meth:`to_json` gives the dict the recordings and ``--sweep``'s JSON hold
+    (spreads as ``{median, q1, q3, repeats}``); :meth:`from_json` reads one
+    back, also one written before ``gate_up_gemms_alone_us`` existed.
+    """
+
+    rows: int
+    dim: int
+    hidden: int
+    flops: int
+    min_bytes: int  # weights, x and y once each
+    datasheet_bound_us: float | None
+    inputs: int  # rotating inputs, together at least twice the L2 cache
+    inputs_mb: float
+    gemms_alone_us: Spread | None = None  # cuBLAS's three GEMMs, nothing between them
+    gate_up_gemms_alone_us: Spread | None = None  # cuBLAS's gate and up GEMMs only
+    variants_us: dict[str, Spread] = field(default_factory=dict)  # device µs per forward
+    cpu_issue_us: dict[str, Spread] = field(default_factory=dict)  # host µs to issue one forward
+    errors: dict[str, str] = field(default_factory=dict)  # variant → one line: unavailable, failed, wrong output
+    wrong: list[str] = field(default_factory=list)
+    max_rel_error: dict[str, float | None] = field(default_factory=dict)  # vs eager
+    max_rel_error_fp64: dict[str, float | None] = field(default_factory=dict)  # vs a float64 reference
+    notes: dict[str, str] = field(default_factory=dict)
+    fused_configs: dict[str, str | None] = field(default_factory=dict)  # fused variant → the tile config it ran
+    references: dict | None = None  # in a sweep, the first shape carries the run's reference rates
+
+    def to_json(self) -> dict:
+        data = {
+            "rows": self.rows, "dim": self.dim, "hidden": self.hidden, "flops": self.flops,
+            "min_bytes": self.min_bytes, "datasheet_bound_us": self.datasheet_bound_us,
+            "inputs": self.inputs, "inputs_mb": self.inputs_mb,
+            "gemms_alone_us": self.gemms_alone_us.to_dict() if self.gemms_alone_us else None,
+            "gate_up_gemms_alone_us": self.gate_up_gemms_alone_us.to_dict() if self.gate_up_gemms_alone_us else None,
+            "variants_us": _dicts(self.variants_us), "cpu_issue_us": _dicts(self.cpu_issue_us),
+            "errors": dict(self.errors), "wrong": list(self.wrong), "max_rel_error": dict(self.max_rel_error),
+            "max_rel_error_fp64": dict(self.max_rel_error_fp64), "notes": dict(self.notes),
+            "fused_configs": dict(self.fused_configs),
+        }  # fmt: skip
+        if self.references is not None:
+            data["references"] = self.references
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> ShapeResult:
+        alone, gate_up = data.get("gemms_alone_us"), data.get("gate_up_gemms_alone_us")
+        return cls(
+            rows=data["rows"], dim=data["dim"], hidden=data["hidden"], flops=data["flops"],
+            min_bytes=data["min_bytes"], datasheet_bound_us=data.get("datasheet_bound_us"),
+            inputs=data["inputs"], inputs_mb=data["inputs_mb"],
+            gemms_alone_us=Spread.from_dict(alone) if alone else None,
+            gate_up_gemms_alone_us=Spread.from_dict(gate_up) if gate_up else None,
+            variants_us=_spreads(data.get("variants_us", {})), cpu_issue_us=_spreads(data.get("cpu_issue_us", {})),
+            errors=dict(data.get("errors", {})), wrong=list(data.get("wrong", [])),
+            max_rel_error=dict(data.get("max_rel_error", {})),
+            max_rel_error_fp64=dict(data.get("max_rel_error_fp64", {})),
+            notes=dict(data.get("notes", {})), fused_configs=dict(data.get("fused_configs", {})),
+            references=data.get("references"),
+        )  # fmt: skip
+
+
+# The measurement method, as run_benchmark's JSON states it.
+TIMING_METHOD = ("device time: median over repeats (each the median of CUDA-event times per forward), "
+                 "torch.no_grad(), inputs rotated through 2× the L2, GPU queue kept full, variants interleaved")
+# ShapeResult fields that run_benchmark's JSON holds at its top level (rows, dim, hidden: under "shape";
+# inputs, inputs_mb: under "timing").
+_TOP_LEVEL = ("flops", "min_bytes", "datasheet_bound_us", "gemms_alone_us", "gate_up_gemms_alone_us", "variants_us",
+              "cpu_issue_us", "errors", "wrong", "max_rel_error", "max_rel_error_fp64", "fused_configs", "notes")
+
+
+@dataclass
+class BenchmarkRun:
+    """One run of :func:`run_benchmark`: the GPU, the versions, the reference rates and one shape's results.
+
+    :meth:`to_json` gives the layout of ``bench_mlp.json`` (the headlines of
+    the docs read it) and of the chapters' ``bench`` recordings.
+    """
+
+    gpu: dict
+    versions: dict
+    batch: int
+    seq: int
+    references: dict
+    result: ShapeResult
+    rounds: int
+    repeats: int
+
+    def to_json(self) -> dict:
+        m = self.result.to_json()
+        return {
+            "gpu": self.gpu,
+            "versions": self.versions,
+            "shape": {"batch": self.batch, "seq": self.seq, "rows": m["rows"], "dim": m["dim"], "hidden": m["hidden"],
+                      "dtype": "bfloat16"},
+            "references": self.references,
+            **{k: m[k] for k in _TOP_LEVEL},
+            "timing": {"method": TIMING_METHOD, "rounds": self.rounds, "repeats": self.repeats,
+                       "inputs": m["inputs"], "inputs_mb": m["inputs_mb"]},
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> BenchmarkRun:
+        shape, timing = data["shape"], data["timing"]
+        fields = {k: data[k] for k in _TOP_LEVEL if k in data}
+        result = ShapeResult.from_json({**fields, "rows": shape["rows"], "dim": shape["dim"], "hidden": shape["hidden"],
+                                        "inputs": timing["inputs"], "inputs_mb": timing["inputs_mb"]})  # fmt: skip
+        return cls(gpu=data["gpu"], versions=data["versions"], batch=shape["batch"], seq=shape["seq"],
+                   references=data["references"], result=result, rounds=timing["rounds"],
+                   repeats=timing["repeats"])  # fmt: skip
 
 
 def measure_shape(
@@ -153,15 +292,16 @@ def measure_shape(
     repeats: int = REPEATS,
     seed: int = 0,
     progress: Callable[[str], object] = print,
-) -> dict:
-    """Check and time ``variants`` on inputs of ``shape`` (last dim = dim); JSON-ready dict.
+) -> ShapeResult:
+    """Check and time ``variants`` on inputs of ``shape`` (last dim = dim).
 
     Every variant is built and checked first; then ``repeats`` passes time each
     variant in turn (interleaved, so a drift of the clock touches all alike),
     and each variant's device time is a :class:`~profiling_guide.measure.Spread`
-    over those passes. The same passes time :data:`GEMMS_ALONE`, the
-    workload's three bare cuBLAS GEMMs: what a perfect fusion of everything
-    else would reach with the library's GEMMs.
+    over those passes. The same passes time the :data:`FLOORS`: the
+    workload's three bare cuBLAS GEMMs (what a perfect fusion of everything
+    else would reach with the library's GEMMs), and its gate and up GEMMs
+    alone (the products our fused kernel computes).
     """
     dim = shape[-1]
     rows = math.prod(shape[:-1])
@@ -180,59 +320,57 @@ def measure_shape(
     with torch.no_grad():
         y_eager = mlp(inputs[0][0])
         y_exact = _float64_reference(mlp, inputs[0][0])
-    result = {
-        "rows": rows, "dim": dim, "hidden": hidden, "flops": flops, "min_bytes": min_bytes,
-        "datasheet_bound_us": datasheet_bound_us(flops, min_bytes, sheet) if sheet else None,
-        "inputs": n_inputs, "inputs_mb": round(n_inputs * x_bytes / 1e6, 1),
-        "variants_us": {}, "cpu_issue_us": {}, "errors": {}, "wrong": [], "max_rel_error": {},
-        "max_rel_error_fp64": {}, "notes": {}, "fused_configs": {},
-    }  # fmt: skip
-    progress(f"shape {list(shape)} hidden {hidden}: {n_inputs} rotating inputs ({result['inputs_mb']} MB)")
-    ready: dict[str, Callable] = {GEMMS_ALONE: _bare_gemms(mlp)}
+    result = ShapeResult(rows=rows, dim=dim, hidden=hidden, flops=flops, min_bytes=min_bytes,
+                         datasheet_bound_us=datasheet_bound_us(flops, min_bytes, sheet) if sheet else None,
+                         inputs=n_inputs, inputs_mb=round(n_inputs * x_bytes / 1e6, 1))  # fmt: skip
+    progress(f"shape {list(shape)} hidden {hidden}: {n_inputs} rotating inputs ({result.inputs_mb} MB)")
+    ready: dict[str, Callable] = {GEMMS_ALONE: _bare_gemms(mlp), GATE_UP_GEMMS_ALONE: _bare_gate_up_gemms(mlp)}
     for name in variants:
         try:
             fn, note = build_variant(name, mlp)
             if note:
-                result["notes"][name] = note
+                result.notes[name] = note
             with torch.no_grad():
                 y = fn(inputs[0][0])  # compiles / autotunes on first call
             torch.cuda.synchronize()
             err, err64 = _rel_error(y, y_eager), _rel_error(y, y_exact)
-            result["max_rel_error"][name] = _finite_or_none(err)
-            result["max_rel_error_fp64"][name] = _finite_or_none(err64)
+            result.max_rel_error[name] = _finite_or_none(err)
+            result.max_rel_error_fp64[name] = _finite_or_none(err64)
             del y
             if not err <= WRONG_OUTPUT:  # NaN too
-                result["errors"][name] = f"wrong output: max rel error vs eager {err:.2e} > {WRONG_OUTPUT:.0e}"
-                result["wrong"].append(name)
+                result.errors[name] = f"wrong output: max rel error vs eager {err:.2e} > {WRONG_OUTPUT:.0e}"
+                result.wrong.append(name)
                 progress(f"  {name}: WRONG OUTPUT, max rel error vs eager {err:.2e} (float64 reference: {err64:.2e})")
                 continue
             ready[name] = fn
             progress(f"  {name}: ready, max rel error vs eager {err:.1e}, vs float64 {err64:.1e}")
         except Exception as exc:  # one variant's failure is recorded, the run goes on
-            result["errors"][name] = _one_line(exc)
-            progress(f"  {name}: error: {result['errors'][name]}")
+            result.errors[name] = _one_line(exc)
+            progress(f"  {name}: error: {result.errors[name]}")
     samples: dict[str, list[float]] = {name: [] for name in ready}
     with torch.no_grad():
         for _ in range(repeats):
             for name, fn in ready.items():
                 samples[name].append(median_rotating_us(fn, inputs, rounds=rounds))
+    x = inputs[0][0]
     for name, fn in ready.items():
         spread = Spread.of(samples[name])
         if name == GEMMS_ALONE:
-            result["gemms_alone_us"] = spread.to_dict()
+            result.gemms_alone_us = spread
+        elif name == GATE_UP_GEMMS_ALONE:
+            result.gate_up_gemms_alone_us = spread
         else:
-            result["variants_us"][name] = spread.to_dict()
+            result.variants_us[name] = spread
             with torch.no_grad():
-                x = inputs[0][0]
                 sizes = {"batch": shape[0], "seq": shape[1]} if len(shape) == 3 else {"rows": rows}
                 key = cost_key(name, sizes | {"dim": dim, "hidden": hidden, "dtype": "bfloat16"})
-                result["cpu_issue_us"][name] = cpu_issue_time(lambda: fn(x), key=key).to_dict()
+                result.cpu_issue_us[name] = cpu_issue_time(lambda: fn(x), key=key)
         if name.startswith("fused"):
             from . import fused_mlp
 
-            result["fused_configs"][name] = fused_mlp.last_config(fn.design)
+            result.fused_configs[name] = fused_mlp.tuned_config(fn.design_ran, x.reshape(-1, dim), hidden)
             if fn.design == fused_mlp.AUTO:
-                result["notes"][name] = f"design='auto' ran {fused_mlp.last_design()!r}"
+                result.notes[name] = f"design='auto' ran {fn.design_ran!r}"
         progress(f"  {name}: {spread:.1f} µs device time per forward")
     del ready
     torch.cuda.empty_cache()
@@ -266,7 +404,7 @@ def _references(rows: int, dim: int, hidden: int, progress) -> dict:
     return refs
 
 
-def run_benchmark(
+def benchmark(
     batch: int = 64,
     seq: int = 128,
     dim: int = 768,
@@ -277,40 +415,31 @@ def run_benchmark(
     *,
     repeats: int = REPEATS,
     seed: int = 0,
-) -> dict:
-    """Check and time the MLP variants at ``[batch, seq, dim]`` → ``hidden``; a JSON-ready dict.
+) -> BenchmarkRun:
+    """Check and time the MLP variants at ``[batch, seq, dim]`` → ``hidden``, with this GPU's reference rates."""
+    _require_cuda()
+    variants = _check_variants(variants)
+    references = _references(batch * seq, dim, hidden, progress)
+    result = measure_shape((batch, seq, dim), hidden, variants, references=references, rounds=rounds,
+                           repeats=repeats, seed=seed, progress=progress)  # fmt: skip
+    return BenchmarkRun(gpu=gpu_facts(), versions=software_versions(), batch=batch, seq=seq, references=references,
+                        result=result, rounds=rounds, repeats=repeats)  # fmt: skip
+
+
+def run_benchmark(*args, **kwargs) -> dict:
+    """:func:`benchmark` (same arguments) as JSON: ``BenchmarkRun.to_json()``, what the chapters record.
 
     Keys: ``gpu``, ``versions``, ``shape``, ``references`` (see
     :func:`~profiling_guide.measure.reference_rates`), ``variants_us`` (name →
     device-time spread: ``median``, ``q1``, ``q3``, ``repeats``),
-    ``gemms_alone_us`` (the bare cuBLAS GEMMs, the same way), ``datasheet_bound_us``,
-    ``cpu_issue_us`` (name → spread of the CPU time to issue one forward),
-    ``errors`` (name → one line: unavailable, failed or wrong output), ``wrong``,
-    ``max_rel_error`` (vs eager) and ``max_rel_error_fp64`` (vs a float64
-    reference), ``fused_configs`` (design → tile config), ``notes``, ``timing``.
+    ``gemms_alone_us`` and ``gate_up_gemms_alone_us`` (the bare cuBLAS GEMMs,
+    the same way), ``datasheet_bound_us``, ``cpu_issue_us`` (name → spread of
+    the CPU time to issue one forward), ``errors`` (name → one line:
+    unavailable, failed or wrong output), ``wrong``, ``max_rel_error`` (vs
+    eager) and ``max_rel_error_fp64`` (vs a float64 reference),
+    ``fused_configs`` (variant → tile config), ``notes``, ``timing``.
     """
-    _require_cuda()
-    variants = _check_variants(variants)
-    references = _references(batch * seq, dim, hidden, progress)
-    m = measure_shape((batch, seq, dim), hidden, variants, references=references, rounds=rounds,
-                      repeats=repeats, seed=seed, progress=progress)  # fmt: skip
-    return {
-        "gpu": gpu_facts(),
-        "versions": software_versions(),
-        "shape": {"batch": batch, "seq": seq, "rows": m["rows"], "dim": dim, "hidden": hidden, "dtype": "bfloat16"},
-        "references": references,
-        **{k: m[k] for k in ("flops", "min_bytes", "datasheet_bound_us", "gemms_alone_us", "variants_us",
-                             "cpu_issue_us", "errors", "wrong", "max_rel_error", "max_rel_error_fp64",
-                             "fused_configs", "notes")},
-        "timing": {
-            "method": "device time: median over repeats (each the median of CUDA-event times per forward), "
-                      "torch.no_grad(), inputs rotated through 2× the L2, GPU queue kept full, variants interleaved",
-            "rounds": rounds,
-            "repeats": repeats,
-            "inputs": m["inputs"],
-            "inputs_mb": m["inputs_mb"],
-        },
-    }
+    return benchmark(*args, **kwargs).to_json()
 
 
 def sweep(
@@ -324,7 +453,7 @@ def sweep(
     repeats: int = 5,
     seed: int = 0,
 ) -> list[dict]:
-    """Every variant at every (rows, hidden): one dict per shape, as :func:`measure_shape` returns it.
+    """Every variant at every (rows, hidden): one ``ShapeResult.to_json()`` per shape, the first with the references.
 
     ``torch.compile`` variants recompile for every shape (static shapes), and
     the fused kernels autotune once per shape: the first sweep takes minutes.
@@ -335,9 +464,11 @@ def sweep(
     for hidden in hiddens:
         for rows in rows_list:
             references = _references(rows, dim, hidden, progress) if not table else table[0]["references"]
-            m = measure_shape((rows, dim), hidden, variants, references=references, rounds=rounds,
-                              repeats=repeats, seed=seed, progress=progress)  # fmt: skip
-            table.append(m | {"references": references} if not table else m)
+            result = measure_shape((rows, dim), hidden, variants, references=references, rounds=rounds,
+                                   repeats=repeats, seed=seed, progress=progress)  # fmt: skip
+            if not table:
+                result.references = references
+            table.append(result.to_json())
     return table
 
 
@@ -398,31 +529,31 @@ def write_json_atomic(path: Path, data) -> list[str]:
     return files.write_json_atomic(path, data)
 
 
-def format_table(result: dict) -> str:
+def format_table(result: ShapeResult) -> str:
     """variant | device µs (median, IQR) | × GEMMs alone | × datasheet bound, then the errors."""
-    alone = Spread.from_dict(result["gemms_alone_us"])
-    bound = result.get("datasheet_bound_us")
-    lines = [f"{'variant':<22} {'device µs (median, IQR)':>28} {'× GEMMs alone':>14} {'× datasheet bound':>18}"]
-    rows = [(GEMMS_ALONE, alone), *((n, Spread.from_dict(t)) for n, t in result["variants_us"].items())]
-    for name, t in rows:
+    alone, bound = result.gemms_alone_us, result.datasheet_bound_us
+    lines = [f"{'variant':<26} {'device µs (median, IQR)':>28} {'× GEMMs alone':>14} {'× datasheet bound':>18}"]
+    floors = [(GEMMS_ALONE, alone)]
+    if result.gate_up_gemms_alone_us:
+        floors.append((GATE_UP_GEMMS_ALONE, result.gate_up_gemms_alone_us))
+    for name, t in [*floors, *result.variants_us.items()]:
         vs_bound = f"{t.median / bound:>18.2f}" if bound else f"{'–':>18}"
-        verdict = "" if name == GEMMS_ALONE else f"  ({compare(t, alone).replace('tie', 'tie with GEMMs alone')})"
-        lines.append(f"{name:<22} {format(t, '.1f'):>28} {t.median / alone.median:>14.3f} {vs_bound}{verdict}")
+        verdict = "" if name in FLOORS else f"  ({compare(t, alone).replace('tie', 'tie with GEMMs alone')})"
+        lines.append(f"{name:<26} {format(t, '.1f'):>28} {t.median / alone.median:>14.3f} {vs_bound}{verdict}")
     if bound:
-        lines.append(f"{'datasheet bound':<22} {bound:>28.1f}")
-    for name, msg in result["errors"].items():
-        lines.append(f"{name:<22} error: {msg}")
+        lines.append(f"{'datasheet bound':<26} {bound:>28.1f}")
+    for name, msg in result.errors.items():
+        lines.append(f"{name:<26} error: {msg}")
     return "\n".join(lines)
 
 
-def format_sweep(rows: list[dict], variants: Sequence[str]) -> str:
+def format_sweep(rows: Sequence[ShapeResult], variants: Sequence[str]) -> str:
     """rows | hidden | GEMMs alone | each variant's median device µs ('-' where it failed)."""
     head = f"{'rows':>6} {'hidden':>6} {'GEMMs':>8} " + " ".join(f"{v:>12}" for v in variants)
     lines = [head, "(median device µs per forward)"]
     for r in rows:
-        cells = " ".join(f"{r['variants_us'][v]['median']:>12.1f}" if v in r["variants_us"] else f"{'-':>12}"
-                         for v in variants)
-        lines.append(f"{r['rows']:>6} {r['hidden']:>6} {r['gemms_alone_us']['median']:>8.1f} {cells}")
+        cells = " ".join(f"{r.variants_us[v].median:>12.1f}" if v in r.variants_us else f"{'-':>12}" for v in variants)
+        lines.append(f"{r.rows:>6} {r.hidden:>6} {r.gemms_alone_us.median:>8.1f} {cells}")
     return "\n".join(lines)
 
 
@@ -443,20 +574,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = {"gpu": gpu_facts(), "versions": software_versions(), "references": rows[0]["references"],
                       "dim": args.dim, "dtype": "bfloat16", "variants": variants, "sweep": rows}  # fmt: skip
             print()
-            print(format_sweep(rows, variants))
+            print(format_sweep([ShapeResult.from_json(r) for r in rows], variants))
             wrong = sorted({name for r in rows for name in r["wrong"]})
         else:
-            result = run_benchmark(args.batch, args.seq, args.dim, args.hidden, variants,
-                                   rounds=args.rounds or 20, progress=progress,
-                                   repeats=args.repeats or REPEATS)  # fmt: skip
+            run = benchmark(args.batch, args.seq, args.dim, args.hidden, variants, rounds=args.rounds or 20,
+                            progress=progress, repeats=args.repeats or REPEATS)  # fmt: skip
             print()
-            refs = result["references"]
-            print(f"{result['gpu']['name']}, [{args.batch}, {args.seq}, {args.dim}] → {args.hidden}, bf16; "
+            refs = run.references
+            print(f"{run.gpu['name']}, [{args.batch}, {args.seq}, {args.dim}] → {args.hidden}, bf16; "
                   f"references {refs['gemm_tflops']['rate']:.0f} TFLOP/s, {refs['copy_tbps']['rate']:.2f} TB/s")
-            print(format_table(result))
-            for name, config in result["fused_configs"].items():
+            print(format_table(run.result))
+            for name, config in run.result.fused_configs.items():
                 print(f"{name} config: {config}")
-            wrong = result["wrong"]
+            wrong = run.result.wrong
+            result = run.to_json()
         if args.json:
             nulls = write_json_atomic(args.json, result)
             print(f"wrote {args.json}" + (f" (NaN or infinity written as null at {', '.join(nulls)})" if nulls else ""))

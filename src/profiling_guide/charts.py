@@ -115,7 +115,7 @@ def roofline(points: dict[str, tuple[float, float]], *, references: dict, title:
 def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = None):
     """Median device time over the cuBLAS-GEMMs-alone time against rows (batch·seq), one panel per hidden size.
 
-    ``rows`` are :func:`~profiling_guide.bench_mlp.measure_shape` results.
+    ``rows`` are :func:`~profiling_guide.bench_mlp.sweep` rows (``ShapeResult.to_json()``).
     """
     hiddens = sorted({r["hidden"] for r in rows})
     fig, axes = plt.subplots(1, len(hiddens), figsize=(5 * len(hiddens), 3.8), layout="constrained", sharey=True,

@@ -1,0 +1,144 @@
+"""The fused GeGLU kernels compiled for a CUDA GPU: every design against a float64 reference, CUDA-graph replay, host cost.
+
+Marked ``gpu`` and skipped where no CUDA GPU is visible. On a GPU machine::
+
+    pytest -m gpu tests/test_fused_mlp_gpu.py     # or: python -m profiling_guide.fused_mlp --check
+
+The first run autotunes every design at every shape below: a few minutes.
+If the kernels were imported for Triton's interpreter earlier in this pytest
+process (``tests/test_fused_mlp.py`` sets ``TRITON_INTERPRET=1``), the tests
+here run in a fresh process instead, without it.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+
+import profiling_guide.fused_mlp as fm  # noqa: E402
+from profiling_guide.errors import GuideError  # noqa: E402
+from profiling_guide.geglu_kernels import INTERPRETED  # noqa: E402
+from profiling_guide.measure import cpu_issue_time  # noqa: E402
+from profiling_guide.models import SimpleGeGLUMLP  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: these tests run the compiled kernels"),
+]
+
+CHECK_SHAPES = [  # (M, dim, hidden): ragged edges, one row, the guide's shapes, a Llama-sized layer
+    (1, 768, 3072),
+    (7, 64, 128),
+    (17, 100, 200),
+    (64, 768, 3072),
+    (333, 320, 1000),
+    (1000, 1000, 520),
+    (1024, 768, 3072),
+    (2048, 4096, 11008),
+    (4097, 768, 3072),
+    (8192, 768, 3072),
+    (8192, 768, 8192),
+    (12345, 200, 777),
+    (32768, 768, 3072),
+]
+FP32_CHECK_SHAPES = [(17, 100, 200), (1000, 768, 3072)]
+CASES = [(design, dtype, shape) for dtype in (torch.bfloat16, torch.float16) for shape in CHECK_SHAPES
+         for design in fm.DESIGNS] + [(design, torch.float32, shape) for shape in FP32_CHECK_SHAPES
+                                      for design in fm.DESIGNS]  # fmt: skip
+GUIDE_SHAPE, GUIDE_HIDDEN = (64, 128, 768), 3072  # batch, seq, dim; bf16
+
+
+@pytest.fixture(autouse=True)
+def _compiled_kernels_only(request):
+    if INTERPRETED and request.node.originalname != "test_the_gpu_tests_in_a_fresh_process":
+        pytest.skip("the kernels were imported for Triton's interpreter: these tests run in a fresh process instead")
+
+
+if INTERPRETED:
+
+    def test_the_gpu_tests_in_a_fresh_process():
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+        out = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
+                             env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def inputs(M, dim, hidden, dtype, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(M, dim, device="cuda", dtype=dtype, generator=gen)
+    # nn.Linear's scale, so g and u are O(1) as in a real model
+    wg = torch.randn(hidden, dim, device="cuda", dtype=dtype, generator=gen) / dim**0.5
+    wu = torch.randn(hidden, dim, device="cuda", dtype=dtype, generator=gen) / dim**0.5
+    return x, wg, wu
+
+
+def case_id(case):
+    design, dtype, (M, dim, hidden) = case
+    return f"{design}-{str(dtype).removeprefix('torch.')}-M{M}-dim{dim}-hidden{hidden}"
+
+
+@pytest.mark.parametrize("design,dtype,shape", CASES, ids=[case_id(c) for c in CASES])
+def test_every_design_matches_the_float64_reference(design, dtype, shape):
+    M, dim, hidden = shape
+    x, wg, wu = inputs(M, dim, hidden, dtype)
+    packed = fm.pack_gate_up(wg, wu) if design in fm.PACKED_DESIGNS else None
+    if design == "packed-tma" and fm.choose_design(x, hidden) != "packed-tma":
+        # rows not 16-byte aligned: the TMA unit cannot read them, and the call says so
+        with pytest.raises(GuideError, match="16-byte aligned.*use 'packed'"):
+            fm.geglu(x, wg, wu, design=design, packed_weight=packed)
+        return
+    h = fm.geglu(x, wg, wu, design=design, packed_weight=packed)
+    assert h.shape == (M, hidden) and h.dtype == dtype
+    err = fm.max_rel_error(h, fm.reference_h(x, wg, wu))
+    assert err <= fm.CHECK_TOLERANCE[dtype], f"max rel error {err:.2e} with {fm.tuned_config(design, x, hidden)}"
+
+
+@pytest.mark.parametrize("design", [*fm.DESIGNS, fm.AUTO])
+def test_the_whole_module_matches_the_float64_mlp(design):
+    torch.manual_seed(0)
+    shape, hidden = (4, 333, 768), 3072
+    fused = fm.FusedGeGLUMLP(shape[-1], hidden, device="cuda", dtype=torch.bfloat16, design=design)
+    x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = fused(x)
+    h = fm.reference_h(x.reshape(-1, shape[-1]), fused.gate_proj.weight, fused.up_proj.weight)
+    want = F.linear(h, fused.down_proj.weight.double()).reshape(shape)
+    assert fm.max_rel_error(y, want) <= 2e-2  # two bf16 roundings (h, y) and a bf16 GEMM
+    assert fused.design_ran == (fm.choose_design(x.reshape(-1, shape[-1]), hidden) if design == fm.AUTO else design)
+    assert fm.tuned_config(fused.design_ran, x.reshape(-1, shape[-1]), hidden) is not None, "autotuned, so cached"
+
+
+@pytest.mark.parametrize("design", [*fm.DESIGNS, fm.AUTO])
+def test_a_captured_forward_replays_bitwise_what_a_direct_call_gives(design):
+    torch.manual_seed(0)
+    fused = fm.FusedGeGLUMLP(768, 3072, device="cuda", dtype=torch.bfloat16, design=design)
+    x, other = (torch.randn(4, 333, 768, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    with torch.no_grad():
+        direct_x, direct_other = fused(x), fused(other)
+    captured = fused.captured(x)
+    assert torch.equal(captured(other), direct_other), "a new input is copied in before the replay"
+    assert torch.equal(captured(x), direct_x)
+    assert torch.equal(captured(captured.static_x), direct_x), "the static input itself: no copy"
+    with pytest.raises(GuideError, match="captured for inputs"):
+        captured(x[:2])
+
+
+def test_a_captured_forward_costs_the_cpu_no_more_than_eager():
+    torch.manual_seed(0)
+    eager = SimpleGeGLUMLP(GUIDE_SHAPE[-1], GUIDE_HIDDEN, device="cuda", dtype=torch.bfloat16)
+    fused = fm.FusedGeGLUMLP.from_mlp(eager)
+    x = torch.randn(*GUIDE_SHAPE, device="cuda", dtype=torch.bfloat16)
+    captured = fused.captured(x)
+    with torch.no_grad():
+        eager_cpu = cpu_issue_time(lambda: eager(x))
+        captured_cpu = cpu_issue_time(lambda: captured(x))  # x is not the static input: the copy is included
+    assert captured_cpu.median <= eager_cpu.median, f"captured {captured_cpu:.1f} µs, eager {eager_cpu:.1f} µs"
