@@ -1,0 +1,157 @@
+"""Probe: how fast can a Triton gate/up kernel with the GeGLU epilogue go, against cuBLAS's bare GEMMs?
+
+    python scripts/probe_gate_up.py [--out results.json] [--quick]
+
+Times, the benchmark's way (queue kept full behind a sleep kernel, 10 rotating
+inputs, 20 rounds, 7 interleaved repeats; medians and IQR): cuBLAS's gate and
+up GEMMs alone, cuBLAS's three GEMMs alone, and a persistent TMA gate/up
+kernel over a grid of configs and epilogue variants (subtiled TMA stores,
+warp specialization) that the module's own kernel (``geglu_packed_tma``) does
+not offer: it is how those variants were tried and found no faster. Prints one
+line per candidate to the console; the six fastest are timed again carefully.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+sys.path.insert(0, "src")
+from profiling_guide.capture import median_rotating_us  # noqa: E402
+from profiling_guide.geglu_kernels import _gelu_tanh_times, _tile_coordinates  # noqa: E402
+from profiling_guide.spread import Spread  # noqa: E402
+
+
+@triton.jit
+def gate_up_kernel(x_desc, w_desc, h_desc, M, N, K,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr,
+                   WARP_SPECIALIZE: tl.constexpr, SUBTILE: tl.constexpr):
+    start = tl.program_id(0)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    tile_c = start - NUM_PROGRAMS
+    for tile_id in tl.range(start, num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
+                            warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_w = pid_n * 2 * BLOCK_N
+        acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+        for ki in range(k_steps):
+            x = x_desc.load([off_m, ki * BLOCK_K])
+            w = w_desc.load([off_w, ki * BLOCK_K])
+            acc = tl.dot(x, w.T, acc)
+        tile_c += NUM_PROGRAMS
+        pid_m, pid_n = _tile_coordinates(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+        h = _gelu_tanh_times(g, u).to(h_desc.dtype)
+        if SUBTILE:
+            # two stores of half the width: half the staging buffer in shared memory
+            h0, h1 = tl.split(tl.permute(tl.reshape(h, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h0)
+            h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], h1)
+        else:
+            h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h)
+
+
+def pack(wg, wu):
+    return torch.stack((wg, wu), dim=1).reshape(2 * wg.shape[0], wg.shape[1]).contiguous()
+
+
+def launcher(packed, hidden, cfg, sms):
+    bm, bn, bk, gm, warps, stages, ws, sub = cfg
+    w_desc = TensorDescriptor.from_tensor(packed, [2 * bn, bk])
+
+    def run(x):
+        M, K = x.shape
+        h = torch.empty(M, hidden, device=x.device, dtype=x.dtype)
+        x_desc = TensorDescriptor.from_tensor(x, [bm, bk])
+        h_desc = TensorDescriptor.from_tensor(h, [bm, bn // 2 if sub else bn])
+        tiles = triton.cdiv(M, bm) * triton.cdiv(hidden, bn)
+        gate_up_kernel[(min(tiles, sms),)](
+            x_desc, w_desc, h_desc, M, hidden, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm,
+            NUM_PROGRAMS=sms, FLATTEN=not ws, WARP_SPECIALIZE=ws, SUBTILE=sub,
+            num_warps=warps, num_stages=stages)
+        return h
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="8 configs instead of the full grid")
+    ap.add_argument("--repeats", type=int, default=7)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    dev, dt = "cuda", torch.bfloat16
+    M, dim, hidden = 8192, 768, 3072
+    wg = torch.randn(hidden, dim, device=dev, dtype=dt) / dim**0.5
+    wu = torch.randn(hidden, dim, device=dev, dtype=dt) / dim**0.5
+    wd = torch.randn(dim, hidden, device=dev, dtype=dt) / hidden**0.5
+    packed = pack(wg, wu)
+    xs = [(torch.randn(M, dim, device=dev, dtype=dt),) for _ in range(10)]
+    hs = [(torch.randn(M, hidden, device=dev, dtype=dt),) for _ in range(10)]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    want = F.gelu(xs[0][0].float() @ wg.float().T, approximate="tanh") * (xs[0][0].float() @ wu.float().T)
+
+    cands = {
+        "cublas gate+up alone": (lambda x: (F.linear(x, wg), F.linear(x, wu)), xs),
+        "cublas down alone": (lambda h: F.linear(h, wd), hs),
+    }
+    grid = list(itertools.product([128, 256], [64, 128], [64], [4, 8], [8], [3, 4],
+                                  [False, True], [False, True]))
+    if a.quick:  # the fastest of the full grid on an H100, and wider K steps
+        grid = [(128, 128, 64, 4, 8, 4, False, False), (128, 128, 64, 8, 8, 4, False, False),
+                (128, 128, 64, 16, 8, 4, False, False), (128, 128, 64, 1, 8, 4, False, False),
+                (256, 64, 64, 4, 8, 4, False, True), (128, 128, 128, 4, 8, 2, False, True),
+                (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
+    for cfg in grid:
+        bm, bn, bk, gm, warps, stages, ws, sub = cfg
+        smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
+        if smem > 227 * 1024 or (bm == 256 and bn == 128):  # 256×256 fp32 acc: spills
+            continue
+        name = f"triton {bm}x{bn}x{bk} g{gm} w{warps} s{stages}{' ws' if ws else ''}{' sub' if sub else ''}"
+        run = launcher(packed, hidden, cfg, sms)
+        try:
+            h = run(xs[0][0])
+            torch.cuda.synchronize()
+            err = ((h.float() - want).abs().max() / want.abs().max()).item()
+            if err > 1e-2:
+                print(f"{name}: WRONG err {err:.2e}", flush=True)
+                continue
+            quick = median_rotating_us(run, xs, rounds=5)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{name}: {type(exc).__name__} {str(exc)[:100]}", flush=True)
+            continue
+        print(f"{name}: {quick:.1f} us (quick)", flush=True)
+        cands[name] = (run, xs, quick)
+    # keep the 6 fastest configs for the careful, interleaved timing
+    tri = sorted((k for k in cands if k.startswith("triton")), key=lambda k: cands[k][2])[:6]
+    final = ["cublas gate+up alone", "cublas down alone", *tri]
+    runs = {k: [] for k in final}
+    for _ in range(a.repeats):
+        for k in final:
+            runs[k].append(median_rotating_us(cands[k][0], cands[k][1]))
+    out = {k: Spread.of(v).to_dict() for k, v in runs.items()}
+    base = Spread.of(runs["cublas gate+up alone"])
+    for k in final:
+        s = Spread.of(runs[k])
+        print(f"{k:<45} {s:.1f} us  ratio to cublas gate+up {s.median / base.median:.3f}", flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(0), "results": out,
+                       "date": time.strftime("%Y-%m-%d")}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
