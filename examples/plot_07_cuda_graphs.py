@@ -278,7 +278,15 @@ verdicts = expect.check(predictions("linear") + predictions("mlp"), None)
 verdicts
 
 # %%
-# What each variant launches per profiled step, and the kernels it runs:
+# What the traces show: a replay is one ``cudaGraphLaunch`` on the runtime
+# lane, and the GPU lane runs the very kernels eager ran, in the same order;
+# everything the host did per kernel (the dispatcher's work, argument
+# checks, one launch call each) happened once, at capture. The graph does
+# add work of its own where the input is not already where the graph reads
+# it: ``reduce-overhead`` copies each input into its graph's static buffer
+# (``aten::_foreach_copy_``, one more kernel per forward), as does our
+# ``copy in, replay``. What each variant launches per profiled step, and the
+# kernels it runs:
 
 import pandas as pd
 

@@ -87,6 +87,7 @@ if chapter.live:
     own = json.loads(result.run_record.read_text())
 own_record = {k: own[k] for k in ("timings", "rates", "steps", "target")} if chapter.live else None
 run = chapter.load("train", make_step, label="gpt2_train_step", time_it=False, extra=own_record)
+trace_path = run.trace_path  # what result.trace was, kept as this chapter's recording
 # sphinx_gallery_end_ignore
 
 # %%
@@ -99,9 +100,11 @@ run = chapter.load("train", make_step, label="gpt2_train_step", time_it=False, e
 # `here <../_reports/08_own_model.train.report.html>`_, self-contained and
 # readable offline.
 
-from profiling_guide.trace_report import analyse
+from profiling_guide.trace import Trace
+from profiling_guide.trace_report import analyse, read_run_record
 
-report = analyse(run.trace, run_record=run.run)
+trace = Trace.load(trace_path)  # trace_path: result.trace
+report = analyse(trace, run_record=read_run_record(trace_path))
 
 # %%
 # Who sets the pace: from the first launch of each step to the end of its last
@@ -118,7 +121,7 @@ Facts(f"{report.pace.bound.capitalize()}. {report.pace.headline}", *report.pace.
 
 from profiling_guide.interactive_timeline import InteractiveTimeline
 
-InteractiveTimeline(run.trace, caption="one GPT-2 training step, profiled")
+InteractiveTimeline(trace, caption="one GPT-2 training step, profiled")
 
 # %%
 # The kernels that take the device's time, decoded, with their launches per
@@ -221,7 +224,7 @@ predictions = [
     expect.Prediction("the step is device-bound", lambda t: (
         report.pace.bound == "device-bound", report.pace.bound), must_hold=False),
 ]
-verdicts = expect.check(predictions, run.trace)
+verdicts = expect.check(predictions, trace)
 verdicts
 
 # %%
