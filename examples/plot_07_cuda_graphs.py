@@ -284,7 +284,7 @@ verdicts
 # checks, one launch call each) happened once, at capture. The graph does
 # add work of its own where the input is not already where the graph reads
 # it: ``reduce-overhead`` copies each input into its graph's static buffer
-# (``aten::_foreach_copy_``, one more kernel per forward), as does our
+# (``aten::_foreach_copy_``: device work of its own, every forward), as does our
 # ``copy in, replay``. What each variant launches per profiled step, and the
 # kernels it runs:
 
