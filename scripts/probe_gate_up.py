@@ -90,6 +90,9 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="8 configs instead of the full grid")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--configs", default=None,
+                    help="configs to try instead of the grid: BM,BN,BK,GROUP_M,warps,stages,ws,sub;... "
+                         "(ws, sub: 0 or 1), e.g. 256,128,64,8,16,3,0,1")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev, dt = "cuda", torch.bfloat16
@@ -114,10 +117,14 @@ def main() -> int:
                 (128, 128, 64, 16, 8, 4, False, False), (128, 128, 64, 1, 8, 4, False, False),
                 (256, 64, 64, 4, 8, 4, False, True), (128, 128, 128, 4, 8, 2, False, True),
                 (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
+    if a.configs:
+        grid = [tuple(int(v) for v in c.split(",")) for c in a.configs.split(";")]
+        grid = [(*c[:6], bool(c[6]), bool(c[7])) for c in grid]
     for cfg in grid:
         bm, bn, bk, gm, warps, stages, ws, sub = cfg
         smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
-        if smem > 227 * 1024 or (bm == 256 and bn == 128):  # 256×256 fp32 acc: spills
+        regs = 2 * bm * bn / (32 * warps)  # fp32 accumulator registers per thread
+        if smem > 227 * 1024 or regs > 128:  # more would not fit, or spill
             continue
         name = f"triton {bm}x{bn}x{bk} g{gm} w{warps} s{stages}{' ws' if ws else ''}{' sub' if sub else ''}"
         run = launcher(packed, hidden, cfg, sms)
