@@ -8,6 +8,8 @@ scrolls sideways (tables and code scroll inside their own boxes).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from site_pages import builds, example_pages, pages
@@ -79,7 +81,9 @@ def test_landing_page_shows_the_ladder(page, base_url, prefix):
     open_page(page, base_url, prefix + "index.html")
     examples = [p for p in EXAMPLES if p.startswith(prefix + "auto_examples/")]
     rungs = page.locator("ol.pg-ladder > li")
-    assert rungs.count() == 6, "the ladder has six rungs"
+    # one rung per chapter: the examples in the repository (a rung whose page was not built is unlinked)
+    chapters = sorted(Path(__file__).resolve().parents[2].glob("examples/plot_*.py"))
+    assert rungs.count() == len(chapters) == 8, "the ladder has a rung per chapter"
     linked = page.locator("ol.pg-ladder > li a")
     assert linked.count() == len(examples), "each built example is linked from its rung"
     thumbs = page.locator(".sphx-glr-thumbcontainer img")
