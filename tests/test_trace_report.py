@@ -11,6 +11,7 @@ from conftest import H100, H200, recording
 from profiling_guide.errors import GuideError
 from profiling_guide.trace import Trace
 from profiling_guide.trace_report import (
+    kernel_work,
     analyse,
     gemm_flops,
     read_rates,
@@ -227,3 +228,17 @@ def test_the_analysis_grows_linearly_with_the_trace():
     small, large = _synthetic_trace(10, 400), _synthetic_trace(40, 400)  # 4× the events
     ratio = seconds(large) / seconds(small)
     assert ratio < 8, f"4× the events took {ratio:.1f}× as long: something in the analysis is not linear"
+
+
+@pytest.mark.parametrize("op_name, nbytes", [
+    ("aten::fill_", 2000.0),  # writes its argument, reads nothing
+    ("aten::copy_", 4000.0),  # reads the source, writes the destination
+    ("aten::add_", 6000.0),  # reads both, writes the first
+])
+def test_in_place_ops_count_what_they_write_once(op_name, nbytes):
+    sizes = {"aten::fill_": [[1000]], "aten::copy_": [[1000], [1000]], "aten::add_": [[1000], [1000]]}
+    dims = sizes[op_name]
+    op = SimpleNamespace(name=op_name, annotation=False, input_dims=dims, args={"Input type": ["c10::BFloat16"] * len(dims)},
+                         runtime_calls=[SimpleNamespace(device_events=[object()])])
+    ev = SimpleNamespace(args={}, kind="kernel", name="k", launch=SimpleNamespace(op=op))
+    assert kernel_work(ev, "pointwise") == (None, nbytes)

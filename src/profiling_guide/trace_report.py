@@ -39,6 +39,8 @@ from .trace import DeviceEvent, Step, Trace
 GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
                  "aten::_scaled_mm": (0, 1)}
 # Bytes per element of the types torch writes into "Input type".
+#: In-place ops that write their first argument without reading it: no extra output to count.
+WRITE_ONLY_OPS = {"aten::fill_", "aten::zero_", "aten::copy_"}
 _ELEMENT_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4,
                   "short int": 2, "bool": 1, "unsigned char": 1, "signed char": 1, "c10::Float8_e4m3fn": 1,
                   "c10::Float8_e5m2": 1, "c10::complex<float>": 8}
@@ -152,7 +154,9 @@ def kernel_work(ev: DeviceEvent, kind: str) -> tuple[float | None, float | None]
       are a few bytes each, too short to time a rate.
     * Pointwise and reduction kernels whose op launched only them: an
       estimate, every tensor argument read once, plus, for pointwise
-      kernels, one output the size of the largest argument.
+      kernels, one output the size of the largest argument; for ops that
+      only write their first argument (``fill_``, ``zero_``, ``copy_``),
+      that argument is the output, written once and never read.
     """
     if kind == "gemm":
         op = _gemm_op(ev)
@@ -166,7 +170,8 @@ def kernel_work(ev: DeviceEvent, kind: str) -> tuple[float | None, float | None]
             return None, None
         sizes = _tensor_bytes(op)
         if sizes:
-            return None, float(sum(sizes) + (max(sizes) if kind == "pointwise" else 0))
+            output = max(sizes) if kind == "pointwise" and op.name not in WRITE_ONLY_OPS else 0
+            return None, float(sum(sizes) + output)
     return None, None
 
 
