@@ -84,15 +84,22 @@ class Verdicts(list):
         return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self)
 
     def _repr_html_(self) -> str:
+        # A guess (must_hold=False) may come out either way on a GPU: it is marked, so a ✗ there
+        # reads as a finding, not as a broken page. The "from" column shows only where one is named.
+        sources = any(v.source for v in self)
         rows = "".join(
             f'<tr class="{"pg-pass" if v.holds else "pg-fail"}"><td class="pg-mark">{"✓" if v.holds else "✗"}</td>'
-            f"<td>{html.escape(v.claim)}</td><td>{html.escape(v.seen)}</td>"
-            f'<td class="pg-source">{_source_html(v.source)}</td></tr>'
+            f"<td>{html.escape(v.claim)}"
+            + ("" if v.must_hold else ' <span class="pg-guess" title="may hold or not on a given GPU">guess</span>')
+            + f"</td><td>{html.escape(v.seen)}</td>"
+            + (f'<td class="pg-source">{_source_html(v.source)}</td>' if sources else "")
+            + "</tr>"
             for v in self
         )
         return (
             '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
-            f"<th>what the trace shows</th><th>from</th></tr></thead><tbody>{rows}</tbody></table>"
+            f"<th>what the trace shows</th>{'<th>from</th>' if sources else ''}</tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
         )
 
 
