@@ -233,7 +233,8 @@ def predictions(model):
     return [
         expect.Prediction(f"{model}, eager: one launch call per kernel", lambda _: (
             kernel_launches(eager) == eager.kernels_per_step(),
-            f"{kernel_launches(eager):g} launches, {eager.kernels_per_step():g} kernels per step")),
+            f"launch calls: {kernel_launches(eager):g}, kernels: {eager.kernels_per_step():g}"
+            " per step")),
         expect.Prediction(f"{model}, replay: one cudaGraphLaunch, no kernel launch", lambda _: (
             graph_launches(graph) == 1 and kernel_launches(graph) == 0,
             ", ".join(f"{c} ×{n:g}" for c, n in launches(graph).items()) or "no launch")),
@@ -267,7 +268,7 @@ def reduce_overhead_predictions(model):
 # The runtime lane empties
 # ------------------------
 # The MLP's eager step on top, its replay below, on one time axis: the same
-# kernels on the GPU lane, and one launch where there were five.
+# kernels on the GPU lane, and one launch where there was one per kernel.
 
 from profiling_guide import tables, timeline
 
@@ -323,11 +324,19 @@ tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in ru
 # ------------------------------------
 # Profiler off, medians with their IQR. *CPU µs to issue* is the host's time
 # for one call; *wall µs per call* is what a caller waiting for each result
-# sees; *device µs* is the GPU's time with its queue kept full. The verdict
-# column reads the profiled steps (:func:`~profiling_guide.pace.pace_of`).
+# sees; *device µs* is the GPU's time with its queue kept full. Two
+# verdicts: *profiler on* reads the profiled steps
+# (:func:`~profiling_guide.pace.pace_of`), where each step is one forward,
+# a synchronize, and the profiler's own bookkeeping, so the GPU idles while
+# the host records; *profiler off* compares the CPU's time to issue a
+# forward with the GPU's time to run it: when issuing is shorter, forwards
+# issued back to back keep the GPU busy (device-bound), otherwise the GPU
+# waits for the host (overhead-bound); a tie where the spreads overlap.
 
 from profiling_guide.pace import pace_of
 from profiling_guide.report import spread_cell
+
+PACE = {"faster": "device-bound", "slower": "overhead-bound", "tie": "tie"}
 
 
 def cost_row(rec):
@@ -335,7 +344,8 @@ def cost_row(rec):
     return {"CPU µs to issue": spread_cell(t["cpu_issue_us"]),
             "wall µs per call": spread_cell(t["wall_us_per_call"]),
             "device µs (queue full)": spread_cell(t["device_us"]),
-            "profiled step": pace_of(rec.trace).bound}
+            "profiler on": pace_of(rec.trace).bound,
+            "profiler off": PACE[compare(t["cpu_issue_us"], t["device_us"])]}
 
 
 tables.styled(pd.DataFrame({f"{m}: {v}": cost_row(r) for (m, v), r in runs.items()}).T)

@@ -74,7 +74,8 @@ if chapter.live:
 # measures the reference rates (a settled bf16 GEMM and a device-to-device
 # copy), and writes ``gpt2_train_step.trace.json.gz``, ``.run.json`` and
 # ``.report.html`` into the folder. ``profiling-guide profile
-# my_train.py:make_step -o gpt2_profile`` does the same from a shell.
+# my_train.py:make_step -o gpt2_profile --name gpt2_train_step`` does the
+# same from a shell.
 
 if chapter.live:
     result = profile_callable(make_step, out_dir, name="gpt2_train_step")
@@ -148,9 +149,13 @@ InteractiveTimeline(trace, caption="one GPT-2 training step, profiled")
 
 from profiling_guide import tables
 
-columns = ["kernel", "kind", "per_step", "us_per_step", "share", "launched_by", "achieved",
-           "of_reference"]
-tables.styled(report.top_kernels[columns].head(12), precision=1)
+kernels = report.top_kernels.head(12).assign(share=lambda k: 100 * k["share"],
+                                             of_reference=lambda k: 100 * k["of_reference"])
+readable = {"per_step": "launches per step", "us_per_step": "µs per step",
+            "share": "% of device time", "launched_by": "launched by",
+            "of_reference": "% of reference"}
+tables.styled(kernels[["kernel", "kind", *readable, "achieved"]].rename(columns=readable),
+              precision=1)
 
 # %%
 # And the CPU ops that take the host's time (self time: without the ops they
@@ -162,9 +167,8 @@ tables.styled(report.top_ops.head(10), precision=1)
 # The report's health checks: what the profiler may have dropped, steps of
 # uneven length, and how much the profiler itself added to the CPU time.
 
-import pandas as pd
-
-tables.styled(pd.DataFrame([vars(c) for c in report.checks]).set_index("title"))
+MARK = {"ok": "✓", "info": "ℹ", "warn": "⚠"}
+Facts(*(f"{MARK.get(c.level, c.level)} {c.title}: {c.detail}" for c in report.checks))
 
 # %%
 # Guess first, then look
@@ -269,6 +273,8 @@ padded_run = keep("padded", padded if chapter.live else None, "gpt2_padded")
 # The GEMMs that have the vocabulary as one of their sizes, in each trace
 # (found by the shapes ``record_shapes`` kept), and the whole step:
 
+import pandas as pd
+
 from profiling_guide.kernel_names import decode
 
 
@@ -335,5 +341,5 @@ chapter.downloads()
 # Put ``make_step`` in a file and point the command line at it::
 #
 #     pip install transformers
-#     profiling-guide profile my_train.py:make_step -o gpt2_profile
-#     profiling-guide report gpt2_profile/make_step.trace.json.gz -o report.html
+#     profiling-guide profile my_train.py:make_step -o gpt2_profile --name gpt2_train_step
+#     profiling-guide report gpt2_profile/gpt2_train_step.trace.json.gz -o report.html
