@@ -8,8 +8,9 @@ writes into ``DIR``:
 
 * ``<name>.trace.json.gz``: the Chrome trace (open it in Perfetto too);
 * ``<name>.run.json``: the GPU, the versions, the step's CPU time with the
-  profiler off, and the GPU's reference rates (a settled 8192³ bf16 GEMM and
-  a 1 GiB device-to-device copy, five times each);
+  profiler off, and the GPU's reference rates (the best of a settled 8192³
+  bf16 GEMM and the best device-to-device copy, each a median of 7 repeats
+  with its spread: :func:`~profiling_guide.measure.reference_rates`);
 * ``<name>.report.html``: ``profiling-guide report`` of that trace, with each
   GEMM and memory-bound kernel's achieved fraction of those rates.
 
