@@ -353,7 +353,8 @@ _JS = r"""
         }
       }
       tip.hidden = false;
-      var vw = document.documentElement.clientWidth, vh = document.documentElement.clientHeight;
+      var doc = document.documentElement;  // the viewport less its scrollbars, even where content overflows it
+      var vw = Math.min(doc.clientWidth, window.innerWidth), vh = Math.min(doc.clientHeight, window.innerHeight);
       var w = tip.offsetWidth, th = tip.offsetHeight, top = cy + 16;
       if (top + th > vh - 4) top = Math.max(cy - th - 12, 4);  // no room below the pointer: above it
       tip.style.left = Math.max(Math.min(cx + 14, vw - w - 4), 4) + "px";

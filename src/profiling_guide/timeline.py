@@ -141,10 +141,13 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     kinds = sorted({decode(ev.name).kind for ev in s.device_events})
     handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in kinds]
     handles.append(Patch(color=RUNTIME_COLOR, label="runtime call"))
-    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=BAR_FONT, frameon=False,
-              ncols=len(handles), borderaxespad=0.2)
+    legend = ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=BAR_FONT,
+                       frameon=False, ncols=len(handles), borderaxespad=0.2)
     if title:
-        ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        text = ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        renderer = fig.canvas.get_renderer()
+        if text.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer)):
+            ax.set_title(title, loc="left", fontsize=10, fontweight="bold", pad=20)  # above the legend's row
     return fig
 
 
