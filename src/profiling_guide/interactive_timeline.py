@@ -229,7 +229,7 @@ _JS = r"""
     var data = JSON.parse(root.querySelector('script[type="application/json"]').textContent);
     var canvas = root.querySelector("canvas"), tip = root.querySelector(".pg-itl-tip");
     var ctx = canvas.getContext("2d"), S = data.strings, lanes = data.lanes, span = data.span || 1;
-    var view = [0, span], width = 0, gutter = 150, hover = null, drag = null, focused = false;
+    var view = [0, span], width = 0, placed = null, gutter = 150, hover = null, drag = null, focused = false;
     var isDark = data.colors.map(dark), links = {};
     lanes.forEach(function (lane, li) {
       lane.bars.forEach(function (b, bi) { if (b[5] >= 0) (links[b[5]] = links[b[5]] || []).push([li, bi]); });
@@ -357,8 +357,12 @@ _JS = r"""
       var vw = Math.min(doc.clientWidth, window.innerWidth), vh = Math.min(doc.clientHeight, window.innerHeight);
       var w = tip.offsetWidth, th = tip.offsetHeight, top = cy + 16;
       if (top + th > vh - 4) top = Math.max(cy - th - 12, 4);  // no room below the pointer: above it
-      tip.style.left = Math.max(Math.min(cx + 14, vw - w - 4), 4) + "px";
-      tip.style.top = top + "px";
+      placed = {left: Math.max(Math.min(cx + 14, vw - w - 4), 4), top: top, x: window.scrollX, y: window.scrollY};
+      moveTip();
+    }
+    function moveTip() {  // with the page: a scroll carries the bar, and its tip, along
+      tip.style.left = placed.left - (window.scrollX - placed.x) + "px";
+      tip.style.top = placed.top - (window.scrollY - placed.y) + "px";
     }
     function hideTip() { hover = null; tip.hidden = true; }
     function setView(a, b) {
@@ -402,8 +406,8 @@ _JS = r"""
     canvas.addEventListener("pointercancel", function () { drag = null; canvas.style.cursor = ""; });
     // Touch pointers "leave" as the finger lifts: only a mouse leaving hides the tip.
     canvas.addEventListener("pointerleave", function (e) { if (!drag && e.pointerType === "mouse") { hideTip(); draw(); } });
-    // The fixed tip would stay put while the page moves under it.
-    window.addEventListener("scroll", function () { if (!tip.hidden) { hideTip(); draw(); } }, {passive: true});
+    // A fixed tip would stay put while the page moves under it.
+    window.addEventListener("scroll", function () { if (!tip.hidden) moveTip(); }, {passive: true});
     canvas.addEventListener("wheel", function (e) {
       if (!focused && !e.ctrlKey) return;
       e.preventDefault();
