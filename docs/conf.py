@@ -92,7 +92,7 @@ nb_execution_mode = "force"
 nb_execution_timeout = 120
 nb_execution_raise_on_error = True
 nb_execution_excludepatterns = [f"{GALLERY_DIR}/*", f"{GALLERY_DIR}/**"]
-myst_enable_extensions = ["colon_fence", "dollarmath"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "substitution"]
 
 sphinx_gallery_conf = {
     "examples_dirs": str(EXAMPLES),
@@ -156,6 +156,8 @@ if THIS_BUILD is None:
 SITE_ROOT = "../" * len(Path(THIS_BUILD["url"]).parts)
 
 html_theme_options["switcher"] = {"json_url": "_static/switcher.json", "version_match": BUILD_GPU}
+# A page names the GPU of its build as {{ build_gpu }} (the report page's sample was recorded on it).
+myst_substitutions = {"build_gpu": THIS_BUILD["name"]}
 html_theme_options["navbar_end"] = ["version-switcher", "theme-switcher", "navbar-icon-links"]
 
 

@@ -9,7 +9,7 @@ from profiling_guide.interactive_timeline import InteractiveTimeline, timeline_d
 def test_lanes_are_cpu_depths_then_the_runtime_then_the_gpu_stream(mlp_eager):
     data = timeline_data(mlp_eager.steps[0])
     labels = [lane["label"] for lane in data["lanes"]]
-    assert labels[0] == "CPU · depth 0" and labels[-2:] == ["CUDA runtime", "GPU stream 7"]
+    assert labels[0] == "CPU d0" and labels[-2:] == ["CUDA runtime", "GPU stream 7"]
     assert [lane["kind"] for lane in data["lanes"]][-2:] == ["runtime", "gpu"]
 
 
@@ -54,3 +54,10 @@ def test_interactive_timeline_renders_itself_in_a_notebook(linear_eager):
     view = InteractiveTimeline(linear_eager, step=3, caption="Linear, eager")
     assert view.step.number == 3
     assert 'class="pg-itl"' in view._repr_html_() and "Linear, eager" in view._repr_html_()
+
+
+def test_the_fragment_has_a_hint_for_touch_screens_and_a_tip_the_output_box_cannot_clip(mlp_eager):
+    fragment = timeline_html(mlp_eager.steps[0])
+    assert 'data-touch="tap a bar for its details' in fragment
+    assert ".pg-itl-tip{position:fixed" in fragment  # placed from the pointer's client coordinates
+    assert "CPU dN: ops at nesting depth N" in fragment

@@ -111,3 +111,9 @@ def test_an_unwritable_output_is_refused_before_the_trace_is_read(tmp_path):
 def test_a_step_the_trace_does_not_have_is_one_line(tmp_path):
     _one_line_error(run_cli("report", str(recording("01_linear.eager")), "-o", str(tmp_path / "r.html"),
                             "--step", "9"), "no step 9", "2, 3, 4")
+
+
+def test_counts_per_step_print_as_integers_when_whole():
+    from profiling_guide.report_html import _count
+
+    assert _count(29.0) == "29" and _count(1.0) == "1" and _count(4 / 3) == "1.33" and _count(3) == "3"

@@ -7,7 +7,7 @@ from profiling_guide import timeline
 
 def test_lanes_are_cpu_depths_then_runtime_then_stream(mlp_eager):
     names = [name for name, _ in timeline.lanes(mlp_eager)]
-    assert names[0] == "CPU ops · depth 0"
+    assert names[0] == "CPU d0"
     assert names[-2] == "CUDA runtime"
     assert names[-1].startswith("GPU stream")
     gpu_bars = timeline.lanes(mlp_eager)[-1][1]
@@ -24,6 +24,19 @@ def test_plot_step_labels_lanes_and_draws_one_arrow_per_launch(mlp_eager):
     texts = " ".join(t.get_text() for t in ax.texts)
     assert "linear" in texts and "mlp_fwd" in texts
     assert "µs" in ax.get_xlabel()
+    # the smallest text of the figure is 10 px or more where the site shows it (at its own size)
+    assert fig.get_size_inches()[0] * fig.dpi <= 840
+    sizes = [t.get_fontsize() for t in [*ax.texts, *ax.get_yticklabels(), *ax.get_legend().get_texts()]]
+    assert min(sizes) * fig.dpi / 72 >= 10
+
+
+def test_a_long_step_ticks_in_ms(mlp_eager):
+    fig = timeline.plot_step(mlp_eager, span_us=12_000)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_xlabel().startswith("ms since")
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "10" in labels and "10000" not in labels
 
 
 def test_plot_compare_puts_both_runs_on_one_time_axis(linear_eager, linear_compiled):

@@ -17,14 +17,24 @@
       }
     }
   }
-  // Timelines are drawn for a wide screen: a click opens the full-size image.
+  // The largest image a srcset offers ("a.png, a_2_00x.png 2.00x"): sphinx-gallery's
+  // image_srcset writes a 2x version of every figure.
+  function largest(img) {
+    var best = img.getAttribute("src"), most = 1;
+    (img.getAttribute("srcset") || "").split(",").forEach(function (entry) {
+      var parts = entry.trim().split(/\s+/), x = parseFloat(parts[1]);
+      if (parts[0] && x > most) { best = parts[0]; most = x; }
+    });
+    return best;
+  }
+  // Figures are drawn for a wide screen: a click opens the full-size (2x) image.
   function zoomable() {
     var figures = document.querySelectorAll(".bd-article img.sphx-glr-single-img, .bd-article img.sphx-glr-multi-img");
     for (var i = 0; i < figures.length; i++) {
       var img = figures[i];
       if (img.closest("a")) continue;
       var link = document.createElement("a");
-      link.href = img.getAttribute("src");
+      link.href = largest(img);
       link.className = "pg-zoom";
       link.target = "_blank";
       link.rel = "noopener";

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from .timeline import KIND_COLORS
+from .timeline import KIND_COLORS, WIDTH_IN
 
 GAP_COLOR = "#d9d9d9"
 FLOOR_COLOR = "#444444"
@@ -38,7 +38,7 @@ def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict
     is left of the median is drawn grey: time on the GPU between kernels.
     """
     names = list(times_us)
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.6 * len(names) + 1.6), layout="constrained")
     kinds_seen: list[str] = []
     for i, name in enumerate(names):
         t = times_us[name]
@@ -87,10 +87,11 @@ def roofline(points: dict[str, tuple[float, float]], *, references: dict, title:
     sheet = references.get("datasheet")
     gemm, copy = references["gemm_tflops"]["rate"], references["copy_tbps"]["rate"]
     top_flops, top_bw = (sheet["bf16_tflops"], sheet["hbm_tbps"]) if sheet else (gemm, copy)
-    xs = [p[0] for p in points.values()]
-    lo, hi = min(xs + [gemm / copy]) / 4, max(xs) * 4
+    xs, ys = [p[0] for p in points.values()], [p[1] for p in points.values()]
+    # The x range spans the points and the ridge (where the roofs bend), with a little room around.
+    lo, hi = min(xs + [gemm / copy]) / 1.6, max(xs + [gemm / copy]) * 1.6
     grid = np.geomspace(lo, hi, 200)
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.2), layout="constrained")
     if sheet:
         ax.plot(grid, np.minimum(top_flops, top_bw * grid), color=FLOOR_COLOR, linewidth=1.5,
                 label=f"datasheet ceiling ({sheet['model']}): {top_flops:.0f} TFLOP/s, {top_bw:.2f} TB/s")
@@ -104,8 +105,10 @@ def roofline(points: dict[str, tuple[float, float]], *, references: dict, title:
     ax.tick_params(labelsize=10)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved through HBM)", fontsize=10)
     ax.set_ylabel("TFLOP/s", fontsize=10)
-    ax.set_ylim(copy * lo, top_flops * 2)
-    ax.legend(fontsize=9, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(min(copy * lo, min(ys) / 1.3), top_flops * 1.3)
+    # Below the plot, in two columns: beside it, the legend took half the figure's width.
+    fig.legend(fontsize=9, frameon=False, loc="outside lower center", ncols=2)
     ax.spines[["top", "right"]].set_visible(False)
     if title:
         ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
@@ -118,9 +121,14 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
     ``rows`` are :func:`~profiling_guide.bench_mlp.sweep` rows (``ShapeResult.to_json()``).
     """
     hiddens = sorted({r["hidden"] for r in rows})
-    fig, axes = plt.subplots(1, len(hiddens), figsize=(5 * len(hiddens), 3.8), layout="constrained", sharey=True,
-                             squeeze=False)
-    for ax, hidden in zip(axes[0], hiddens):
+    # Two panels a row at most, so the figure is shown near its own size and its text stays readable.
+    ncols = min(len(hiddens), 2)
+    nrows = -(-len(hiddens) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, 3.6 * nrows + 0.4), layout="constrained",
+                             sharey=True, squeeze=False)
+    for ax in axes.flat[len(hiddens):]:
+        ax.set_visible(False)
+    for ax, hidden in zip(axes.flat, hiddens):
         mine = sorted((r for r in rows if r["hidden"] == hidden), key=lambda r: r["rows"])
         for i, v in enumerate(variants):
             pts = [(r["rows"], r["variants_us"][v]["median"] / r["gemms_alone_us"]["median"])
@@ -134,8 +142,12 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
         ax.set_xlabel("rows (batch·seq)", fontsize=10)
         ax.set_title(f"hidden {hidden}", fontsize=10)
         ax.spines[["top", "right"]].set_visible(False)
-    axes[0][0].set_ylabel("× cuBLAS GEMMs alone (lower is better)", fontsize=10)
-    axes[0][-1].legend(fontsize=9, frameon=False)
+    for row in axes:
+        row[0].set_ylabel("× cuBLAS GEMMs alone (lower is better)", fontsize=10)
+    # Below the panels: inside one, the legend covered the end of a line.
+    shown = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(list(shown.values()), list(shown), fontsize=9, frameon=False, loc="outside lower center",
+               ncols=len(shown))
     if title:
         fig.suptitle(title, x=0.01, ha="left", fontsize=11, fontweight="bold")
     return fig

@@ -5,10 +5,10 @@ ops by nesting depth, CUDA runtime calls, one lane per GPU stream), drawn in
 the browser on a ``<canvas>`` so a reader can zoom into a 2 µs kernel inside a
 50 ms step. Drag pans; the mouse wheel zooms once the timeline has been
 clicked (or with Ctrl held, so scrolling the page is never captured by
-surprise); a double-click resets. Hovering a bar shows its decoded kernel
-name, the raw name, its duration in µs and, for a kernel, the op that
-launched it and how long it waited in the queue; the launch and the kernel are
-outlined together.
+surprise); a double-click resets. Hovering a bar (tapping it, on a touch
+screen) shows its decoded kernel name, the raw name, its duration in µs and,
+for a kernel, the op that launched it and how long it waited in the queue; the
+launch and the kernel are outlined together.
 
 Everything the fragment needs is inline (data as JSON, the script, the
 styles): it works in a page opened from disk, offline, and in a
@@ -82,8 +82,9 @@ def timeline_data(step: Step) -> dict:
             info = " · ".join(x for x in (kind, _dims(op)) if x)
             by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, short_op(op.name), op.name, color,
                                                       info=info))
-        prefix = f"CPU {tid}" if named else "CPU"
-        lanes += [{"label": f"{prefix} · depth {d}", "kind": "cpu", "bars": bars}
+        # Short labels fit the narrow gutter of a phone; the legend says what dN and tN mean.
+        prefix = f"CPU t{tid}" if named else "CPU"
+        lanes += [{"label": f"{prefix} d{d}", "kind": "cpu", "bars": bars}
                   for d, bars in sorted(by_depth.items())]
     links: dict[int, int] = {}
     for tid in threads:
@@ -94,7 +95,7 @@ def timeline_data(step: Step) -> dict:
             calls.append(bar(call.start_us, call.dur_us, call.name, call.name, RUNTIME_COLOR, link,
                              f"runtime call · from {op}"))
         if calls:
-            lanes.append({"label": f"runtime {tid}" if named else "CUDA runtime", "kind": "runtime", "bars": calls})
+            lanes.append({"label": f"runtime t{tid}" if named else "CUDA runtime", "kind": "runtime", "bars": calls})
     streams: dict = {}
     for ev in step.device_events:
         k = decode(ev.name)
@@ -131,7 +132,10 @@ def _legend(data: dict) -> str:
     names = {color: kind for kind, color in KIND_COLORS.items()}
     items = [(KIND_COLORS.get(names[c], c), names[c]) for c in kinds if c in names]
     items += [(OP_COLORS[0], "CPU op"), (ANNOTATION_COLOR, "record_function"), (RUNTIME_COLOR, "runtime call")]
-    return "".join(f'<span><i style="background:{c}"></i>{html.escape(label)}</span>' for c, label in items)
+    threads = any(lane["label"].startswith("CPU t") for lane in data["lanes"])
+    note = "CPU dN: ops at nesting depth N" + (" · tN: thread N" if threads else "")
+    return ("".join(f'<span><i style="background:{c}"></i>{html.escape(label)}</span>' for c, label in items)
+            + f'<span class="pg-itl-note">{html.escape(note)}</span>')
 
 
 def timeline_html(step: Step, *, caption: str | None = None) -> str:
@@ -146,8 +150,7 @@ def timeline_html(step: Step, *, caption: str | None = None) -> str:
         '<div class="pg-itl-bar"><button type="button" data-act="in" aria-label="zoom in">+</button>'
         '<button type="button" data-act="out" aria-label="zoom out">−</button>'
         '<button type="button" data-act="reset">reset</button>'
-        '<span class="pg-itl-hint">drag to pan · click, then scroll to zoom (or Ctrl+scroll) · '
-        "double-click to reset · hover for names</span></div>"
+        f'<span class="pg-itl-hint" data-touch="{_HINT_TOUCH}">{_HINT_MOUSE}</span></div>'
         f'<div class="pg-itl-legend">{_legend(data)}</div>'
         '<canvas tabindex="0" role="img" aria-label="timeline of one step: CPU ops, runtime calls, GPU streams">'
         "</canvas>"
@@ -177,6 +180,10 @@ class InteractiveTimeline:
         return f"InteractiveTimeline(step {self.step.number}: {len(self.step.device_events)} device events)"
 
 
+# The script swaps in the touch hint where the primary pointer cannot hover (a phone, a tablet).
+_HINT_MOUSE = "drag to pan · click, then scroll to zoom (or Ctrl+scroll) · double-click to reset · hover for names"
+_HINT_TOUCH = "tap a bar for its details · drag sideways to pan · + and − zoom"
+
 _CSS = """
 .pg-itl{position:relative;margin:.4em 0 1.2em;font:13px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1b1b1b}
 .pg-itl canvas{display:block;width:100%;touch-action:pan-y;cursor:grab;border:1px solid #d8dce3;border-radius:4px;
@@ -189,8 +196,9 @@ border-radius:3px;cursor:pointer;color:inherit}
 .pg-itl-caption{font-weight:600;margin-bottom:.2em}
 .pg-itl-legend{margin-bottom:.3em}
 .pg-itl-legend span{display:inline-block;margin-right:.9em;font-size:12px;white-space:nowrap}
+.pg-itl-legend .pg-itl-note{color:#5f6368}
 .pg-itl-legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-1px;border-radius:2px}
-.pg-itl-tip{position:absolute;z-index:10;max-width:min(440px,92%);background:#fff;border:1px solid #b9bec7;
+.pg-itl-tip{position:fixed;z-index:1000;max-width:min(440px,calc(100vw - 16px));background:#fff;border:1px solid #b9bec7;
 border-radius:4px;box-shadow:0 2px 10px rgba(0,0,0,.15);padding:.4em .6em;font-size:12px;pointer-events:none;
 overflow-wrap:anywhere}
 .pg-itl-tip b{display:block}
@@ -221,7 +229,7 @@ _JS = r"""
     var data = JSON.parse(root.querySelector('script[type="application/json"]').textContent);
     var canvas = root.querySelector("canvas"), tip = root.querySelector(".pg-itl-tip");
     var ctx = canvas.getContext("2d"), S = data.strings, lanes = data.lanes, span = data.span || 1;
-    var view = [0, span], width = 0, gutter = 150, hover = null, drag = null, focused = false;
+    var view = [0, span], width = 0, placed = null, gutter = 150, hover = null, drag = null, focused = false;
     var isDark = data.colors.map(dark), links = {};
     lanes.forEach(function (lane, li) {
       lane.bars.forEach(function (b, bi) { if (b[5] >= 0) (links[b[5]] = links[b[5]] || []).push([li, bi]); });
@@ -231,7 +239,9 @@ _JS = r"""
     function T(px) { return view[0] + (px - gutter) / plotW() * (view[1] - view[0]); }
     function height() { return AXIS + Math.max(lanes.length, 1) * LANE + 4; }
     function resize() {
-      width = canvas.clientWidth || root.clientWidth;
+      var shown = canvas.clientWidth || root.clientWidth;
+      if (shown === width && canvas.width === Math.round(width * (window.devicePixelRatio || 1))) return;
+      width = shown;
       gutter = width < 560 ? 92 : 150;
       var dpr = window.devicePixelRatio || 1;
       canvas.style.height = height() + "px";
@@ -253,14 +263,16 @@ _JS = r"""
         ctx.fillStyle = li % 2 ? "#f6f7f9" : "#ffffff";
         ctx.fillRect(0, AXIS + li * LANE, width, LANE);
       });
-      var step = niceStep(r, plotW()), digits = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+      // Ticks in ms once they are 1000 µs apart or more: five-digit µs labels run into each other.
+      var step = niceStep(r, plotW()), ms = step >= 1000, unit = ms ? " ms" : " \u00b5s";
+      var digits = Math.max(0, -Math.floor(Math.log10(ms ? step / 1000 : step) + 1e-9));
       ctx.strokeStyle = "#e3e6eb";
       ctx.fillStyle = "#5f6368";
       ctx.textAlign = "center";
       for (var t = Math.ceil(view[0] / step) * step; t <= view[1]; t += step) {
         var x = X(t);
         ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS - 4); ctx.lineTo(x + 0.5, h); ctx.stroke();
-        ctx.fillText((Math.abs(t) < step / 2 ? "0" : t.toFixed(digits)) + " \u00b5s", x, AXIS / 2);
+        ctx.fillText((Math.abs(t) < step / 2 ? "0" : (ms ? t / 1000 : t).toFixed(digits)) + unit, x, AXIS / 2);
       }
       ctx.save();
       ctx.beginPath(); ctx.rect(gutter, 0, width - gutter, h); ctx.clip();
@@ -320,7 +332,9 @@ _JS = r"""
       el.textContent = text;
       parent.appendChild(el);
     }
-    function showTip(h, px, py) {
+    // The tip is fixed to the viewport, placed from the pointer's client coordinates:
+    // the output box around the timeline scrolls and would clip anything absolute.
+    function showTip(h, cx, cy) {
       var lane = lanes[h[0]], b = lane.bars[h[1]];
       tip.textContent = "";
       line(tip, "b", S[b[2]]);
@@ -339,10 +353,18 @@ _JS = r"""
         }
       }
       tip.hidden = false;
-      var left = Math.min(px + 14, Math.max(width - tip.offsetWidth - 4, 0));
-      tip.style.left = left + "px";
-      tip.style.top = (canvas.offsetTop + py + 16) + "px";
+      var doc = document.documentElement;  // the viewport less its scrollbars, even where content overflows it
+      var vw = Math.min(doc.clientWidth, window.innerWidth), vh = Math.min(doc.clientHeight, window.innerHeight);
+      var w = tip.offsetWidth, th = tip.offsetHeight, top = cy + 16;
+      if (top + th > vh - 4) top = Math.max(cy - th - 12, 4);  // no room below the pointer: above it
+      placed = {left: Math.max(Math.min(cx + 14, vw - w - 4), 4), top: top, x: window.scrollX, y: window.scrollY};
+      moveTip();
     }
+    function moveTip() {  // with the page: a scroll carries the bar, and its tip, along
+      tip.style.left = placed.left - (window.scrollX - placed.x) + "px";
+      tip.style.top = placed.top - (window.scrollY - placed.y) + "px";
+    }
+    function hideTip() { hover = null; tip.hidden = true; }
     function setView(a, b) {
       var r = Math.max(b - a, 0.01), pad = span * 0.05;
       if (r > span + 2 * pad) { a = -pad; r = span + 2 * pad; }
@@ -357,7 +379,7 @@ _JS = r"""
     function reset() { view = [0, span]; draw(); }
     canvas.addEventListener("pointerdown", function (e) {
       focused = true;
-      drag = {x: e.offsetX, v: view.slice(), moved: false};
+      drag = {x: e.offsetX, v: view.slice(), moved: false, touch: e.pointerType !== "mouse"};
       canvas.setPointerCapture(e.pointerId);
       canvas.style.cursor = "grabbing";
     });
@@ -365,18 +387,27 @@ _JS = r"""
       if (drag) {
         var dt = (e.offsetX - drag.x) / plotW() * (drag.v[1] - drag.v[0]);
         if (Math.abs(e.offsetX - drag.x) > 2) drag.moved = true;
-        if (drag.moved) { tip.hidden = true; hover = null; setView(drag.v[0] - dt, drag.v[1] - dt); return; }
+        if (drag.moved) { hideTip(); setView(drag.v[0] - dt, drag.v[1] - dt); return; }
       }
+      if (e.pointerType === "mouse") point(e);
+    });
+    function point(e) {  // show the bar under the pointer, or hide the tip
       var h = hit(e.offsetX, e.offsetY);
       var same = h && hover && h[0] === hover[0] && h[1] === hover[1];
       hover = h;
-      if (h) showTip(h, e.offsetX, e.offsetY); else tip.hidden = true;
+      if (h) showTip(h, e.clientX, e.clientY); else tip.hidden = true;
       if (!same) draw();
+    }
+    // A finger cannot hover: a tap (a touch that did not pan) shows the bar it landed on.
+    canvas.addEventListener("pointerup", function (e) {
+      if (drag && drag.touch && !drag.moved) point(e);
+      drag = null; canvas.style.cursor = "";
     });
-    function endDrag() { drag = null; canvas.style.cursor = ""; }
-    canvas.addEventListener("pointerup", endDrag);
-    canvas.addEventListener("pointercancel", endDrag);
-    canvas.addEventListener("pointerleave", function () { if (!drag) { hover = null; tip.hidden = true; draw(); } });
+    canvas.addEventListener("pointercancel", function () { drag = null; canvas.style.cursor = ""; });
+    // Touch pointers "leave" as the finger lifts: only a mouse leaving hides the tip.
+    canvas.addEventListener("pointerleave", function (e) { if (!drag && e.pointerType === "mouse") { hideTip(); draw(); } });
+    // A fixed tip would stay put while the page moves under it.
+    window.addEventListener("scroll", function () { if (!tip.hidden) moveTip(); }, {passive: true});
     canvas.addEventListener("wheel", function (e) {
       if (!focused && !e.ctrlKey) return;
       e.preventDefault();
@@ -397,7 +428,13 @@ _JS = r"""
         if (act === "in") zoom(0.5); else if (act === "out") zoom(2); else reset();
       });
     });
-    window.addEventListener("resize", resize);
+    // Redraw at the displayed size whenever it changes (the page's layout settles after this
+    // script runs; a window resize or a phone's rotation changes it again): a canvas drawn
+    // at any other size is scaled by the browser, and blurs.
+    if (window.ResizeObserver) new ResizeObserver(function () { resize(); }).observe(canvas);
+    else window.addEventListener("resize", resize);
+    var hint = root.querySelector(".pg-itl-hint");
+    if (hint && window.matchMedia && matchMedia("(hover: none)").matches) hint.textContent = hint.dataset.touch;
     root.pgTimeline = {
       view: function () { return view.slice(); },
       barCenter: function (li, bi) {

@@ -41,6 +41,13 @@ def _num(value, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
 
+def _count(value, digits: int = 2) -> str:
+    """A per-step count: ``29`` when it is whole (every step did the same), ``1.33`` when it is not."""
+    if isinstance(value, float) and value.is_integer():
+        return f"{int(value):,}"
+    return _num(value, digits)
+
+
 def _table(headers: list[str] | None, rows: list[str]) -> str:
     head = "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
     body = "".join(f"<tr>{r}</tr>" for r in rows) or f'<tr><td colspan="{len(headers or [1])}">none</td></tr>'
@@ -86,7 +93,7 @@ def _kernels(report: TraceReport) -> str:
     rows = []
     for r in df.itertuples():
         rows.append(_cell(r.kernel, title=r.name, cls="name") + _cell(r.kind) + _cell(r.library)
-                    + _cell(_num(r.per_step, 2), num=True) + _cell(_num(r.us_per_step), num=True)
+                    + _cell(_count(r.per_step), num=True) + _cell(_num(r.us_per_step), num=True)
                     + _cell(_num(r.mean_us, 2), num=True) + _cell(f"{r.share:.1%}", num=True)
                     + _cell(r.launched_by, title=r.launched_by, cls="name") + _cell(r.achieved or "–", num=True)
                     + _cell("–" if math.isnan(r.of_reference) else f"{r.of_reference:.0%}", num=True))
@@ -100,9 +107,9 @@ def _kernels(report: TraceReport) -> str:
 
 def _ops(report: TraceReport) -> str:
     rows = [_cell(r.op + (" (annotation)" if r.annotation else ""), title=r.op, cls="name")
-            + _cell(_num(r.calls_per_step, 2), num=True) + _cell(_num(r.self_cpu_us), num=True)
+            + _cell(_count(r.calls_per_step), num=True) + _cell(_num(r.self_cpu_us), num=True)
             + _cell(_num(r.cpu_total_us), num=True) + _cell(_num(r.device_us), num=True)
-            + _cell(_num(r.launches_per_step, 2), num=True) for r in report.top_ops.itertuples()]
+            + _cell(_count(r.launches_per_step), num=True) for r in report.top_ops.itertuples()]
     return _table(["op", "calls / step", "self CPU µs / step", "total CPU µs / step", "device µs / step",
                    "launches / step"], rows)
 
@@ -111,7 +118,7 @@ def _memory(report: TraceReport) -> str:
     df = report.memory_ops
     if df.empty:
         return "<p>No memsets or memcpys in the steps.</p>"
-    rows = [_cell(r.name, cls="name") + _cell(r.kind) + _cell(_num(r.per_step, 2), num=True)
+    rows = [_cell(r.name, cls="name") + _cell(r.kind) + _cell(_count(r.per_step), num=True)
             + _cell(_bytes(r.bytes_per_step), num=True) + _cell(_num(r.us_per_step, 2), num=True)
             + _cell(_num(r.gb_per_s, 2), num=True) + _cell(r.launched_by, cls="name") + _cell(r.via)
             for r in df.itertuples()]

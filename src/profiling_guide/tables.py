@@ -206,21 +206,36 @@ def _shortened_with_title(value) -> str:
     return f'<span title="{html.escape(text)}">{html.escape(shorten(text))}</span>'
 
 
-def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None):
+def is_fraction_column(name) -> bool:
+    """A column of fractions (0–1) that reads better as a percentage: ``share``, ``*_share``, ``of_reference``."""
+    return isinstance(name, str) and (name.endswith("share") or name == "of_reference")
+
+
+def _cell_text(value) -> str:
+    # A list (a kernel's fused ops) reads as its items; an empty one as nothing.
+    text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return _shortened_with_title(text)
+
+
+def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None, na_rep: str = "–"):
     """A Styler that renders ``df`` as a clean HTML table on the page (µs with ``precision`` digits).
 
-    Whole numbers print as integers; a text cell longer than :data:`LONG_CELL`
+    Whole numbers print as integers; fractions in a column :func:`is_fraction_column`
+    names print as percentages; a text cell longer than :data:`LONG_CELL`
     characters (a kernel name, a compiled graph's hash) is shortened in the
-    middle and shown whole on hover.
+    middle and shown whole on hover; a list prints as its items. Missing values
+    (NaN, None) print as ``na_rep``.
     """
     fmt = {}
     for c in df.columns:
-        if pd.api.types.is_float_dtype(df[c]):
+        if is_fraction_column(c) and pd.api.types.is_numeric_dtype(df[c]):
+            fmt[c] = "{:.1%}" if str(c).endswith("share") else "{:.0%}"
+        elif pd.api.types.is_float_dtype(df[c]):
             whole = df[c].notna().any() and (df[c].dropna() % 1 == 0).all() and "µs" not in str(c)
             fmt[c] = "{:,.0f}" if whole else f"{{:,.{precision}f}}"
-        elif df[c].map(lambda v: isinstance(v, str) and len(v) > LONG_CELL).any():
-            fmt[c] = _shortened_with_title
-    st = df.style.format(fmt, na_rep="–")
+        elif df[c].map(lambda v: isinstance(v, (list, tuple)) or isinstance(v, str) and len(v) > LONG_CELL).any():
+            fmt[c] = _cell_text
+    st = df.style.format(fmt, na_rep=na_rep)
     if df.index.name is None and isinstance(df.index, pd.RangeIndex):
         st = st.hide(axis="index")
     if caption:

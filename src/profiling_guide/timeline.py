@@ -4,13 +4,14 @@ Lanes, top to bottom: the CPU ops by nesting depth (the ``record_function``
 label at the top, ``aten::`` ops below it), the CUDA runtime/driver calls, and
 one lane per GPU stream. An arrow joins each launch to the kernel it started,
 so the gap between "the CPU asked" and "the GPU ran" is visible. Time is in µs
-from the start of the step.
+from the start of the step (in ms for a step longer than 5 ms).
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
 from .kernel_names import decode
 from .trace import Step, Trace
@@ -28,6 +29,11 @@ OP_COLORS = ["#4c78a8", "#6b93c4", "#8fb0d9", "#b3cbe8", "#d2e0f2"]
 RUNTIME_COLOR = "#f0a03c"
 ARROW_COLOR = "#555555"
 LANE_HEIGHT = 0.7
+# The site shows a figure about 830 px wide on a desktop: at 100 dpi an 8.2-inch figure is
+# shown at its own size, and 7.5 pt is 10.4 px there, the smallest text any lane carries.
+WIDTH_IN = 8.2
+BAR_FONT = 7.5
+MS_ABOVE_US = 5000  # a longer time axis ticks in ms: five-digit µs labels run into each other
 
 
 def _step(trace: Trace, step: int | None) -> Step:
@@ -63,7 +69,8 @@ def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[f
         depth = op.depth - base
         color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
         by_depth.setdefault(depth, []).append((op.start_us - t0, op.dur_us, short_op(op.name), color))
-    out = [(f"CPU ops · depth {d}", bars) for d, bars in sorted(by_depth.items())]
+    # Short labels: the y axis has room for about ten characters on a phone; the x axis says what dN is.
+    out = [(f"CPU d{d}", bars) for d, bars in sorted(by_depth.items())]
     out.append(("CUDA runtime", [(c.start_us - t0, c.dur_us, c.name, RUNTIME_COLOR) for c in s.runtime_calls]))
     streams: dict = {}
     for ev in s.device_events:
@@ -74,7 +81,7 @@ def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[f
 
 
 def _draw_bars(ax, y: float, bars, span_us: float, width_in: float, *, label_outside: bool = False) -> None:
-    us_per_char = span_us / (width_in * 14)  # ~14 characters of 7-pt text per inch
+    us_per_char = span_us / (width_in * 13)  # ~13 characters of 7.5-pt text per inch
     last_label_end = -1e30
     for start, dur, label, color in bars:
         ax.broken_barh([(start, max(dur, span_us * 0.0015))], (y - LANE_HEIGHT / 2, LANE_HEIGHT),
@@ -82,11 +89,11 @@ def _draw_bars(ax, y: float, bars, span_us: float, width_in: float, *, label_out
         room = int(dur / us_per_char)
         if room >= 4:
             text = label if len(label) <= room else label[: room - 1] + "…"
-            ax.text(start + dur / 2, y, text, ha="center", va="center", fontsize=7, clip_on=True,
+            ax.text(start + dur / 2, y, text, ha="center", va="center", fontsize=BAR_FONT, clip_on=True,
                     color="white" if color in KIND_COLORS.values() or color == OP_COLORS[0] else "#1b1b1b")
         elif label_outside and start > last_label_end:
             ax.text(start + dur + span_us * 0.004, y + LANE_HEIGHT * 0.62, label, ha="left", va="bottom",
-                    fontsize=6.5, color="#333333", clip_on=True)
+                    fontsize=BAR_FONT, color="#333333", clip_on=True)
             last_label_end = start + dur + len(label) * us_per_char * 0.95
 
 
@@ -100,7 +107,7 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     s = _step(trace, step)
     data = lanes(trace, s.number)
     if ax is None:
-        fig, ax = plt.subplots(figsize=(10, 0.45 * len(data) + 1.2), layout="constrained")
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(data) + 1.2), layout="constrained")
     fig = ax.figure
     span = span_us or (s.device_end_us - s.start_us)
     width_in = fig.get_size_inches()[0] * 0.8
@@ -122,7 +129,11 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     ax.set_yticks(list(ys.values()), list(ys.keys()), fontsize=8)
     ax.set_ylim(-0.7, len(data) - 0.3)
     ax.set_xlim(0, span * 1.02)
-    ax.set_xlabel(f"µs since the start of ProfilerStep#{s.number}")
+    unit = "ms" if span > MS_ABOVE_US else "µs"
+    if unit == "ms":
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}"))
+    ax.tick_params(axis="x", labelsize=9)
+    ax.set_xlabel(f"{unit} since the start of ProfilerStep#{s.number} · CPU dN: ops at nesting depth N", fontsize=9)
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right", "left"):
@@ -130,10 +141,13 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     kinds = sorted({decode(ev.name).kind for ev in s.device_events})
     handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in kinds]
     handles.append(Patch(color=RUNTIME_COLOR, label="runtime call"))
-    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
-              ncols=len(handles), borderaxespad=0.2)
+    legend = ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=BAR_FONT,
+                       frameon=False, ncols=len(handles), borderaxespad=0.2)
     if title:
-        ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        text = ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        renderer = fig.canvas.get_renderer()
+        if text.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer)):
+            ax.set_title(title, loc="left", fontsize=10, fontweight="bold", pad=20)  # above the legend's row
     return fig
 
 
@@ -142,7 +156,7 @@ def plot_compare(traces: dict[str, Trace], *, steps: dict[str, int] | None = Non
     chosen = {label: _step(t, (steps or {}).get(label)) for label, t in traces.items()}
     span = max(s.device_end_us - s.start_us for s in chosen.values())
     heights = [len(lanes(t, chosen[label].number)) for label, t in traces.items()]
-    fig, axes = plt.subplots(len(traces), 1, figsize=(10, 0.45 * sum(heights) + 1.2 * len(traces)),
+    fig, axes = plt.subplots(len(traces), 1, figsize=(WIDTH_IN, 0.45 * sum(heights) + 1.2 * len(traces)),
                              layout="constrained", height_ratios=heights, sharex=True)
     axes = [axes] if len(traces) == 1 else list(axes)
     for ax, (label, t) in zip(axes, traces.items()):

@@ -73,6 +73,7 @@ def test_report_page_shows_its_tables_and_an_interactive_timeline(page, site, ba
     page.mouse.move(bar["x"], bar["y"])
     tip = page.locator(".pg-itl-tip")
     tip.wait_for(state="visible", timeout=5_000)
+    assert_inside_viewport(page, tip)
     # Where bars overlap (a training step's kernels on several streams), the tip names the topmost one.
     assert "µs" in tip.inner_text() and tip.inner_text().strip()
     if path in REPORTS[:1] or "hta_sampled" in path:
@@ -83,6 +84,35 @@ def test_report_page_shows_its_tables_and_an_interactive_timeline(page, site, ba
     assert view_width(page) == pytest.approx(before / 2, rel=1e-3)
     page.locator('.pg-itl button[data-act="reset"]').click()
     assert view_width(page) == pytest.approx(before, rel=1e-3)
+    assert not page.errors, "; ".join(page.errors)
+
+
+def assert_inside_viewport(page, locator):
+    box, size = locator.bounding_box(), page.viewport_size
+    assert box and box["x"] >= 0 and box["y"] >= 0, box
+    assert box["x"] + box["width"] <= size["width"] and box["y"] + box["height"] <= size["height"], (box, size)
+
+
+def test_on_a_phone_a_tap_shows_the_tip_whole_and_the_canvas_is_drawn_at_its_size(page, site, base_url):
+    page.set_viewport_size({"width": 390, "height": 700})
+    page.goto(f"{base_url}/{REPORTS[0]}", wait_until="load")
+    canvas = page.locator(".pg-itl canvas")
+    canvas.scroll_into_view_if_needed()
+    # The backing store is the displayed width times the pixel ratio: nothing is scaled, nothing blurs.
+    widths = page.evaluate("() => { const c = document.querySelector('.pg-itl canvas');"
+                           " return [c.width, Math.round(c.clientWidth * devicePixelRatio)]; }")
+    assert widths[0] == widths[1], widths
+    # A real touch (through the DevTools protocol): touch pointers cannot hover.
+    bar = page.evaluate(LONGEST_GPU_BAR)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
+    point = [{"x": bar["x"], "y": bar["y"]}]
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": point})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    tip = page.locator(".pg-itl-tip")
+    tip.wait_for(state="visible", timeout=5_000)
+    assert bar["label"] in tip.inner_text()
+    assert_inside_viewport(page, tip)
     assert not page.errors, "; ".join(page.errors)
 
 
