@@ -161,7 +161,10 @@ tables.styled(kernels[["kernel", "kind", *readable, "achieved"]].rename(columns=
 # And the CPU ops that take the host's time (self time: without the ops they
 # call):
 
-tables.styled(report.top_ops.head(10), precision=1)
+op_columns = {"op": "op", "calls_per_step": "calls per step", "self_cpu_us": "self CPU µs",
+              "cpu_total_us": "total CPU µs", "device_us": "device µs launched",
+              "launches_per_step": "launches per step"}
+tables.styled(report.top_ops.head(10)[list(op_columns)].rename(columns=op_columns), precision=1)
 
 # %%
 # The report's health checks: what the profiler may have dropped, steps of
@@ -291,7 +294,13 @@ def vocab_gemms(trace, vocab):
 
 padding = {"vocabulary 50257": vocab_gemms(trace, 50257),
            "padded to 50304": vocab_gemms(padded_run.trace, 50304)}
-tables.styled(pd.DataFrame(padding).T, precision=1)
+numbers = pd.DataFrame.from_dict(padding, orient="index").drop(columns="kernels")
+tables.styled(numbers, precision=1)
+
+# %%
+# And the kernels those GEMMs ran, decoded:
+
+Facts(*(f"{name}: {row['kernels']}" for name, row in padding.items()))
 
 # %%
 
