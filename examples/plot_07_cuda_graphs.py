@@ -333,10 +333,8 @@ tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in ru
 # issued back to back keep the GPU busy (device-bound), otherwise the GPU
 # waits for the host (overhead-bound); a tie where the spreads overlap.
 
-from profiling_guide.pace import pace_of
+from profiling_guide.pace import pace_of, unprofiled_bound
 from profiling_guide.report import spread_cell
-
-PACE = {"faster": "device-bound", "slower": "overhead-bound", "tie": "tie"}
 
 
 def cost_row(rec):
@@ -345,7 +343,7 @@ def cost_row(rec):
             "wall µs per call": spread_cell(t["wall_us_per_call"]),
             "device µs (queue full)": spread_cell(t["device_us"]),
             "profiler on": pace_of(rec.trace).bound,
-            "profiler off": PACE[compare(t["cpu_issue_us"], t["device_us"])]}
+            "profiler off": unprofiled_bound(t["cpu_issue_us"], t["device_us"])}
 
 
 tables.styled(pd.DataFrame({f"{m}: {v}": cost_row(r) for (m, v), r in runs.items()}).T)

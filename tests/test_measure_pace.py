@@ -6,7 +6,7 @@ import pytest
 
 from conftest import GPUS, H100, H200
 from profiling_guide.measure import Spread, compare, ratio_words
-from profiling_guide.pace import pace_of, pace_unprofiled, summarize_step
+from profiling_guide.pace import pace_of, pace_unprofiled, summarize_step, unprofiled_bound
 from profiling_guide.roofline import datasheet_bound_us, datasheet_for
 from profiling_guide.trace import Trace
 
@@ -78,3 +78,5 @@ def test_without_the_profiler_the_timings_decide_the_pace():
     assert "the CPU sets the pace" in pace_unprofiled(cpu, device)
     assert "the GPU sets the pace" in pace_unprofiled(device, cpu)
     assert "neither clearly" in pace_unprofiled(cpu, cpu)
+    assert [unprofiled_bound(cpu, device), unprofiled_bound(device, cpu), unprofiled_bound(cpu, cpu)] == [
+        "overhead-bound", "device-bound", "tie"]

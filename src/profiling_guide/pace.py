@@ -236,16 +236,24 @@ def pace_of(trace: Trace) -> Pace:
     return pace([summarize_step(step) for step in trace.steps])
 
 
-def pace_unprofiled(cpu_issue, device) -> str:
-    """One sentence from profiler-off spreads: CPU issue time against device time per call."""
+def unprofiled_bound(cpu_issue, device) -> str:
+    """Who sets the pace of calls issued one at a time, profiler off: from CPU issue time against device time.
+
+    ``"device-bound"`` when issuing is shorter than running (the CPU runs ahead),
+    ``"overhead-bound"`` when it is longer, ``"tie"`` inside the spreads.
+    """
     from .spread import compare
 
-    verdict = compare(cpu_issue, device)
-    if verdict == "slower":
-        return (f"Without the profiler, issuing one call costs the CPU {cpu_issue:.1f} µs and the GPU needs "
-                f"{device:.1f} µs: called one at a time, the CPU sets the pace (overhead-bound).")
-    if verdict == "faster":
-        return (f"Without the profiler, issuing one call costs the CPU {cpu_issue:.1f} µs and the GPU needs "
-                f"{device:.1f} µs: the CPU runs ahead and the GPU sets the pace (device-bound).")
-    return (f"Without the profiler, issuing one call costs the CPU {cpu_issue:.1f} µs and the GPU needs "
-            f"{device:.1f} µs: the two are within each other's spread, so neither clearly sets the pace.")
+    return {"faster": WORDS["GPU"], "slower": WORDS["CPU"], "tie": "tie"}[compare(cpu_issue, device)]
+
+
+def pace_unprofiled(cpu_issue, device) -> str:
+    """One sentence from profiler-off spreads: CPU issue time against device time per call."""
+    lead = (f"Without the profiler, issuing one call costs the CPU {cpu_issue:.1f} µs and the GPU needs "
+            f"{device:.1f} µs: ")
+    bound = unprofiled_bound(cpu_issue, device)
+    if bound == "overhead-bound":
+        return lead + "called one at a time, the CPU sets the pace (overhead-bound)."
+    if bound == "device-bound":
+        return lead + "the CPU runs ahead and the GPU sets the pace (device-bound)."
+    return lead + "the two are within each other's spread, so neither clearly sets the pace."
