@@ -171,9 +171,10 @@ def _repository_url() -> str | None:
 
 
 # The repository in the header, as an icon link, wherever its address is known.
-if _repository_url():
+REPOSITORY_URL = _repository_url()
+if REPOSITORY_URL:
     html_theme_options["icon_links"] = [
-        {"name": "Source repository", "url": _repository_url(), "icon": "fa-brands fa-git-alt"}]
+        {"name": "Source repository", "url": REPOSITORY_URL, "icon": "fa-brands fa-git-alt"}]
 
 # sphinx-gallery skips an example whose source has not changed since the last
 # build; the gallery folder is shared by the builds, so after another GPU's
