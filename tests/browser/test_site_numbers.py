@@ -14,6 +14,8 @@ import pytest
 
 from site_pages import SITE, example_pages
 
+from profiling_guide.page_logs import LOG_MARKERS
+
 NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?$")
 
 
@@ -97,12 +99,6 @@ def test_the_mlp_pages_compare_kernels_with_a_ceiling():
     assert all(ceiling_cells(p) for p in pages), "an MLP page lost its ceiling column"
 
 
-# What a live build must never publish: warnings, compiler/autotune logs, progress lines, tracebacks.
-LOG_MARKERS = re.compile(
-    r"Traceback \(most recent call last\)|AUTOTUNE |SingleProcess AUTOTUNE|UserWarning|DeprecationWarning|"
-    r"FutureWarning|TypedStorage is deprecated|building and checking|select_algorithm\.py|"
-    r"(?m:^[EWI]\d{4} \d\d:\d\d:\d\d)|(?m:^\[transformers\] )"
-)
 
 
 class _Outputs(HTMLParser):
