@@ -149,13 +149,11 @@ InteractiveTimeline(trace, caption="one GPT-2 training step, profiled")
 
 from profiling_guide import tables
 
-kernels = report.top_kernels.head(12).assign(share=lambda k: 100 * k["share"],
-                                             of_reference=lambda k: 100 * k["of_reference"])
 readable = {"per_step": "launches per step", "us_per_step": "µs per step",
-            "share": "% of device time", "launched_by": "launched by",
-            "of_reference": "% of reference"}
-tables.styled(kernels[["kernel", "kind", *readable, "achieved"]].rename(columns=readable),
-              precision=1)
+            "share": "device-time share", "launched_by": "launched by",
+            "of_reference": "of reference"}
+kernels = report.top_kernels.head(12)[["kernel", "kind", *readable, "achieved"]]
+tables.styled(kernels.rename(columns=readable), precision=1)
 
 # %%
 # And the CPU ops that take the host's time (self time: without the ops they

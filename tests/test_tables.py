@@ -62,3 +62,11 @@ def test_launch_table_has_one_row_per_device_event(mlp_eager):
     memsets = lt[lt["kind"] == "memset"]
     assert set(memsets["launch call"]) == {"cudaMemsetAsync"}
     assert (lt["launch → start µs"] >= 0).all()
+
+
+def test_readable_fraction_headers_keep_the_percentage_format():
+    import pandas as pd
+
+    df = pd.DataFrame({"device-time share": [0.206], "of reference": [0.17], "µs per step": [3304.4]})
+    out = tables.styled(df).to_html()
+    assert "20.6%" in out and "17%" in out and "3,304.4" in out and "0.206" not in out
