@@ -51,12 +51,13 @@ import os
 import tempfile
 import warnings
 
-from profiling_guide.args import example_parser, run_args
+from profiling_guide.args import example_parser, require_bfloat16, run_args
 from profiling_guide.recordings import Chapter, to_console
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("8 · Profile your own model: a GPT-2 training step")
 args = parser.parse_args()
+require_bfloat16(args, "the GPT-2 step above is written in bf16")
 chapter = Chapter("08_own_model", run_args(args), mode=args.mode)
 out_dir = tempfile.mkdtemp(prefix="gpt2_profile_")
 chapter.banner()

@@ -44,7 +44,7 @@ def test_live_mode_without_a_gpu_is_a_one_line_error():
     assert result.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("example", [p for p in EXAMPLES if p.stem in ("plot_05_compare", "plot_06_fused")],
+@pytest.mark.parametrize("example", [p for p in EXAMPLES if p.stem in ("plot_05_compare", "plot_06_fused", "plot_08_own_model")],
                          ids=lambda p: p.stem)
 def test_the_bf16_chapters_refuse_another_dtype_in_one_line(example):
     result = run_example(example, "--dtype", "float16")
