@@ -178,15 +178,31 @@ def _tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, G
 
 
 @triton.jit
-def _gelu_tanh_times(g, u):
+def _gelu_tanh_times(g, u, FAST_TANH: tl.constexpr):
     """``gelu_tanh(g) * u`` on fp32 values: the GeGLU epilogue.
 
-    gelu_tanh(g) = 0.5·g·(1 + tanh(z)) with z = √(2/π)·(g + 0.044715·g³), and
-    0.5·(1 + tanh(z)) = sigmoid(2z), so gelu_tanh(g) = g / (1 + exp(-2z)):
-    one exp and one divide, and no overflow trouble (exp → inf gives -0).
+    gelu_tanh(g) = 0.5·g·(1 + tanh(z)) with z = √(2/π)·(g + 0.044715·g³).
+
+    With ``FAST_TANH`` (16-bit inputs on a GPU), tanh is the hardware's
+    ``tanh.approx.f32``: one instruction of the SM's special-function unit per
+    element. Its error (about 2⁻¹¹ relative) is far below the bf16 rounding of
+    the result (2⁻⁸), and the epilogue, which the tensor cores wait for, runs
+    on half the special-function instructions and fewer FMAs: it took the
+    gate/up kernel from 123 to 114 µs at the guide's shape on an H100.
+    Otherwise (fp32 inputs, and Triton's interpreter, which cannot run inline
+    PTX) the same function is written with exp only:
+    0.5·(1 + tanh(z)) = sigmoid(2z), so gelu_tanh(g) = g / (1 + exp(-2z)),
+    with no overflow trouble (exp → inf gives -0).
     """
-    two_z = 1.5957691216057308 * (g + 0.044715 * g * g * g)  # 2·√(2/π) = 1.5957…
-    return g / (1.0 + tl.exp(-two_z)) * u
+    if FAST_TANH:
+        z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)  # √(2/π)·(g + 0.044715·g³)
+        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=tl.float32,
+                                      is_pure=True, pack=1)  # fmt: skip
+        half_g = 0.5 * g
+        return (half_g + half_g * t) * u
+    else:
+        two_z = 1.5957691216057308 * (g + 0.044715 * g * g * g)  # 2·√(2/π) = 1.5957…
+        return g / (1.0 + tl.exp(-two_z)) * u
 
 
 # ---------------------------------------------------------------- design "dual"
@@ -201,7 +217,7 @@ def _geglu_dual_gemm_kernel(
     stride_un, stride_uk,  #
     stride_hm, stride_hn,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
-    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
 ):
     """h[M, N] = gelu_tanh(x @ Wg.T) * (x @ Wu.T), two accumulators, two dots per K step."""
     pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -238,7 +254,7 @@ def _geglu_dual_gemm_kernel(
         wu_ptrs += BLOCK_K * stride_uk
 
     # The epilogue: GeGLU on the fp32 accumulators, one rounding, one store.
-    h = _gelu_tanh_times(acc_g, acc_u)
+    h = _gelu_tanh_times(acc_g, acc_u, FAST_TANH)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -263,7 +279,7 @@ def geglu_dual(x2d: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, *,
             w_gate.stride(0), w_gate.stride(1),  #
             w_up.stride(0), w_up.stride(1),  #
             h.stride(0), h.stride(1),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype))  # fmt: skip
+            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
     return h
 
 
@@ -278,7 +294,7 @@ def _geglu_packed_gemm_kernel(
     stride_wn, stride_wk,  #
     stride_hm, stride_hn,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
-    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
 ):
     """h[M, N] = gelu_tanh(g) * u from one dot per K step against the packed [2N, K] weight.
 
@@ -312,7 +328,7 @@ def _geglu_packed_gemm_kernel(
     # last axis of size 2 and split it. Each thread already holds both columns
     # of a pair, so this is a renaming of registers, not a data movement.
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
-    h = _gelu_tanh_times(g, u)
+    h = _gelu_tanh_times(g, u, FAST_TANH)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -335,7 +351,7 @@ def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Co
             x2d.stride(0), x2d.stride(1),  #
             w_packed.stride(0), w_packed.stride(1),  #
             h.stride(0), h.stride(1),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype))  # fmt: skip
+            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
     return h
 
 
@@ -347,7 +363,7 @@ def _geglu_packed_tma_gemm_kernel(
     x_desc, w_desc, h_desc,  #
     M, N, K,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
-    NUM_PROGRAMS: tl.constexpr, INPUT_PRECISION: tl.constexpr,  #
+    NUM_PROGRAMS: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,  #
     FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     """The packed design, persistent, with tiles moved by the TMA unit (Hopper and later).
@@ -387,7 +403,7 @@ def _geglu_packed_tma_gemm_kernel(
         tile_id_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
-        h = _gelu_tanh_times(g, u)
+        h = _gelu_tanh_times(g, u, FAST_TANH)
         h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h.to(h_desc.dtype))
 
 
@@ -412,7 +428,8 @@ def geglu_packed_tma(x2d: torch.Tensor, w_packed: torch.Tensor, *,
     _launch(_geglu_packed_tma_gemm_kernel, grid, None if config is None else tma_config(config),
             x_desc, w_desc, h_desc,  #
             M, N, K,  #
-            NUM_PROGRAMS=num_programs, INPUT_PRECISION=_input_precision(x2d.dtype))  # fmt: skip
+            NUM_PROGRAMS=num_programs, INPUT_PRECISION=_input_precision(x2d.dtype),  #
+            FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
     return h
 
 
@@ -426,6 +443,12 @@ def _input_precision(dtype: torch.dtype) -> str:
     # fp32 inputs: true fp32 products, as torch's matmul does by default (no TF32).
     # For 16-bit inputs the setting is unused: the MMA takes them as they are.
     return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _fast_tanh(dtype: torch.dtype) -> bool:
+    # The hardware tanh for 16-bit inputs on a GPU; fp32 inputs keep the exact
+    # formula (their check is 1e-5), and the interpreter cannot run inline PTX.
+    return dtype != torch.float32 and not INTERPRETED
 
 
 def _launch(kernel, grid, config: triton.Config | None, *args, **constants) -> None:
