@@ -75,6 +75,22 @@ def quack_candidates(packed, hidden):
     except Exception as exc:  # noqa: BLE001
         print(f"quack: not importable ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
         return {}
+    try:  # quack 0.6.5 cannot key the ContextVar that cutlass-dsl 4.8 leaves in an epilogue's closure
+        import contextvars
+
+        from quack.gemm_runtime import identity
+        keyer = identity.semantic_value_key
+
+        def semantic_value_key(value, seen):
+            if isinstance(value, contextvars.ContextVar):
+                return ("contextvar", value.name)
+            try:
+                return keyer(value, seen)
+            except TypeError:  # one process, fixed code: the type names the value well enough
+                return ("opaque", type(value).__module__, type(value).__qualname__)
+        identity.semantic_value_key = semantic_value_key
+    except Exception as exc:  # noqa: BLE001
+        print(f"quack: key patch not applied ({type(exc).__name__}: {exc})", flush=True)
     b = packed.T  # (K, 2·hidden), columns interleaved gate/up: quack's gated layout
     out = {}
     pins = {"default": None,
@@ -93,12 +109,42 @@ def quack_candidates(packed, hidden):
     return out
 
 
+def mlp_candidates(gate_up, wg, wu, wd):
+    """Whole-MLP forwards: cuBLAS's three bare GEMMs, ours as the module runs it, and ours in row chunks.
+
+    In chunks, the down GEMM of chunk i runs on a second stream while the
+    gate/up kernel of chunk i+1 runs on the first: the down GEMM's programs
+    can take the SMs that the gate/up kernel's last, partial wave leaves idle.
+    """
+    out = {"mlp ours": lambda x: F.linear(gate_up(x), wd)}
+    side = torch.cuda.Stream()
+
+    def chunked(x, n):
+        main = torch.cuda.current_stream()
+        rows = x.shape[0] // n
+        y = torch.empty(x.shape[0], wd.shape[0], device=x.device, dtype=x.dtype)
+        side.wait_stream(main)
+        for i in range(n):
+            h = gate_up(x[i * rows:(i + 1) * rows])
+            done = torch.cuda.Event()
+            done.record(main)
+            with torch.cuda.stream(side):
+                side.wait_event(done)
+                torch.mm(h, wd.T, out=y[i * rows:(i + 1) * rows])
+            h.record_stream(side)
+        main.wait_stream(side)
+        return y
+    for n in (2, 4, 8):
+        out[f"mlp ours {n} chunks, 2 streams"] = lambda x, n=n: chunked(x, n)
+    return out
+
+
 def pack(wg, wu):
     return torch.stack((wg, wu), dim=1).reshape(2 * wg.shape[0], wg.shape[1]).contiguous()
 
 
 def launcher(packed, hidden, cfg, sms):
-    bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh = cfg
+    bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas = cfg
     w_desc = TensorDescriptor.from_tensor(packed, [2 * bn, bk])
 
     def run(x):
@@ -111,11 +157,22 @@ def launcher(packed, hidden, cfg, sms):
         compiled = gate_up_kernel[(programs,)](
             x_desc, w_desc, h_desc, M, hidden, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm,
             NUM_PROGRAMS=programs, FLATTEN=not ws, WARP_SPECIALIZE=ws, SUBTILE=sub, TANH=tanh,
-            num_warps=warps, num_stages=stages)
+            num_warps=warps, num_stages=stages, num_ctas=ctas)
         run.resources = (f"{compiled.metadata.shared // 1024} KiB shared, {compiled.n_regs} registers, "
                          f"{compiled.n_spills} spilled, {programs} programs")
         return h
     return run
+
+
+def versions() -> dict:
+    """torch, CUDA, Triton, and quack and the CUTLASS DSL where they import."""
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__}
+    for name in ("quack", "cutlass"):
+        try:
+            out[name] = __import__(name).__version__
+        except Exception:  # noqa: BLE001
+            pass
+    return out
 
 
 def main() -> int:
@@ -125,8 +182,10 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--configs", default=None,
                     help="configs to try instead of the grid: BM,BN,BK,GROUP_M,warps,stages,ws,sub"
-                         "[,per_sm,tanh];... (ws, sub, tanh: 0 or 1; per_sm: programs per SM, 0 for "
-                         "one per tile; default 1,0), e.g. 128,64,64,4,4,3,0,0,2,1")
+                         "[,per_sm,tanh,ctas];... (ws, sub, tanh: 0 or 1; per_sm: programs per SM, 0 for "
+                         "one per tile; ctas: Triton's num_ctas; default 1,0,1), e.g. 128,64,64,4,4,3,0,0,2,1")
+    ap.add_argument("--mlp", action="store_true",
+                    help="also time whole-MLP forwards with the first config: plain, and in row chunks on 2 streams")
     ap.add_argument("--quack", action="store_true", help="also time quack-kernels' gated GEMM, if importable")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -146,19 +205,19 @@ def main() -> int:
         "cublas down alone": (lambda h: F.linear(h, wd), hs),
     }
     grid = list(itertools.product([128, 256], [64, 128], [64], [4, 8], [8], [3, 4],
-                                  [False, True], [False, True], [1], [False]))
+                                  [False, True], [False, True], [1], [False], [1]))
     if a.quick:  # the fastest of the full grid on an H100, and wider K steps
         grid = [(128, 128, 64, 4, 8, 4, False, False), (128, 128, 64, 8, 8, 4, False, False),
                 (128, 128, 64, 16, 8, 4, False, False), (128, 128, 64, 1, 8, 4, False, False),
                 (256, 64, 64, 4, 8, 4, False, True), (128, 128, 128, 4, 8, 2, False, True),
                 (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
-        grid = [(*c, 1, False) for c in grid]
+        grid = [(*c, 1, False, 1) for c in grid]
     if a.configs:
         grid = [[int(v) for v in c.split(",")] for c in a.configs.split(";")]
-        grid = [(*c[:6], bool(c[6]), bool(c[7]), *(c[8:10] or [1, 0])) for c in grid]
-        grid = [(*c[:9], bool(c[9])) for c in grid]
+        grid = [(*c[:6], bool(c[6]), bool(c[7]), *(c[8:10] or [1, 0]), *(c[10:11] or [1])) for c in grid]
+        grid = [(*c[:9], bool(c[9]), c[10]) for c in grid]
     for cfg in grid:
-        bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh = cfg
+        bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas = cfg
         smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
         regs = 2 * bm * bn / (32 * warps)  # fp32 accumulator registers per thread
         # an SM has 228 KiB of shared memory, 1 KiB of it reserved per resident program
@@ -166,7 +225,7 @@ def main() -> int:
             print(f"skipped {cfg}: {smem // 1024} KiB shared memory, {regs:.0f} accumulator registers")
             continue
         name = (f"triton {bm}x{bn}x{bk} g{gm} w{warps} s{stages}{' ws' if ws else ''}{' sub' if sub else ''}"
-                f" {per_sm or 'all'}/SM{' tanh' if tanh else ''}")
+                f" {per_sm or 'all'}/SM{' tanh' if tanh else ''}{f' {ctas} CTAs' if ctas > 1 else ''}")
         run = launcher(packed, hidden, cfg, sms)
         try:
             h = run(xs[0][0])
@@ -181,6 +240,16 @@ def main() -> int:
             continue
         print(f"{name}: {quick:.1f} us (quick); {run.resources}", flush=True)
         cands[name] = (run, xs, quick)
+    if a.mlp:
+        xhs = [(x, h) for (x,), (h,) in zip(xs, hs)]
+        alone = lambda x, h: (F.linear(x, wg), F.linear(x, wu), F.linear(h, wd))  # noqa: E731
+        cands["cublas GEMMs alone"] = (alone, xhs, median_rotating_us(alone, xhs, rounds=5))
+        gate_up = launcher(packed, hidden, grid[0], sms)
+        ref = F.linear(gate_up(xs[0][0]), wd).float()
+        for name, run in mlp_candidates(gate_up, wg, wu, wd).items():
+            err = ((run(xs[0][0]).float() - ref).abs().max() / ref.abs().max()).item()
+            print(f"{name}: max rel error against the plain forward {err:.1e}", flush=True)
+            cands[name] = (run, xs, median_rotating_us(run, xs, rounds=5))
     if a.quack:
         for name, run in quack_candidates(packed, hidden).items():
             try:
@@ -199,7 +268,7 @@ def main() -> int:
     # keep the 6 fastest configs (and the 2 fastest quack ones) for the careful, interleaved timing
     tri = sorted((k for k in cands if k.startswith("triton")), key=lambda k: cands[k][2])[:6]
     tri += sorted((k for k in cands if k.startswith("quack")), key=lambda k: cands[k][2])[:2]
-    final = ["cublas gate+up alone", "cublas down alone", *tri]
+    final = ["cublas gate+up alone", "cublas down alone", *tri, *(k for k in cands if k.startswith(("mlp", "cublas GEMMs")))]
     runs = {k: [] for k in final}
     for _ in range(a.repeats):
         for k in final:
@@ -211,7 +280,10 @@ def main() -> int:
         print(f"{k:<45} {s:.1f} us  ratio to cublas gate+up {s.median / base.median:.3f}", flush=True)
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(0), "results": out,
+            json.dump({"gpu": torch.cuda.get_device_name(0), "results": out, "versions": versions(),
+                       "shape": {"rows": M, "dim": dim, "hidden": hidden, "dtype": "bfloat16"},
+                       "method": "median_rotating_us (queue full, 10 rotating inputs, 20 rounds), "
+                                 f"{a.repeats} interleaved repeats: median and IQR",
                        "date": time.strftime("%Y-%m-%d")}, f, indent=1)
     return 0
 
