@@ -144,7 +144,7 @@ def pack(wg, wu):
 
 
 def launcher(packed, hidden, cfg, sms):
-    bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas = cfg
+    bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
     w_desc = TensorDescriptor.from_tensor(packed, [2 * bn, bk])
 
     def run(x):
@@ -156,7 +156,7 @@ def launcher(packed, hidden, cfg, sms):
         programs = min(tiles, per_sm * sms) if per_sm else tiles  # 0: one program per tile
         compiled = gate_up_kernel[(programs,)](
             x_desc, w_desc, h_desc, M, hidden, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm,
-            NUM_PROGRAMS=programs, FLATTEN=not ws, WARP_SPECIALIZE=ws, SUBTILE=sub, TANH=tanh,
+            NUM_PROGRAMS=programs, FLATTEN=flat, WARP_SPECIALIZE=ws, SUBTILE=sub, TANH=tanh,
             num_warps=warps, num_stages=stages, num_ctas=ctas)
         run.resources = (f"{compiled.metadata.shared // 1024} KiB shared, {compiled.n_regs} registers, "
                          f"{compiled.n_spills} spilled, {programs} programs")
@@ -182,8 +182,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--configs", default=None,
                     help="configs to try instead of the grid: BM,BN,BK,GROUP_M,warps,stages,ws,sub"
-                         "[,per_sm,tanh,ctas];... (ws, sub, tanh: 0 or 1; per_sm: programs per SM, 0 for "
-                         "one per tile; ctas: Triton's num_ctas; default 1,0,1), e.g. 128,64,64,4,4,3,0,0,2,1")
+                         "[,per_sm,tanh,ctas,flatten];... (ws, sub, tanh, flatten: 0 or 1; per_sm: programs per "
+                         "SM, 0 for one per tile; ctas: Triton's num_ctas; default 1,0,1 and flatten unless ws),"
+                         " e.g. 128,64,64,4,4,3,0,0,2,1,1,0")
     ap.add_argument("--mlp", action="store_true",
                     help="also time whole-MLP forwards with the first config: plain, and in row chunks on 2 streams")
     ap.add_argument("--quack", action="store_true", help="also time quack-kernels' gated GEMM, if importable")
@@ -206,18 +207,20 @@ def main() -> int:
     }
     grid = list(itertools.product([128, 256], [64, 128], [64], [4, 8], [8], [3, 4],
                                   [False, True], [False, True], [1], [False], [1]))
+    grid = [(*c, not c[6]) for c in grid]
     if a.quick:  # the fastest of the full grid on an H100, and wider K steps
         grid = [(128, 128, 64, 4, 8, 4, False, False), (128, 128, 64, 8, 8, 4, False, False),
                 (128, 128, 64, 16, 8, 4, False, False), (128, 128, 64, 1, 8, 4, False, False),
                 (256, 64, 64, 4, 8, 4, False, True), (128, 128, 128, 4, 8, 2, False, True),
                 (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
-        grid = [(*c, 1, False, 1) for c in grid]
+        grid = [(*c, 1, False, 1, not c[6]) for c in grid]
     if a.configs:
         grid = [[int(v) for v in c.split(",")] for c in a.configs.split(";")]
-        grid = [(*c[:6], bool(c[6]), bool(c[7]), *(c[8:10] or [1, 0]), *(c[10:11] or [1])) for c in grid]
-        grid = [(*c[:9], bool(c[9]), c[10]) for c in grid]
+        grid = [(*c[:6], bool(c[6]), bool(c[7]), *(c[8:10] or [1, 0]), *(c[10:11] or [1]),
+                 *(c[11:12] or [int(not c[6])])) for c in grid]
+        grid = [(*c[:9], bool(c[9]), c[10], bool(c[11])) for c in grid]
     for cfg in grid:
-        bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas = cfg
+        bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
         smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
         regs = 2 * bm * bn / (32 * warps)  # fp32 accumulator registers per thread
         # an SM has 228 KiB of shared memory, 1 KiB of it reserved per resident program
@@ -225,7 +228,8 @@ def main() -> int:
             print(f"skipped {cfg}: {smem // 1024} KiB shared memory, {regs:.0f} accumulator registers")
             continue
         name = (f"triton {bm}x{bn}x{bk} g{gm} w{warps} s{stages}{' ws' if ws else ''}{' sub' if sub else ''}"
-                f" {per_sm or 'all'}/SM{' tanh' if tanh else ''}{f' {ctas} CTAs' if ctas > 1 else ''}")
+                f" {per_sm or 'all'}/SM{' tanh' if tanh else ''}{f' {ctas} CTAs' if ctas > 1 else ''}"
+                f"{' unflattened' if not flat and not ws else ''}")
         run = launcher(packed, hidden, cfg, sms)
         try:
             h = run(xs[0][0])
