@@ -98,8 +98,10 @@ facts.intermediate_traffic(rows, hidden, element,
 # so its instruction count matters: for bf16 inputs the tanh is the
 # hardware's ``tanh.approx.f32``, one special-function instruction per
 # element, where ``g·sigmoid(2z)`` (the same function) needs two (an
-# exponential and a reciprocal). Its error, about 2⁻¹¹, is far below the
-# bf16 rounding of the result:
+# exponential and a reciprocal). Its maximum relative error,
+# 2⁻¹¹ (`PTX ISA
+# <https://docs.nvidia.com/cuda/parallel-thread-execution/#floating-point-instructions-tanh>`_),
+# is far below the bf16 rounding of the result:
 #
 # .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
 #    :pyobject: _gelu_tanh_times

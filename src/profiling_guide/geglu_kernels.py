@@ -185,10 +185,12 @@ def _gelu_tanh_times(g, u, FAST_TANH: tl.constexpr):
 
     With ``FAST_TANH`` (16-bit inputs on a GPU), tanh is the hardware's
     ``tanh.approx.f32``: one instruction of the SM's special-function unit per
-    element. Its error (about 2⁻¹¹ relative) is far below the bf16 rounding of
-    the result (2⁻⁸), and the epilogue, which the tensor cores wait for, runs
-    on half the special-function instructions and fewer FMAs: it took the
-    gate/up kernel from 123 to 114 µs at the guide's shape on an H100.
+    element. Its maximum relative error, 2⁻¹¹ (PTX ISA, "tanh"), is far below
+    the bf16 rounding of the result (2⁻⁸), and the epilogue, which the tensor
+    cores wait for, runs on half the special-function instructions and fewer
+    FMAs: it took the gate/up kernel from 1.02× to 0.94× the time of cuBLAS's
+    gate and up GEMMs at the guide's shape on an H100
+    (``scripts/probe_gate_up.py``).
     Otherwise (fp32 inputs, and Triton's interpreter, which cannot run inline
     PTX) the same function is written with exp only:
     0.5·(1 + tanh(z)) = sigmoid(2z), so gelu_tanh(g) = g / (1 + exp(-2z)),
