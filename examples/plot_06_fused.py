@@ -470,6 +470,16 @@ tables.styled(work, precision=1)
 facts.fused_kernels(work, times[ours])
 
 # %%
+# Between our gate/up kernel's main loops the tensor cores sit idle while its
+# epilogue runs: with only 12 K steps per tile at ``dim`` 768, that pause is
+# a large share of each tile. CUTLASS's Hopper *ping-pong* schedule hides it:
+# two consumer warpgroups work on different tiles, one running its epilogue
+# while the other issues MMAs. Triton 3.6 exposes no such schedule on Hopper
+# (its warp specialization, and two programs per SM, were both slower than
+# this kernel in our probes on an H100).
+# ``scripts/probe_gate_up.py --quack --mlp`` times a ping-pong gated GEMM from
+# `quack-kernels <https://github.com/Dao-AILab/quack>`_ beside ours and
+# cuBLAS's GEMMs on your GPU; the README lists its flags.
 
 verdicts.require()
 claim_verdicts.require()
