@@ -216,10 +216,16 @@ def main() -> int:
                 (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
         grid = [(*c, 1, False, 1, not c[6]) for c in grid]
     if a.configs:
-        grid = [[int(v) for v in c.split(",")] for c in a.configs.split(";")]
-        grid = [(*c[:6], bool(c[6]), bool(c[7]), *(c[8:10] or [1, 0]), *(c[10:11] or [1]),
-                 *(c[11:12] or [int(not c[6])])) for c in grid]
-        grid = [(*c[:9], bool(c[9]), c[10], bool(c[11])) for c in grid]
+        grid = []
+        for text in a.configs.split(";"):
+            try:
+                c = [int(v) for v in text.split(",")]
+            except ValueError:
+                ap.error(f"--configs: {text!r} is not a comma-separated list of integers")
+            if not 8 <= len(c) <= 12:
+                ap.error(f"--configs: {text!r} has {len(c)} numbers; give 8 to 12 (see --help)")
+            c += [1, 0, 1, int(not c[6])][len(c) - 8:]  # per_sm, tanh, ctas, flatten defaults
+            grid.append((*c[:6], bool(c[6]), bool(c[7]), c[8], bool(c[9]), c[10], bool(c[11])))
     for cfg in grid:
         bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
         smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
