@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +17,28 @@ ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "docs" / "recordings" / "nvidia-h100-80gb-hbm3"
 H200 = ROOT / "docs" / "recordings" / "nvidia-h200"
 GPUS = [H100, H200]
+
+
+def triton_env(*, interpreted: bool) -> dict:
+    """This process's environment for a child Python: Triton's interpreter on or off, the package importable."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpreted:
+        env["TRITON_INTERPRET"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    return env
+
+
+def run_pytest_in_fresh_process(test_file: str, *, interpreted: bool, timeout: int) -> None:
+    """Run ``test_file``'s tests in a new Python, with Triton's interpreter on or off.
+
+    Triton reads ``TRITON_INTERPRET`` when it is imported, so a file whose
+    tests need the other mode than this process's runs itself again in a
+    child; the child's output is shown if it fails.
+    """
+    out = subprocess.run([sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider"],
+                         env=triton_env(interpreted=interpreted), capture_output=True, text=True,
+                         timeout=timeout)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
 def recording(name: str) -> Path:

@@ -27,6 +27,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 import pytest  # noqa: E402
+from conftest import run_pytest_in_fresh_process, triton_env  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -45,10 +46,7 @@ def _interpreter_only(request):
 if TRITON_COMPILED_MODE:
 
     def test_the_fused_mlp_tests_in_a_fresh_process():
-        env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
-        out = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                             env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+        run_pytest_in_fresh_process(__file__, interpreted=True, timeout=600)
 
 TOLERANCE = {torch.float16: 2e-3, torch.float32: 1e-5}  # max|err| / max|ref| of h
 SHAPES = [(1, 32, 48), (17, 80, 96), (64, 48, 64), (33, 40, 72)]  # (M, dim, hidden); tile is 16
@@ -228,9 +226,8 @@ def test_cpu_tensors_are_refused_without_the_interpreter():
         "except GuideError as exc:\n"
         "    print(exc)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=triton_env(interpreted=False), capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     message = out.stdout.strip()
     assert "CUDA device" in message and "TRITON_INTERPRET=1" in message and "cpu" in message

@@ -10,8 +10,6 @@ process (``tests/test_fused_mlp.py`` sets ``TRITON_INTERPRET=1``), the tests
 here run in a fresh process instead, without it.
 """
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +22,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 import profiling_guide.fused_mlp as fm  # noqa: E402
+from conftest import run_pytest_in_fresh_process  # noqa: E402
 from profiling_guide.errors import GuideError  # noqa: E402
 from profiling_guide.geglu_kernels import INTERPRETED  # noqa: E402
 from profiling_guide.measure import cpu_issue_time  # noqa: E402
@@ -65,11 +64,7 @@ def _compiled_kernels_only(request):
 if INTERPRETED:
 
     def test_the_gpu_tests_in_a_fresh_process():
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
-        out = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                             env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
-        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+        run_pytest_in_fresh_process(__file__, interpreted=False, timeout=1800)
 
 
 def inputs(M, dim, hidden, dtype, seed=0):
