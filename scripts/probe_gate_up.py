@@ -31,6 +31,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 sys.path.insert(0, "src")
 from profiling_guide.capture import median_rotating_us  # noqa: E402
+from profiling_guide.fused_mlp import max_rel_error, pack_gate_up  # noqa: E402
 from profiling_guide.geglu_kernels import _gelu_tanh_times, _tile_coordinates  # noqa: E402
 from profiling_guide.spread import Spread  # noqa: E402
 
@@ -139,10 +140,6 @@ def mlp_candidates(gate_up, wg, wu, wd):
     return out
 
 
-def pack(wg, wu):
-    return torch.stack((wg, wu), dim=1).reshape(2 * wg.shape[0], wg.shape[1]).contiguous()
-
-
 def launcher(packed, hidden, cfg, sms):
     bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
     w_desc = TensorDescriptor.from_tensor(packed, [2 * bn, bk])
@@ -196,7 +193,7 @@ def main() -> int:
     wg = torch.randn(hidden, dim, device=dev, dtype=dt) / dim**0.5
     wu = torch.randn(hidden, dim, device=dev, dtype=dt) / dim**0.5
     wd = torch.randn(dim, hidden, device=dev, dtype=dt) / hidden**0.5
-    packed = pack(wg, wu)
+    packed = pack_gate_up(wg, wu)
     xs = [(torch.randn(M, dim, device=dev, dtype=dt),) for _ in range(10)]
     hs = [(torch.randn(M, hidden, device=dev, dtype=dt),) for _ in range(10)]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -241,7 +238,7 @@ def main() -> int:
         try:
             h = run(xs[0][0])
             torch.cuda.synchronize()
-            err = ((h.float() - want).abs().max() / want.abs().max()).item()
+            err = max_rel_error(h, want)
             if err > 1e-2:
                 print(f"{name}: WRONG err {err:.2e}", flush=True)
                 continue
@@ -258,7 +255,7 @@ def main() -> int:
         gate_up = launcher(packed, hidden, grid[0], sms)
         ref = F.linear(gate_up(xs[0][0]), wd).float()
         for name, run in mlp_candidates(gate_up, wg, wu, wd).items():
-            err = ((run(xs[0][0]).float() - ref).abs().max() / ref.abs().max()).item()
+            err = max_rel_error(run(xs[0][0]), ref)
             print(f"{name}: max rel error against the plain forward {err:.1e}", flush=True)
             cands[name] = (run, xs, median_rotating_us(run, xs, rounds=5))
     if a.quack:
@@ -267,7 +264,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 h = run(xs[0][0])
                 torch.cuda.synchronize()
-                err = ((h.float() - want).abs().max() / want.abs().max()).item()
+                err = max_rel_error(h, want)
                 quick = median_rotating_us(run, xs, rounds=5)
             except Exception as exc:  # noqa: BLE001
                 print(f"{name}: {type(exc).__name__} {str(exc)[:200]}", flush=True)
