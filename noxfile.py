@@ -107,7 +107,7 @@ elif mode == "replay" or not cuda:
     why = "PROFILING_GUIDE_MODE=replay" if mode == "replay" else "no CUDA GPU visible"
     print(f"replay: {why}: replaying the recordings in docs/recordings (torch {torch.__version__})")
 else:
-    from profiling_guide.recordings import gpu_slug
+    from profiling_guide.pages.recordings import gpu_slug
     print(f"live {gpu_slug(gpu)}: CUDA GPU visible ({gpu}, torch {torch.__version__}): measuring live "
           "and refreshing the recordings in docs/recordings")
 """

@@ -46,7 +46,7 @@ from sphinx.util import logging
 from sphinx.util.nodes import nested_parse_with_titles
 from sphinx_gallery.sorting import FileNameSortKey
 
-from profiling_guide.recordings import DEFAULT_GPU, GPU_ENV
+from profiling_guide.pages.recordings import DEFAULT_GPU, GPU_ENV
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -453,8 +453,8 @@ def write_sample_reports(app, exception) -> None:
     """
     if exception is not None or app.builder.format != "html":
         return
-    from profiling_guide.recordings import Chapter
-    from profiling_guide.report_html import write_report
+    from profiling_guide.pages.recordings import Chapter
+    from profiling_guide.report.html import write_report
 
     out = Path(app.outdir) / "_reports"
     out.mkdir(exist_ok=True)

@@ -25,8 +25,8 @@ dtype, device = torch.bfloat16, "cuda"
 # built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.pages.recordings import Chapter
 
 # The profiler warns once that it clears its events between steps; the trace is complete
 # either way.
@@ -138,9 +138,9 @@ compiled = chapter.load("compiled", compiled_forward, label="linear_fwd",
 # hold? We write the guesses down as data; the page checks them against the
 # trace after we have looked.
 
-from profiling_guide import checks, expect
-from profiling_guide.expect import POST
-from profiling_guide.pace import pace_of
+from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis.expect import POST
+from profiling_guide.analysis.pace import pace_of
 
 eager_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
@@ -168,7 +168,7 @@ compiled_predictions = [
 # is a row of the trace: CPU ops by nesting depth, the CUDA runtime calls the
 # CPU made, and the GPU stream. Arrows join each launch to its kernel.
 
-from profiling_guide import tables, timeline
+from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_compare({"eager nn.Linear": eager.trace,
                              "torch.compile(nn.Linear)": compiled.trace})
@@ -178,7 +178,7 @@ fig = timeline.plot_compare({"eager nn.Linear": eager.trace,
 # wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(eager.trace, caption="eager nn.Linear, one profiled step")
 
@@ -230,13 +230,13 @@ compiled_verdicts
 # The kernel, decoded
 # -------------------
 # A GEMM kernel's name is a spec sheet. The decoder
-# (:func:`profiling_guide.kernel_names.decode`) reads the library, the
+# (:func:`profiling_guide.trace.kernel_names.decode`) reads the library, the
 # architecture, the tile and the layout from it; where the name carries an
 # epilogue (work fused after the product, here the bias add), it says so.
 
 import pandas as pd
 
-from profiling_guide.kernel_names import decode
+from profiling_guide.trace.kernel_names import decode
 
 decoded = [decode(name).to_dict() for name in expect.kernel_names(eager.trace)]
 pd.DataFrame(decoded).T.rename(columns=lambda i: "eager kernel")
@@ -250,7 +250,7 @@ pd.DataFrame(decoded).T.rename(columns=lambda i: "eager kernel")
 # result sees; the *CPU issue time* is the host's share of it. The last two
 # rows come from the profiled steps.
 
-from profiling_guide.report import pace_facts, spread_cell
+from profiling_guide.pages.prose import pace_facts, spread_cell
 
 runs = {"eager": eager, "compiled": compiled}
 cost = pd.DataFrame({
@@ -276,7 +276,7 @@ pace_facts(eager)
 # more than the first; then the seconds the first call spent compiling are
 # never won back.
 
-from profiling_guide import facts
+from profiling_guide.pages import facts
 
 issue = {name: rec.timings["cpu_issue_us"] for name, rec in runs.items()}
 first_call_s = compile_cost.values["first_call_s"]

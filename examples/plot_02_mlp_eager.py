@@ -13,9 +13,9 @@ them cost?
 # %%
 # The code under study
 # --------------------
-# The model of the post (from :mod:`profiling_guide.models`):
+# The model of the post (from :mod:`profiling_guide.kernels.models`):
 #
-# .. literalinclude:: ../../src/profiling_guide/models.py
+# .. literalinclude:: ../../src/profiling_guide/kernels/models.py
 #    :pyobject: SimpleGeGLUMLP
 #
 # Three bias-free linears: ``gate_proj`` and ``up_proj`` widen each token from
@@ -25,7 +25,7 @@ them cost?
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -34,8 +34,8 @@ dtype, device = torch.bfloat16, "cuda"
 # built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
+from profiling_guide.pages.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("2 · The GeGLU MLP, eager: five kernels and a round trip through memory")
@@ -93,7 +93,7 @@ def profile_steps(forward, label, trace_file):
 # %%
 # Profile it (on a GPU; then the trace is read back, as in replay), and
 # measure in the same run the rates every later number is
-# compared with (:func:`~profiling_guide.measure.reference_rates`, once per
+# compared with (:func:`~profiling_guide.measure.timing.reference_rates`, once per
 # process): the best cuBLAS bf16 GEMM rate seen over a settled 8192³ product
 # and this MLP's own GEMM shapes, and the best device-to-device copy
 # bandwidth, each a median over 7 repeats with its spread. Beside them, the
@@ -101,8 +101,8 @@ def profile_steps(forward, label, trace_file):
 # *ceiling*, since no kernel can pass them. A measured rate is a *reference*:
 # real code reaches it, and a short kernel can beat it.
 
-from profiling_guide import measure
-from profiling_guide.bench_mlp import mlp_gemm_shapes
+from profiling_guide.measure import timing as measure
+from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
 if chapter.live:
     profile_steps(mlp_forward, "mlp_fwd", chapter.trace_file("eager"))
@@ -118,10 +118,9 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # Everything that only reshapes (``t``, ``transpose``, ``view``...) should
 # cost the GPU nothing.
 
-from profiling_guide import expect
-from profiling_guide.expect import POST
-from profiling_guide import checks
-from profiling_guide.checks import gemm_kernels
+from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis.checks import gemm_kernels
+from profiling_guide.analysis.expect import POST
 
 METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided",
                 "aten::_unsafe_view"]
@@ -144,7 +143,7 @@ predictions = [
 # The trace, one step
 # -------------------
 
-from profiling_guide import tables, timeline
+from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 
@@ -153,7 +152,7 @@ fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 # wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(eager.trace, caption="eager GeGLU MLP, one profiled step")
 
@@ -170,7 +169,7 @@ verdicts
 # metadata-only ops: they rewrite a tensor's shape and strides and copy no
 # data):
 
-from profiling_guide.report import Facts, pace_facts
+from profiling_guide.pages.prose import Facts, pace_facts
 
 Facts("CPU ops with no device work: " + ", ".join(eager.trace.no_device_ops) + ".")
 
@@ -228,7 +227,7 @@ tables.styled(gemms, precision=1)
 
 # %%
 
-from profiling_guide import facts
+from profiling_guide.pages import facts
 
 facts.reference_rates(refs)
 facts.gemm_rates(gemms)
@@ -243,7 +242,7 @@ facts.gemm_rates(gemms)
 # are needed: a fused kernel would read ``g`` and ``u`` once and write ``h``
 # once (three passes), and an epilogue-fused GEMM would write only ``h`` (one).
 
-from profiling_guide.roofline import kernel_work_table
+from profiling_guide.analysis.roofline import kernel_work_table
 
 intermediate = rows * hidden * element
 work = kernel_work_table(eager.trace, rows=rows, dim=dim, hidden=hidden, element=element,

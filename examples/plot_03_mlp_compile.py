@@ -18,7 +18,7 @@ shape unless ``dynamic=True``.
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+from profiling_guide.kernels.models import SimpleGeGLUMLP
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -27,8 +27,8 @@ dtype, device = torch.bfloat16, "cuda"
 # are built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
+from profiling_guide.pages.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser(
@@ -107,8 +107,8 @@ def first_compiled_call():
 
 compile_cost = chapter.measure("compile", first_compiled_call, code=[SimpleGeGLUMLP])
 
-from profiling_guide import measure
-from profiling_guide.bench_mlp import mlp_gemm_shapes
+from profiling_guide.measure import timing as measure
+from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
 if chapter.live:
     profile_steps(eager_forward, "mlp_fwd", chapter.trace_file("eager"))
@@ -125,9 +125,9 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # Before we look
 # --------------
 
-from profiling_guide import checks, expect
-from profiling_guide.expect import POST
-from profiling_guide.kernel_names import decode
+from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis.expect import POST
+from profiling_guide.trace.kernel_names import decode
 
 predictions = [
     expect.Prediction("four kernels per forward: 3 GEMMs + one fused GeLU·mul",
@@ -144,7 +144,7 @@ predictions = [
 # Two steps, one time axis
 # ------------------------
 
-from profiling_guide import tables, timeline
+from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_compare({"eager": eager.trace, "torch.compile": compiled.trace})
 
@@ -153,7 +153,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "torch.compile": compiled.tra
 # the wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(compiled.trace, caption="torch.compile, one profiled step")
 
@@ -192,7 +192,7 @@ pd.DataFrame([decode(k.name).to_dict() for k in fused]).T.rename(columns=lambda 
 # ``[B·S, hidden]`` intermediate instead of eager's five. How close does it
 # come to the copy bandwidth measured in this run, and to the datasheet's?
 
-from profiling_guide.roofline import kernel_work_table
+from profiling_guide.analysis.roofline import kernel_work_table
 
 refs = references.values
 runs = {"eager": eager, "compiled": compiled}
@@ -205,8 +205,8 @@ tables.styled(work, precision=1)
 
 # %%
 
-from profiling_guide import facts
-from profiling_guide.report import pace_facts, spread_cell
+from profiling_guide.pages import facts
+from profiling_guide.pages.prose import pace_facts, spread_cell
 
 facts.pointwise_per_step(runs)
 
@@ -264,10 +264,14 @@ tables.styled(ops[~ops.index.isin(eager_names)], precision=1)
 # the first new shape compile one graph with symbolic sizes) and
 # ``dynamic=True`` (symbolic from the start). Each setting runs in a fresh
 # Python process with empty compiler caches
-# (:func:`~profiling_guide.sweep.recompile_in_fresh_process`), so none reuses
+# (:func:`~profiling_guide.measure.sweep.recompile_in_fresh_process`), so none reuses
 # what another compiled; rows are in the order they ran.
 
-from profiling_guide.sweep import SETTINGS, recompile_in_fresh_process, shape_sweep
+from profiling_guide.measure.sweep import (
+    SETTINGS,
+    recompile_in_fresh_process,
+    shape_sweep,
+)
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]

@@ -19,7 +19,10 @@ changes.
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
+from profiling_guide.kernels.models import (
+    SimpleGeGLUMLP,
+    load_liger_geglu_mlp,
+)
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -28,8 +31,8 @@ dtype, device = torch.bfloat16, "cuda"
 # are built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
+from profiling_guide.pages.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser(
@@ -57,11 +60,11 @@ chapter.banner()
 #     liger = get_kernel("kernels-community/liger-kernels", version=1)
 #     mlp = liger.layers.LigerGEGLUMLP(config)
 #
-# :func:`~profiling_guide.models.load_liger_geglu_mlp` makes that call when
+# :func:`~profiling_guide.kernels.models.load_liger_geglu_mlp` makes that call when
 # the Hub is allowed and answers (``PROFILING_GUIDE_HUB=1``); by default, and
 # on machines with no Hub, it loads the same layer through the same library
 # from a local kernel repository
-# (:func:`~profiling_guide.liger_repo.local_liger_repo`:
+# (:func:`~profiling_guide.kernels.liger_repo.local_liger_repo`:
 # ``kernels.get_local_kernel`` over a folder in the layout ``kernels``
 # expects, which re-exports the installed ``liger-kernel`` package). In
 # replay no ``kernels`` call is made at all. The note says which path ran:
@@ -116,13 +119,13 @@ check = chapter.measure("check", compare_outputs, code=[SimpleGeGLUMLP])
 
 import pandas as pd
 
-from profiling_guide import tables
+from profiling_guide.pages import tables
 
 tables.styled(pd.DataFrame(check.values["errors"]).T, precision=6)
 
 # %%
 
-from profiling_guide.report import Facts
+from profiling_guide.pages.prose import Facts
 
 Facts(f"The recording was made with: {check.values['note']}.")
 
@@ -164,8 +167,8 @@ liger_run = chapter.load("liger", liger_forward, label="mlp_fwd", code=[SimpleGe
 # %%
 # The reference rates of chapter 2, measured once per process.
 
-from profiling_guide import measure
-from profiling_guide.bench_mlp import mlp_gemm_shapes
+from profiling_guide.measure import timing as measure
+from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
 references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
                              code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
@@ -174,8 +177,8 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # Before we look
 # --------------
 
-from profiling_guide import checks, expect
-from profiling_guide.expect import POST
+from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis.expect import POST
 
 predictions = [
     expect.Prediction("four kernels per forward: 3 GEMMs + Liger's fused GeLU·mul",
@@ -188,7 +191,7 @@ predictions = [
 
 # %%
 
-from profiling_guide import timeline
+from profiling_guide.pages import timeline
 
 fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 
@@ -197,7 +200,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 # wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(liger_run.trace, caption="Liger, one profiled step")
 
@@ -217,7 +220,7 @@ verdicts
 # picks the block (the next power of two ≥ ``hidden`` columns) and the warps
 # from the column count alone. The trace records what was launched:
 
-from profiling_guide import facts
+from profiling_guide.pages import facts
 
 geglu = next(k for k in liger_run.trace.steps[0].kernels if "geglu" in k.name)
 facts.liger_launch(geglu, check.values, hidden)
@@ -228,7 +231,7 @@ facts.liger_launch(geglu, check.values, hidden)
 # TB/s (it reads ``g`` and ``u`` and writes ``h``, three passes over the
 # intermediate).
 
-from profiling_guide.roofline import kernel_work_table
+from profiling_guide.analysis.roofline import kernel_work_table
 
 tables.styled(kernel_work_table(liger_run.trace, rows=rows, dim=dim, hidden=hidden,
                                 element=element, references=references.values), precision=1)
@@ -237,7 +240,7 @@ tables.styled(kernel_work_table(liger_run.trace, rows=rows, dim=dim, hidden=hidd
 # Profiler off: device time per forward (queue full), the CPU's time to
 # issue one, and who sets the pace.
 
-from profiling_guide.report import pace_facts, spread_cell
+from profiling_guide.pages.prose import pace_facts, spread_cell
 
 runs = {"eager": eager, "liger": liger_run}
 tables.styled(pd.DataFrame({name: {
@@ -272,7 +275,7 @@ pace_facts(liger_run)
 
 from liger_kernel.ops.geglu import _geglu_tanh_forward_kernel
 
-from profiling_guide.sweep import shape_sweep, triton_kernels_compiled
+from profiling_guide.measure.sweep import shape_sweep, triton_kernels_compiled
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]
@@ -302,7 +305,7 @@ device_verdicts.require()
 #     @use_kernel_forward_from_hub("GeGLUMLP")
 #     class HubGeGLUMLP(SimpleGeGLUMLP): ...
 #
-# and kernelized by :func:`~profiling_guide.kernelize.kernelize_with_liger`
+# and kernelized by :func:`~profiling_guide.kernels.kernelize.kernelize_with_liger`
 # with a mapping to the local kernel repository::
 #
 #     layer = LocalLayerRepository(repo, layer_name="LigerGEGLUMLPForward")
@@ -312,7 +315,7 @@ device_verdicts.require()
 # The module and its weights stay; only ``forward`` becomes Liger's. In replay
 # the model is built on the meta device and not kernelized.
 
-from profiling_guide.kernelize import HubGeGLUMLP, kernelize_with_liger
+from profiling_guide.kernels.kernelize import HubGeGLUMLP, kernelize_with_liger
 
 hub_mlp = HubGeGLUMLP(dim, hidden, device=chapter.device, dtype=dtype)
 hub_mlp.load_state_dict(mlp.state_dict())

@@ -19,7 +19,10 @@ the fastest this GPU can do".
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
+from profiling_guide.kernels.models import (
+    SimpleGeGLUMLP,
+    load_liger_geglu_mlp,
+)
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -28,8 +31,13 @@ dtype, device = torch.bfloat16, "cuda"
 # are built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import (
+    add_mlp_flags,
+    example_parser,
+    require_bfloat16,
+    run_args,
+)
+from profiling_guide.pages.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("5 · All four MLPs in one run: eager, compiled, max-autotune, Liger")
@@ -106,7 +114,7 @@ def profile_steps(forward, label, trace_file):
 # Each variant in turn, warmed up, profiled and loaded; a variant that fails
 # live is named below and left out of the rest of the page.
 
-from profiling_guide.report import Facts
+from profiling_guide.pages.prose import Facts
 
 runs, failed = {}, {}
 for name, module in VARIANTS.items():
@@ -130,7 +138,7 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # %%
 # Timed in one run
 # ----------------
-# :func:`~profiling_guide.bench_mlp.run_benchmark` checks every variant's
+# :func:`~profiling_guide.measure.bench_mlp.run_benchmark` checks every variant's
 # output against eager, then times each: device time per forward, cycling
 # through fresh random inputs that together exceed the L2 cache, each round
 # of forwards queued behind a sleep kernel so the GPU never waits for Python.
@@ -142,8 +150,8 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # The second is the datasheet bound: the MLP's FLOPs at the datasheet's bf16
 # peak; nothing runs faster.
 
-from profiling_guide import bench_mlp
-from profiling_guide.measure import Spread, compare
+from profiling_guide.measure import bench_mlp
+from profiling_guide.measure.timing import Spread, compare
 
 
 def benchmark():
@@ -159,7 +167,7 @@ alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bou
 
 # %%
 
-from profiling_guide import facts
+from profiling_guide.pages import facts
 
 facts.floors(result)
 facts.reference_rates(refs)
@@ -177,8 +185,8 @@ Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors
 
 import pandas as pd
 
-from profiling_guide import tables
-from profiling_guide.report import spread_cell
+from profiling_guide.pages import tables
+from profiling_guide.pages.prose import spread_cell
 
 summary = pd.DataFrame([
     {
@@ -201,11 +209,11 @@ tables.styled(summary, precision=2)
 
 # %%
 # Who sets the pace in each profiled forward
-# (:func:`~profiling_guide.pace.pace`): how busy the GPU was from the first
+# (:func:`~profiling_guide.analysis.pace.pace`): how busy the GPU was from the first
 # launch to the last kernel's end, and whether the launch→start delay grew
 # along the step.
 
-from profiling_guide.pace import pace, summarize_step
+from profiling_guide.analysis.pace import pace, summarize_step
 
 
 def pace_row(trace):
@@ -232,7 +240,7 @@ tables.styled(pace_rows, precision=1)
 # GPU between the end of one kernel and the start of the next.
 
 
-from profiling_guide.kernel_names import decode
+from profiling_guide.trace.kernel_names import decode
 
 
 def device_time_by_kind(trace):
@@ -244,7 +252,7 @@ def device_time_by_kind(trace):
     return dict(sorted(spent.items(), key=lambda kv: kv[0] != "gemm"))
 
 
-from profiling_guide import charts
+from profiling_guide.pages import charts
 
 breakdown = {name: device_time_by_kind(run.trace) for name, run in runs.items()}
 floors = {"cuBLAS GEMMs alone": alone.median} | ({"datasheet bound": bound} if bound else {})
@@ -256,10 +264,10 @@ fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floors, bre
 # --------------------------------------------------
 # GEMMs in TFLOP/s, pointwise kernels in TB/s, counting their passes over the
 # ``[B·S, hidden]`` intermediate
-# (:func:`~profiling_guide.roofline.intermediate_passes`); each against the
+# (:func:`~profiling_guide.analysis.roofline.intermediate_passes`); each against the
 # datasheet ceiling and the rate measured in this run.
 
-from profiling_guide.roofline import kernel_work_table
+from profiling_guide.analysis.roofline import kernel_work_table
 
 work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=dim, hidden=hidden,
                                           element=element, references=refs)
@@ -282,7 +290,7 @@ facts.time_by_kind(breakdown, times)
 # between the first two GEMMs and the last: we expect each to spend most of
 # its time in the three products. The next chapter removes it.
 
-from profiling_guide import checks, expect
+from profiling_guide.analysis import checks, expect
 
 numbers_verdicts = expect.check([
     expect.Prediction("compile is faster than Liger, outside both spreads",
@@ -319,7 +327,7 @@ expect.check([
 # ------------------
 # One profiled forward of each, on one time axis.
 
-from profiling_guide import timeline
+from profiling_guide.pages import timeline
 
 fig = timeline.plot_compare({name: run.trace for name, run in runs.items()})
 
@@ -338,4 +346,4 @@ chapter.downloads()
 #
 # or only the benchmark, with the fused variants of the next chapter::
 #
-#     python -m profiling_guide.bench_mlp --json bench.json
+#     python -m profiling_guide.measure.bench_mlp --json bench.json

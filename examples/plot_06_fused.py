@@ -24,7 +24,7 @@ bare GEMMs and the datasheet bound.
 
 import torch
 
-from profiling_guide.models import SimpleGeGLUMLP, mlp_flops
+from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
 
 batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
 dtype, device = torch.bfloat16, "cuda"
@@ -33,8 +33,13 @@ dtype, device = torch.bfloat16, "cuda"
 # are built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import add_mlp_flags, example_parser, require_bfloat16, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import (
+    add_mlp_flags,
+    example_parser,
+    require_bfloat16,
+    run_args,
+)
+from profiling_guide.pages.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("6 · GeGLU in the GEMM epilogue: g and u never reach memory")
@@ -73,8 +78,8 @@ chapter.banner()
 # gate and up GEMMs as library calls that must store their full outputs before
 # anything can read them. Fusing into the epilogue removes four passes.
 
-from profiling_guide import facts
-from profiling_guide.report import Facts
+from profiling_guide.pages import facts
+from profiling_guide.pages.prose import Facts
 
 pass_bytes = rows * hidden * element
 facts.intermediate_traffic(rows, hidden, element,
@@ -83,15 +88,15 @@ facts.intermediate_traffic(rows, hidden, element,
 # %%
 # The kernel
 # ----------
-# :mod:`profiling_guide.fused_mlp` holds three designs of the same idea. The
+# :mod:`profiling_guide.kernels.fused_mlp` holds three designs of the same idea. The
 # one this page runs on a Hopper GPU packs the gate and up weights into one
 # ``[2·hidden, dim]`` matrix, interleaved row by row
-# (:func:`~profiling_guide.fused_mlp.pack_gate_up`), so each K step is **one**
+# (:func:`~profiling_guide.kernels.fused_mlp.pack_gate_up`), so each K step is **one**
 # MMA twice as wide, and every thread ends up holding the ``g`` and ``u`` of
 # the same output column side by side in its registers. The epilogue splits
 # them with a reshape, which moves no data:
 #
-# .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
+# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_kernels.py
 #    :pyobject: _geglu_packed_tma_gemm_kernel
 #
 # The GeLU is computed on the fp32 accumulator while the tensor cores wait,
@@ -103,7 +108,7 @@ facts.intermediate_traffic(rows, hidden, element,
 # <https://docs.nvidia.com/cuda/parallel-thread-execution/#floating-point-instructions-tanh>`_),
 # is far below the bf16 rounding of the result:
 #
-# .. literalinclude:: ../../src/profiling_guide/geglu_kernels.py
+# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_kernels.py
 #    :pyobject: _gelu_tanh_times
 #
 # Two Hopper features sit under ``x_desc.load``/``h_desc.store``: the **TMA**
@@ -120,8 +125,8 @@ facts.intermediate_traffic(rows, hidden, element,
 # The down projection stays a cuBLAS GEMM: after the epilogue there is nothing left
 # to fuse into it.
 
-from profiling_guide import fused_mlp
-from profiling_guide.fused_mlp import FusedGeGLUMLP
+from profiling_guide.kernels import fused_mlp
+from profiling_guide.kernels.fused_mlp import FusedGeGLUMLP
 
 torch.manual_seed(0)
 mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
@@ -184,7 +189,7 @@ compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=
 # Before we look
 # --------------
 
-from profiling_guide import checks, expect
+from profiling_guide.analysis import checks, expect
 
 OURS = "this chapter"
 
@@ -201,7 +206,7 @@ predictions = [
 
 # %%
 
-from profiling_guide import tables, timeline
+from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_compare({"torch.compile": compiled_run.trace,
                              "epilogue-fused": fused_run.trace})
@@ -211,7 +216,7 @@ fig = timeline.plot_compare({"torch.compile": compiled_run.trace,
 # and the wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
 # that launched it and how long it waited after its launch.
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(fused_run.trace, caption="epilogue-fused MLP, one profiled step")
 
@@ -227,7 +232,7 @@ tables.styled(tables.kernel_table(fused_run.trace).drop(columns=["name"]), preci
 
 # %%
 
-from profiling_guide.report import pace_facts
+from profiling_guide.pages.prose import pace_facts
 
 pace_facts(fused_run)
 
@@ -242,9 +247,9 @@ pace_facts(fused_run)
 # cuBLAS's three bare GEMMs, the first floor; the datasheet bound is the
 # second.
 
-from profiling_guide import bench_mlp
-from profiling_guide.measure import Spread, compare
-from profiling_guide.report import spread_cell
+from profiling_guide.measure import bench_mlp
+from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.pages.prose import spread_cell
 
 VARIANTS = ["eager", "compile", "compile-max-autotune", "liger",
             "fused-dual", "fused-packed", "fused-packed-tma"]
@@ -317,7 +322,7 @@ claim_verdicts
 # depends on which templates its autotuning picked in that run (see the
 # previous chapter's trace).
 
-from profiling_guide import charts
+from profiling_guide.pages import charts
 
 flops = mlp_flops(rows, dim, hidden)
 fixed_bytes = element * (3 * dim * hidden + 2 * rows * dim)
@@ -356,13 +361,13 @@ Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_con
 # %%
 # And one more step that is not in the kernel at all: the host. Triton's
 # Python launcher binds and specialises every argument on each call. A CUDA
-# graph (:meth:`~profiling_guide.fused_mlp.FusedGeGLUMLP.captured`) records
+# graph (:meth:`~profiling_guide.kernels.fused_mlp.FusedGeGLUMLP.captured`) records
 # the forward's kernels once and issues them again with one call. The CPU
 # time to issue one forward (profiler off, median over repeats with its IQR):
 # ours through Triton's launcher, ours through the graph, and eager:
 
-from profiling_guide.graphs import CapturedForward
-from profiling_guide.measure import cpu_issue_time
+from profiling_guide.kernels.graphs import CapturedForward
+from profiling_guide.measure.timing import cpu_issue_time
 
 
 def host_cost():
@@ -453,10 +458,10 @@ Facts(f"The fused MLP is faster than every other variant, outside the spreads, a
 # --------------------------------------
 # The profiled forward's two kernels against the datasheet ceiling and the
 # measured reference: each GEMM's FLOPs over its time
-# (:func:`~profiling_guide.roofline.kernel_work_table`; the fused kernel does
+# (:func:`~profiling_guide.analysis.roofline.kernel_work_table`; the fused kernel does
 # gate and up).
 
-from profiling_guide.roofline import kernel_work_table
+from profiling_guide.analysis.roofline import kernel_work_table
 
 work = kernel_work_table(fused_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                          references=refs)
@@ -497,6 +502,6 @@ chapter.downloads()
 # ::
 #
 #     python examples/plot_06_fused.py --batch 64 --seq 128 --dim 768 --hidden 3072
-#     python -m profiling_guide.fused_mlp --check          # correctness against float64
-#     python -m profiling_guide.bench_mlp --json bench.json # the benchmark alone
-#     python -m profiling_guide.bench_mlp --sweep           # the sweep alone
+#     python -m profiling_guide.kernels.fused_mlp --check          # correctness against float64
+#     python -m profiling_guide.measure.bench_mlp --json bench.json # the benchmark alone
+#     python -m profiling_guide.measure.bench_mlp --sweep           # the sweep alone

@@ -23,7 +23,7 @@ kernels the graph adds, and when a capture pays for itself.
 import torch
 from torch import nn
 
-from profiling_guide.models import SimpleGeGLUMLP
+from profiling_guide.kernels.models import SimpleGeGLUMLP
 
 batch, in_dim, out_dim = 1024, 32, 64  # chapter 1's layer
 tokens, dim, hidden = 16, 768, 3072  # the MLP at 16 tokens
@@ -33,8 +33,8 @@ dtype, device = torch.bfloat16, "cuda"
 # built on the meta device (shapes only), so the code above is the code that ran.
 import warnings
 
-from profiling_guide.args import DTYPES, example_parser, positive_int, run_args
-from profiling_guide.recordings import Chapter
+from profiling_guide.pages.args import DTYPES, example_parser, positive_int, run_args
+from profiling_guide.pages.recordings import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("7 · Overhead: when the CPU sets the pace, and CUDA graphs take it back")
@@ -172,7 +172,7 @@ for model, (module, x) in workloads.items():
 
 import time
 
-from profiling_guide.measure import Spread
+from profiling_guide.measure.timing import Spread
 
 
 def capture_cost():
@@ -196,7 +196,7 @@ captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUML
 # lane should show one ``cudaGraphLaunch`` per forward and no kernel launches,
 # and the GPU should run the very kernels eager ran.
 
-from profiling_guide import expect
+from profiling_guide.analysis import expect
 
 
 def launches(trace):
@@ -221,7 +221,7 @@ def copies_input(trace):
 
 # %%
 
-from profiling_guide.measure import compare
+from profiling_guide.measure.timing import compare
 
 
 def cpu(model, variant):
@@ -270,7 +270,7 @@ def reduce_overhead_predictions(model):
 # The MLP's eager step on top, its replay below, on one time axis: the same
 # kernels on the GPU lane, and one launch where there was one per kernel.
 
-from profiling_guide import tables, timeline
+from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_compare({"eager MLP, 16 tokens": runs["mlp", "eager"].trace,
                              "CUDA graph replay": runs["mlp", "replay"].trace})
@@ -279,7 +279,7 @@ fig = timeline.plot_compare({"eager MLP, 16 tokens": runs["mlp", "eager"].trace,
 # The replay to explore: hover a kernel for its decoded name and the launch it
 # came from (the one ``cudaGraphLaunch``).
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(runs["mlp", "replay"].trace, caption="the MLP's graph replay, one step")
 
@@ -326,15 +326,15 @@ tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in ru
 # for one call; *wall µs per call* is what a caller waiting for each result
 # sees; *device µs* is the GPU's time with its queue kept full. Two
 # verdicts: *profiler on* reads the profiled steps
-# (:func:`~profiling_guide.pace.pace_of`), where each step is one forward,
+# (:func:`~profiling_guide.analysis.pace.pace_of`), where each step is one forward,
 # a synchronize, and the profiler's own bookkeeping, so the GPU idles while
 # the host records; *profiler off* compares the CPU's time to issue a
 # forward with the GPU's time to run it: when issuing is shorter, forwards
 # issued back to back keep the GPU busy (device-bound), otherwise the GPU
 # waits for the host (overhead-bound); a tie where the spreads overlap.
 
-from profiling_guide.pace import pace_of, unprofiled_bound
-from profiling_guide.report import spread_cell
+from profiling_guide.analysis.pace import pace_of, unprofiled_bound
+from profiling_guide.pages.prose import spread_cell
 
 
 def cost_row(rec):

@@ -22,7 +22,7 @@ built from its config (no weights are downloaded).
 
 import torch
 
-from profiling_guide.profile_own import profile_callable
+from profiling_guide.report.profile_own import profile_callable
 
 
 def make_step(vocab_size=50257):
@@ -51,8 +51,8 @@ import os
 import tempfile
 import warnings
 
-from profiling_guide.args import example_parser, require_bfloat16, run_args
-from profiling_guide.recordings import Chapter, to_console
+from profiling_guide.pages.args import example_parser, require_bfloat16, run_args
+from profiling_guide.pages.recordings import Chapter, to_console
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("8 · Profile your own model: a GPT-2 training step")
@@ -105,13 +105,13 @@ trace_path = run.trace_path  # what result.trace was, kept as this chapter's rec
 # ---------------
 # ``profiling-guide report gpt2_profile/gpt2_train_step.trace.json.gz`` writes
 # the HTML report (the run above wrote it already). The same analysis as data,
-# :func:`~profiling_guide.trace_report.analyse`, gives the tables below; the
+# :func:`~profiling_guide.analysis.trace_report.analyse`, gives the tables below; the
 # report of this very trace is
 # `here <../_reports/08_own_model.train.report.html>`_, self-contained and
 # readable offline.
 
-from profiling_guide.trace import Trace
-from profiling_guide.trace_report import analyse, read_run_record
+from profiling_guide.analysis.trace_report import analyse, read_run_record
+from profiling_guide.trace.model import Trace
 
 trace = Trace.load(trace_path)  # trace_path: result.trace
 report = analyse(trace, run_record=read_run_record(trace_path))
@@ -121,7 +121,7 @@ report = analyse(trace, run_record=read_run_record(trace_path))
 # kernel, how busy was the GPU, and did the launch→start delay grow (the CPU
 # running ahead) or stay flat (the GPU waiting for the CPU)?
 
-from profiling_guide.report import Facts
+from profiling_guide.pages.prose import Facts
 
 Facts(f"{report.pace.bound.capitalize()}. {report.pace.headline}", *report.pace.evidence)
 
@@ -130,7 +130,7 @@ Facts(f"{report.pace.bound.capitalize()}. {report.pace.headline}", *report.pace.
 # autograd engine's thread (CPU depth 0), the optimizer last; the GPU lane
 # below, with its few long kernels.
 
-from profiling_guide import timeline
+from profiling_guide.pages import timeline
 
 fig = timeline.plot_step(trace, title="one GPT-2 training step")
 
@@ -139,7 +139,7 @@ fig = timeline.plot_step(trace, title="one GPT-2 training step")
 # into the forward, the backward and the optimizer; hover a kernel for its
 # decoded name, its µs and the op that launched it.
 
-from profiling_guide.interactive_timeline import InteractiveTimeline
+from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 
 InteractiveTimeline(trace, caption="one GPT-2 training step, profiled")
 
@@ -148,7 +148,7 @@ InteractiveTimeline(trace, caption="one GPT-2 training step, profiled")
 # step and, where the trace gives a GEMM's shape or a memory-bound kernel's
 # bytes, the fraction of the reference rate they reach:
 
-from profiling_guide import tables
+from profiling_guide.pages import tables
 
 readable = {"per_step": "launches per step", "us_per_step": "µs per step",
             "share": "device-time share", "launched_by": "launched by",
@@ -180,8 +180,8 @@ Facts(*(f"{MARK.get(c.level, c.level)} {c.title}: {c.detail}" for c in report.ch
 # launched which kernel, and the autograd engine's own annotations (backward
 # ops run under ``autograd::engine::evaluate_function``).
 
-from profiling_guide import expect
-from profiling_guide.trace_report import gemm_flops
+from profiling_guide.analysis import expect
+from profiling_guide.analysis.trace_report import gemm_flops
 
 
 def in_backward(op):
@@ -226,7 +226,7 @@ def no_score_matrix(trace):
 
 # %%
 
-from profiling_guide.trace_report import GEMM_OPERANDS
+from profiling_guide.analysis.trace_report import GEMM_OPERANDS
 
 
 def gemm_share(trace):
@@ -277,7 +277,7 @@ padded_run = keep("padded", padded if chapter.live else None, "gpt2_padded")
 
 import pandas as pd
 
-from profiling_guide.kernel_names import decode
+from profiling_guide.trace.kernel_names import decode
 
 
 def vocab_gemms(trace, vocab):

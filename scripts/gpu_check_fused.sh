@@ -11,9 +11,9 @@ python -m pytest -m gpu tests/test_fused_mlp_gpu.py -q -p no:cacheprovider "$@"
 python - <<'PY'
 import torch
 
-from profiling_guide.fused_mlp import FusedGeGLUMLP
-from profiling_guide.measure import cpu_issue_time
-from profiling_guide.models import SimpleGeGLUMLP
+from profiling_guide.kernels.fused_mlp import FusedGeGLUMLP
+from profiling_guide.measure.timing import cpu_issue_time
+from profiling_guide.kernels.models import SimpleGeGLUMLP
 
 batch, seq, dim, hidden = 64, 128, 768, 3072
 torch.manual_seed(0)

@@ -30,9 +30,9 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 sys.path.insert(0, "src")
-from profiling_guide.capture import median_rotating_us  # noqa: E402
-from profiling_guide.fused_mlp import max_rel_error, pack_gate_up  # noqa: E402
-from profiling_guide.geglu_kernels import _gelu_tanh_times, _tile_coordinates  # noqa: E402
+from profiling_guide.kernels.fused_mlp import max_rel_error, pack_gate_up  # noqa: E402
+from profiling_guide.kernels.geglu_kernels import _gelu_tanh_times, _tile_coordinates  # noqa: E402
+from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
 from profiling_guide.spread import Spread  # noqa: E402
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
 try:  # what a page must never show: one pattern, which the browser tests check the built site for too
-    from profiling_guide.page_logs import LOG_MARKERS
+    from profiling_guide.pages.page_logs import LOG_MARKERS
 except ImportError:  # run from a checkout without installing it
     sys.path.insert(0, str(ROOT / "src"))
-    from profiling_guide.page_logs import LOG_MARKERS
+    from profiling_guide.pages.page_logs import LOG_MARKERS
 
 
 def run_one(path: Path, out: Path) -> str | None:

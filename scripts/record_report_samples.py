@@ -4,7 +4,7 @@
 
 Each sample is profiled with the guide's schedule (skip one step, warm up one,
 record three, ``record_function`` label, ``record_shapes=True``) through
-:func:`profiling_guide.profile_own.profile_callable`, which writes
+:func:`profiling_guide.report.profile_own.profile_callable`, which writes
 ``<name>.trace.json.gz``, ``<name>.run.json`` and ``<name>.report.html``:
 
 * ``llama_train_step``: forward, backward and AdamW step of a small Llama
@@ -166,8 +166,9 @@ def dry_run(out: Path) -> int:
 
 
 def record(out: Path) -> int:
-    from profiling_guide.profile_own import profile_callable
     from profiling_guide.reference_rates import measure_reference_rates
+
+    from profiling_guide.report.profile_own import profile_callable
 
     start = time.perf_counter()
     rates = measure_reference_rates()
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="folder for the traces, run records and reports")
     parser.add_argument("--dry-run", action="store_true", help="check what can be checked without a GPU")
     args = parser.parse_args(argv)
-    from profiling_guide.profile_own import check_out_dir
+    from profiling_guide.report.profile_own import check_out_dir
 
     try:
         out = check_out_dir(args.out)

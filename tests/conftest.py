@@ -50,34 +50,34 @@ def recording(name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def linear_eager():
-    from profiling_guide.trace import Trace
+    from profiling_guide.trace.model import Trace
 
     return Trace.load(recording("01_linear.eager"))
 
 
 @pytest.fixture(scope="session")
 def linear_compiled():
-    from profiling_guide.trace import Trace
+    from profiling_guide.trace.model import Trace
 
     return Trace.load(recording("01_linear.compiled"))
 
 
 @pytest.fixture(scope="session")
 def mlp_eager():
-    from profiling_guide.trace import Trace
+    from profiling_guide.trace.model import Trace
 
     return Trace.load(recording("02_mlp_eager.eager"))
 
 
 @pytest.fixture(scope="session")
 def mlp_compiled():
-    from profiling_guide.trace import Trace
+    from profiling_guide.trace.model import Trace
 
     return Trace.load(recording("03_mlp_compile.compiled"))
 
 
 @pytest.fixture(scope="session")
 def mlp_liger():
-    from profiling_guide.trace import Trace
+    from profiling_guide.trace.model import Trace
 
     return Trace.load(recording("04_liger.liger"))

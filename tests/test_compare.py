@@ -10,10 +10,17 @@ import pytest
 matplotlib.use("Agg")
 
 from conftest import GPUS, H100
-from profiling_guide import bench_mlp, charts
-from profiling_guide.measure import Spread
-from profiling_guide.roofline import CEILING_COLUMN, REFERENCE_COLUMN, intermediate_passes, kernel_work_table
-from profiling_guide.trace import Trace
+
+from profiling_guide.analysis.roofline import (
+    CEILING_COLUMN,
+    REFERENCE_COLUMN,
+    intermediate_passes,
+    kernel_work_table,
+)
+from profiling_guide.measure import bench_mlp
+from profiling_guide.measure.timing import Spread
+from profiling_guide.pages import charts
+from profiling_guide.trace.model import Trace
 
 ROWS, HIDDEN = 64 * 128, 3072
 
@@ -107,14 +114,14 @@ def test_roofline_and_sweep_charts_plot_every_point(bench):
 
 def test_bench_cli_refuses_bad_flags_in_one_line():
     for flag in (["--variants", "eager,turbo"], ["--rows", "0"], ["--batch", "-1"]):
-        result = subprocess.run([sys.executable, "-m", "profiling_guide.bench_mlp", *flag],
+        result = subprocess.run([sys.executable, "-m", "profiling_guide.measure.bench_mlp", *flag],
                                 capture_output=True, text=True)
         assert result.returncode == 2
         assert "Traceback" not in result.stderr and "error:" in result.stderr
 
 
 def test_bench_without_a_gpu_says_so_in_one_line():
-    result = subprocess.run([sys.executable, "-m", "profiling_guide.bench_mlp"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "profiling_guide.measure.bench_mlp"], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: the MLP benchmark runs on a CUDA GPU and none is visible"
 

@@ -2,7 +2,7 @@
 
 A page explains in its ``# %%`` comment blocks; its code cells make short
 calls whose output is a table or a line of facts. A sentence whose truth
-depends on the GPU is a checked claim (:class:`profiling_guide.expect.Prediction`),
+depends on the GPU is a checked claim (:class:`profiling_guide.analysis.expect.Prediction`),
 never an f-string that picks its words with a condition.
 """
 

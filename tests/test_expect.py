@@ -2,8 +2,8 @@
 
 import pytest
 
-from profiling_guide import expect
-from profiling_guide.expect import ClaimFailed, Prediction
+from profiling_guide.analysis import expect
+from profiling_guide.analysis.expect import ClaimFailed, Prediction
 
 
 def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():

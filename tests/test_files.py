@@ -9,8 +9,10 @@ import stat
 
 import pytest
 
-from profiling_guide import bench_mlp, files, recordings
+from profiling_guide import files
 from profiling_guide.errors import GuideError
+from profiling_guide.measure import bench_mlp
+from profiling_guide.pages import recordings
 
 
 @pytest.fixture
@@ -118,7 +120,7 @@ def test_the_bench_checks_its_json_path_before_touching_a_gpu(tmp_path, capsys):
 
 def test_the_profiler_trace_is_written_readable_and_through_a_symlink(tmp_path, umask):
     torch = pytest.importorskip("torch")
-    from profiling_guide.capture import profile_to_trace
+    from profiling_guide.measure.capture import profile_to_trace
 
     real = tmp_path / "recordings" / "x.trace.json.gz"
     link = tmp_path / "x.trace.json.gz"

@@ -27,14 +27,14 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 import pytest  # noqa: E402
-from conftest import run_pytest_in_fresh_process, triton_env  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from conftest import run_pytest_in_fresh_process, triton_env  # noqa: E402
 
-import profiling_guide.fused_mlp as fm  # noqa: E402
-import profiling_guide.geglu_kernels as gk  # noqa: E402
+import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
+import profiling_guide.kernels.geglu_kernels as gk  # noqa: E402
 from profiling_guide.errors import GuideError  # noqa: E402
-from profiling_guide.models import SimpleGeGLUMLP  # noqa: E402
+from profiling_guide.kernels.models import SimpleGeGLUMLP  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -218,7 +218,7 @@ def test_cpu_tensors_are_refused_without_the_interpreter():
     # A fresh interpreter without TRITON_INTERPRET: the kernels are compiled for a GPU.
     code = (
         "import torch\n"
-        "from profiling_guide.fused_mlp import geglu\n"
+        "from profiling_guide.kernels.fused_mlp import geglu\n"
         "from profiling_guide.errors import GuideError\n"
         "x = torch.randn(4, 32, dtype=torch.float16); w = torch.randn(48, 32, dtype=torch.float16)\n"
         "try:\n"

@@ -2,7 +2,7 @@
 
 Marked ``gpu`` and skipped where no CUDA GPU is visible. On a GPU machine::
 
-    pytest -m gpu tests/test_fused_mlp_gpu.py     # or: python -m profiling_guide.fused_mlp --check
+    pytest -m gpu tests/test_fused_mlp_gpu.py     # or: python -m profiling_guide.kernels.fused_mlp --check
 
 The first run autotunes every design at every shape below: a few minutes.
 If the kernels were imported for Triton's interpreter earlier in this pytest
@@ -21,12 +21,13 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-import profiling_guide.fused_mlp as fm  # noqa: E402
 from conftest import run_pytest_in_fresh_process  # noqa: E402
+
+import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
 from profiling_guide.errors import GuideError  # noqa: E402
-from profiling_guide.geglu_kernels import INTERPRETED  # noqa: E402
-from profiling_guide.measure import cpu_issue_time  # noqa: E402
-from profiling_guide.models import SimpleGeGLUMLP  # noqa: E402
+from profiling_guide.kernels.geglu_kernels import INTERPRETED  # noqa: E402
+from profiling_guide.kernels.models import SimpleGeGLUMLP  # noqa: E402
+from profiling_guide.measure.timing import cpu_issue_time  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

@@ -21,8 +21,12 @@ from pathlib import Path
 import pytest
 from conftest import H100
 
-from profiling_guide.trace import Trace
-from profiling_guide.trace_report import device_time_by_name, report_steps, top_kernels
+from profiling_guide.analysis.trace_report import (
+    device_time_by_name,
+    report_steps,
+    top_kernels,
+)
+from profiling_guide.trace.model import Trace
 
 HTA_SAMPLES = sorted((Path(__file__).parent / "data" / "hta").glob("*.json.gz"))
 OURS = sorted(H100.glob("*.trace.json.gz"))

@@ -3,7 +3,11 @@
 import json
 import re
 
-from profiling_guide.interactive_timeline import InteractiveTimeline, timeline_data, timeline_html
+from profiling_guide.pages.interactive_timeline import (
+    InteractiveTimeline,
+    timeline_data,
+    timeline_html,
+)
 
 
 def test_lanes_are_cpu_depths_then_the_runtime_then_the_gpu_stream(mlp_eager):

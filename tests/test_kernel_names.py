@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from profiling_guide import kernel_names
-from profiling_guide.kernel_names import (
+from profiling_guide.trace import kernel_names
+from profiling_guide.trace.kernel_names import (
     FIELDS,
     INDUCTOR_OP_VOCABULARY,
     SHORT_MAX,

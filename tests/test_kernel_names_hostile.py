@@ -7,7 +7,12 @@ import time
 
 import pytest
 
-from profiling_guide.kernel_names import _FAMILIES, MAX_NAME, decode, split_inductor_ops
+from profiling_guide.trace.kernel_names import (
+    _FAMILIES,
+    MAX_NAME,
+    decode,
+    split_inductor_ops,
+)
 
 SIZE = 100_000
 

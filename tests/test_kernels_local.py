@@ -8,9 +8,13 @@ import pytest
 import torch
 from liger_kernel.transformers.geglu import LigerGEGLUMLP
 
-from profiling_guide.kernelize import GEGLU_LAYER, HubGeGLUMLP, kernelize_with_liger
-from profiling_guide.liger_repo import FORWARD_LAYER, VARIANT, local_liger_repo
-from profiling_guide.models import SimpleGeGLUMLP
+from profiling_guide.kernels.kernelize import (
+    GEGLU_LAYER,
+    HubGeGLUMLP,
+    kernelize_with_liger,
+)
+from profiling_guide.kernels.liger_repo import FORWARD_LAYER, VARIANT, local_liger_repo
+from profiling_guide.kernels.models import SimpleGeGLUMLP
 
 
 @pytest.fixture

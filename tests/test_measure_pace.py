@@ -3,12 +3,17 @@
 import json
 
 import pytest
-
 from conftest import GPUS, H100, H200
-from profiling_guide.measure import Spread, compare, ratio_words
-from profiling_guide.pace import pace_of, pace_unprofiled, summarize_step, unprofiled_bound
-from profiling_guide.roofline import datasheet_bound_us, datasheet_for
-from profiling_guide.trace import Trace
+
+from profiling_guide.analysis.pace import (
+    pace_of,
+    pace_unprofiled,
+    summarize_step,
+    unprofiled_bound,
+)
+from profiling_guide.analysis.roofline import datasheet_bound_us, datasheet_for
+from profiling_guide.measure.timing import Spread, compare, ratio_words
+from profiling_guide.trace.model import Trace
 
 
 def test_a_spread_is_the_median_and_quartiles_of_its_repeats():

@@ -6,12 +6,15 @@ import time
 
 import pytest
 import torch
-
 from liger_kernel.transformers.geglu import LigerGEGLUMLP
 
-from profiling_guide import models
 from profiling_guide.errors import GuideError
-from profiling_guide.models import SimpleGeGLUMLP, load_liger_geglu_mlp, mlp_flops
+from profiling_guide.kernels import models
+from profiling_guide.kernels.models import (
+    SimpleGeGLUMLP,
+    load_liger_geglu_mlp,
+    mlp_flops,
+)
 
 
 def test_the_geglu_mlp_is_down_of_gelu_tanh_gate_times_up():
@@ -82,7 +85,7 @@ def test_replay_opens_no_socket_and_calls_nothing_in_kernels(monkeypatch):
     for name in kernels.__all__:
         if callable(getattr(kernels, name)):
             monkeypatch.setattr(kernels, name, _fail)
-    monkeypatch.setattr("profiling_guide.liger_repo.local_liger_repo", _fail)
+    monkeypatch.setattr("profiling_guide.kernels.liger_repo.local_liger_repo", _fail)
     monkeypatch.setenv("PROFILING_GUIDE_HUB", "1")  # even when the Hub is allowed
     liger = load_liger_geglu_mlp(16, 32, device="meta", dtype=torch.bfloat16, offline=True)
     assert liger.source.startswith("liger-kernel ")

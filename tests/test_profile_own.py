@@ -14,7 +14,12 @@ import torch
 
 import profiling_guide
 from profiling_guide.errors import GuideError
-from profiling_guide.profile_own import check_out_dir, load_target, make_step, profile_callable
+from profiling_guide.report.profile_own import (
+    check_out_dir,
+    load_target,
+    make_step,
+    profile_callable,
+)
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
 

@@ -5,9 +5,15 @@ import shutil
 
 import pytest
 
-from profiling_guide import recordings
 from profiling_guide.errors import GuideError
-from profiling_guide.recordings import Chapter, StaleRecordingError, fingerprint, gpu_slug, resolve_mode
+from profiling_guide.pages import recordings
+from profiling_guide.pages.recordings import (
+    Chapter,
+    StaleRecordingError,
+    fingerprint,
+    gpu_slug,
+    resolve_mode,
+)
 
 
 def test_auto_replays_on_a_machine_without_cuda(monkeypatch):

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from profiling_guide import recordings
-from profiling_guide.args import MAX_SIZE, add_mlp_flags, example_parser
 from profiling_guide.errors import GuideError
-from profiling_guide.recordings import Chapter
-from profiling_guide.run_record import read_run_record
+from profiling_guide.pages import recordings
+from profiling_guide.pages.args import MAX_SIZE, add_mlp_flags, example_parser
+from profiling_guide.pages.recordings import Chapter
+from profiling_guide.trace.run_record import read_run_record
 
 NAME = "01_linear.eager"
 
@@ -124,7 +124,7 @@ def test_the_largest_sizes_that_fit_are_accepted(monkeypatch):
 
 
 def test_the_bench_refuses_absurd_sizes_in_one_line(capsys):
-    from profiling_guide import bench_mlp
+    from profiling_guide.measure import bench_mlp
 
     with pytest.raises(SystemExit):
         bench_mlp.main(["--batch", str(10**23)])
@@ -136,7 +136,7 @@ def test_replaying_a_recording_opens_no_socket(folder, monkeypatch, capsys):
     import socket
 
     from profiling_guide.cli import summarize
-    from profiling_guide.tables import kernel_table, op_table
+    from profiling_guide.pages.tables import kernel_table, op_table
 
     def refuse(*args, **kwargs):
         raise AssertionError("replay tried to open a network connection")

@@ -11,7 +11,7 @@ from conftest import H100, recording
 
 import profiling_guide
 from profiling_guide.cli import main
-from profiling_guide.report_html import write_report
+from profiling_guide.report.html import write_report
 
 HTA_SAMPLES = sorted((Path(__file__).parent / "data" / "hta").glob("*.json.gz"))
 SECTIONS = ("pace", "environment", "steps", "timeline", "kernels", "ops", "memory", "health")
@@ -114,6 +114,6 @@ def test_a_step_the_trace_does_not_have_is_one_line(tmp_path):
 
 
 def test_counts_per_step_print_as_integers_when_whole():
-    from profiling_guide.report_html import _count
+    from profiling_guide.report.html import _count
 
     assert _count(29.0) == "29" and _count(1.0) == "1" and _count(4 / 3) == "1.33" and _count(3) == "3"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from profiling_guide import tables
-from profiling_guide.roofline import CEILING_COLUMN, REFERENCE_COLUMN
+from profiling_guide.analysis.roofline import CEILING_COLUMN, REFERENCE_COLUMN
+from profiling_guide.pages import tables
 
 
 def test_op_table_shows_aten_t_with_zero_device_time(linear_eager):

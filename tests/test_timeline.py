@@ -2,7 +2,7 @@
 
 from matplotlib.text import Annotation
 
-from profiling_guide import timeline
+from profiling_guide.pages import timeline
 
 
 def test_lanes_are_cpu_depths_then_runtime_then_stream(mlp_eager):

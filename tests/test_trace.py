@@ -6,7 +6,7 @@ import json
 import pytest
 
 from profiling_guide.errors import GuideError
-from profiling_guide.trace import Trace
+from profiling_guide.trace.model import Trace
 
 
 def test_steps_are_the_three_active_profiler_steps(linear_eager):

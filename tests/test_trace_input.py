@@ -17,11 +17,11 @@ from conftest import recording
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiling_guide import trace_reader
-from profiling_guide.bench_load import write_synthetic_trace
 from profiling_guide.cli import main
 from profiling_guide.errors import GuideError
-from profiling_guide.trace import Trace
+from profiling_guide.measure.bench_load import write_synthetic_trace
+from profiling_guide.trace import reader as trace_reader
+from profiling_guide.trace.model import Trace
 
 STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "tid": 1, "ts": 0, "dur": 100}
 OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "tid": 1, "ts": 10, "dur": 50,

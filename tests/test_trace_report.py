@@ -6,19 +6,19 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import H100, H200, recording
+from conftest import H100, recording
 
-from profiling_guide.errors import GuideError
-from profiling_guide.trace import Trace
-from profiling_guide.trace_report import (
-    kernel_work,
+from profiling_guide.analysis.trace_report import (
     analyse,
     gemm_flops,
+    kernel_work,
     read_rates,
     read_run_record,
     report_steps,
     verdict,
 )
+from profiling_guide.errors import GuideError
+from profiling_guide.trace.model import Trace
 
 REFERENCES = H100 / "02_mlp_eager.references.run.json"
 
@@ -168,7 +168,7 @@ def test_kernels_whose_launch_is_missing_and_launches_whose_kernel_is_missing_ar
 def test_a_cpu_only_trace_says_there_was_no_gpu_work(tmp_path):
     import torch
 
-    from profiling_guide.capture import profile_to_trace
+    from profiling_guide.measure.capture import profile_to_trace
 
     x = torch.randn(64, 64)
     path = profile_to_trace(lambda: torch.relu(x @ x), tmp_path / "cpu.trace.json.gz", label="cpu_step")
@@ -214,7 +214,7 @@ def _synthetic_trace(steps: int, kernels_per_step: int) -> Trace:
 
 
 def test_the_analysis_grows_linearly_with_the_trace():
-    from profiling_guide.interactive_timeline import timeline_data
+    from profiling_guide.pages.interactive_timeline import timeline_data
 
     def seconds(trace):
         best = float("inf")

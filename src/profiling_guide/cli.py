@@ -19,7 +19,7 @@ Commands
     CPU ops, memsets and memcpys, health checks.
 ``profiling-guide profile MODULE:CALLABLE -o DIR [--steps N] [--compile]``
     Profile your own step on this GPU and write its trace, run record and
-    report (see :mod:`profiling_guide.profile_own` for the contract).
+    report (see :mod:`profiling_guide.report.profile_own` for the contract).
 
 Errors a user can fix print one line, ``error: ...``, and exit with status 2.
 Names from a trace are printed with control characters escaped, so a kernel
@@ -34,7 +34,7 @@ import os
 import re
 import sys
 
-from .errors import GuideError
+from profiling_guide.errors import GuideError
 
 # C0 and C1 control characters (ESC starts terminal escape sequences), and the
 # invisible format characters that reorder or hide text (bidi overrides, zero widths).
@@ -47,13 +47,13 @@ def printable(text) -> str:
 
 
 def summarize(trace) -> dict:
-    """The ``summarize`` report of a :class:`~profiling_guide.trace.Trace` as plain data.
+    """The ``summarize`` report of a :class:`~profiling_guide.trace.model.Trace` as plain data.
 
     ``kernels`` lists every kind of device work (memsets and copies included,
     with their decoded kind); ``kernels_per_step`` counts true kernels only.
     """
-    from .kernel_names import decode
-    from .tables import kernel_table
+    from profiling_guide.pages.tables import kernel_table
+    from profiling_guide.trace.kernel_names import decode
 
     table = kernel_table(trace)
     return {
@@ -83,7 +83,7 @@ def _print_summary(report: dict, source: str) -> None:
 
 
 def _cmd_summarize(args) -> int:
-    from .trace import Trace
+    from profiling_guide.trace.model import Trace
 
     trace = Trace.load(args.trace)
     if not trace.steps:
@@ -97,7 +97,7 @@ def _cmd_summarize(args) -> int:
 
 
 def _cmd_decode(args) -> int:
-    from .kernel_names import FIELDS, decode
+    from profiling_guide.trace.kernel_names import FIELDS, decode
 
     name = " ".join(args.name).strip()
     if not name:
@@ -115,26 +115,26 @@ def _cmd_decode(args) -> int:
 
 
 def _cmd_bench(args, rest) -> int:
-    from . import bench_mlp
+    from profiling_guide.measure import bench_mlp
 
     return bench_mlp.main(rest) or 0
 
 
 def _cmd_bench_load(args, rest) -> int:
-    from . import bench_load
+    from profiling_guide.measure import bench_load
 
     return bench_load.main(rest) or 0
 
 
 def _cmd_report(args) -> int:
-    from .report_html import write_report
+    from profiling_guide.report.html import write_report
 
     print(write_report(args.trace, args.output, step=args.step, rates=args.rates))
     return 0
 
 
 def _cmd_profile(args) -> int:
-    from .profile_own import profile_callable
+    from profiling_guide.report.profile_own import profile_callable
 
     result = profile_callable(args.target, args.output, steps=args.steps, compile=args.compile, name=args.name,
                               rates=not args.no_rates)

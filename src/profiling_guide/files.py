@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import GuideError
+from profiling_guide.errors import GuideError
 
 
 def _umask() -> int:

@@ -1,6 +1,6 @@
 """A measured quantity and its spread, and when one time beats another: plain arithmetic, no GPU.
 
-:mod:`profiling_guide.measure` produces these; pages, the pace verdict and the
+:mod:`profiling_guide.measure.timing` produces these; pages, the pace verdict and the
 benchmark's tables read them.
 """
 
@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from .errors import GuideError
+from profiling_guide.errors import GuideError
 
 
 @dataclass(frozen=True)

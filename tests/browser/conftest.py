@@ -20,7 +20,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from site_pages import CHROMIUM, CHROMIUM_ARGS, SITE, unavailable
 
 

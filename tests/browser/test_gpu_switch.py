@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from site_pages import ROOT, build_pages, builds
 
 BUILDS = builds()

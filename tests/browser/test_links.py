@@ -8,17 +8,15 @@ the same pages and the same GPU switcher JSON, whose folders hold the builds.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import defaultdict
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import json
-import re
-
 import pytest
-
 from site_pages import SITE, build_pages, builds, example_pages, pages
 
 

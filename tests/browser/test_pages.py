@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from site_pages import builds, example_pages, pages
 
 ALL_PAGES = pages()

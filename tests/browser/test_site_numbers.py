@@ -11,10 +11,9 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-
 from site_pages import SITE, example_pages
 
-from profiling_guide.page_logs import LOG_MARKERS
+from profiling_guide.pages.page_logs import LOG_MARKERS
 
 NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?$")
 

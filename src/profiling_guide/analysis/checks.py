@@ -1,0 +1,206 @@
+"""What the pages' predictions look for: one check per claim a page makes.
+
+Each function returns (or is) a check for :class:`~profiling_guide.analysis.expect.Prediction`:
+``check(data) -> (holds, seen)``, ``seen`` saying in a few words what was there.
+The claim's words stay on the page; how it is checked lives here.
+:mod:`profiling_guide.analysis.expect` holds the checks every page can use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from profiling_guide.spread import Spread, compare, ratio_words
+from profiling_guide.trace.kernel_names import decode
+from profiling_guide.trace.model import Trace
+
+Check = Callable[..., tuple[bool, str]]
+
+
+def _per_step(trace: Trace, op_name: str) -> float:
+    return len(trace.ops_named(op_name)) / len(trace.steps)
+
+
+def gemm_kernels(trace: Trace) -> list:
+    """The GEMM kernels of the first active step, in launch order."""
+    return [k for k in trace.steps[0].kernels if decode(k.name).kind == "gemm"]
+
+
+def triton_kernels(trace: Trace) -> list:
+    """The Triton kernels of the first active step (Inductor's or a hand-written one)."""
+    return [k for k in trace.steps[0].kernels if decode(k.name).library == "triton"]
+
+
+# ------------------------------------------------------------------ timings
+def compares(a: str, b: str, want: str) -> Check:
+    """Time ``data[a]`` is ``want`` ("faster", "slower" or "tie") against ``data[b]``, both Spreads."""
+    def _check(data: dict[str, Spread]):
+        if a not in data or b not in data:
+            return False, f"not measured: {', '.join(n for n in (a, b) if n not in data)}"
+        verdict = compare(data[a], data[b])
+        return verdict == want, (f"{a} {data[a]:.1f} µs against {b} {data[b]:.1f} µs: "
+                                 f"{ratio_words(data[a], data[b])}")
+    return _check
+
+
+def never_pays_back(first_call_s: float) -> Check:
+    """The compiled call saves no CPU time per call (``data``: "compiled" and "eager" issue times)."""
+    def _check(data: dict[str, Spread]):
+        c, e = data["compiled"], data["eager"]
+        saved = e.median - c.median
+        if compare(c, e) == "faster":
+            return False, (f"{saved:.1f} µs saved per call: the {first_call_s:.1f} s first call pays "
+                           f"back after about {first_call_s * 1e6 / saved:,.0f} calls")
+        return True, f"compiled against eager: {ratio_words(c, e)}; no CPU time saved per call"
+    return _check
+
+
+def faster_than_each(ours: str, others: list[str]) -> Check:
+    """Time ``data[ours]`` beats every one of ``others`` outside the spreads."""
+    def _check(data: dict[str, Spread]):
+        verdicts = {n: compare(data[ours], data[n]) for n in others}
+        return all(v == "faster" for v in verdicts.values()), "; ".join(
+            f"{n}: {v}, {data[n].median / data[ours].median:.2f}×" for n, v in verdicts.items())
+    return _check
+
+
+def closer_to_fp64(ours: str, than: str = "eager") -> Check:
+    """A benchmark result's ``max_rel_error_fp64`` of ``ours`` is at most that of ``than``."""
+    def _check(result: dict):
+        err = result["max_rel_error_fp64"]
+        return err[ours] <= err[than], (f"{err[ours]:.2e} against {than}'s {err[than]:.2e} "
+                                        "(one rounding to bf16 of h instead of three)")
+    return _check
+
+
+def gemm_share_above(share: float, breakdown: dict[str, dict[str, float]]) -> Check:
+    """Every variant spends more than ``share`` of its median device time in GEMM kernels."""
+    def _check(times: dict[str, Spread]):
+        shares = {n: kinds.get("gemm", 0.0) / times[n].median for n, kinds in breakdown.items() if n in times}
+        return all(s > share for s in shares.values()), ", ".join(
+            f"{n} {100 * s:.0f}%" for n, s in shares.items())
+    return _check
+
+
+# ------------------------------------------------------------------ dispatch and launches
+def dispatches_to(parent: str, child: str) -> Check:
+    """Every ``child`` op runs inside a ``parent`` op; ``seen`` lists what the first parent called."""
+    def _check(trace: Trace):
+        children, parents = trace.ops_named(child), trace.ops_named(parent)
+        holds = bool(children) and all(op.parent is not None and op.parent.name == parent
+                                       for op in children)
+        if not parents:
+            return holds, f"no {parent}"
+        return holds, f"{parent} calls, in time order: " + ", ".join(
+            op.name for op in parents[0].children)
+    return _check
+
+
+def gemms_query_occupancy(trace: Trace) -> tuple[bool, str]:
+    """Each GEMM's op asks the runtime for occupancy before its launch (as on the post's A100)."""
+    kernels = gemm_kernels(trace)
+    queried = sum(any("Occupancy" in c.name for c in k.launch.op.runtime_calls) for k in kernels)
+    launches = ", ".join(sorted({k.launch.name for k in kernels}))
+    return queried == len(kernels), (f"{queried} of {len(kernels)} GEMMs query occupancy; "
+                                     f"launched with {launches}")
+
+
+def launched_with(kind: str, call: str) -> Check:
+    """Every kernel of decoded ``kind`` is launched by runtime call ``call``; ``seen`` names each kind's."""
+    def _check(trace: Trace):
+        by_kind: dict[str, set[str]] = {}
+        for k in trace.steps[0].kernels:
+            by_kind.setdefault(decode(k.name).kind, set()).add(k.launch.name if k.launch else "?")
+        return by_kind.get(kind) == {call}, "; ".join(
+            f"{kd}: {', '.join(sorted(calls))}" for kd, calls in by_kind.items())
+    return _check
+
+
+def bare_mm(trace: Trace) -> tuple[bool, str]:
+    """No ``linear``/``t``/``matmul`` left: three ``aten::mm`` per step, called by the compiled graph."""
+    wrappers = sum(_per_step(trace, op) for op in ("aten::linear", "aten::t", "aten::matmul"))
+    return wrappers == 0 and _per_step(trace, "aten::mm") == 3, (
+        f"{_per_step(trace, 'aten::mm'):g} aten::mm, {_per_step(trace, 'aten::linear'):g} aten::linear, "
+        f"{_per_step(trace, 'aten::t'):g} aten::t per step")
+
+
+def same_gemms_as(other: Trace) -> Check:
+    """The GEMM kernels of a step, in order, are byte-identical to ``other``'s."""
+    def _check(trace: Trace):
+        mine, theirs = [k.name for k in gemm_kernels(trace)], [k.name for k in gemm_kernels(other)]
+        if mine == theirs:
+            return True, "identical"
+        return False, (f"the other: {[decode(n).short for n in theirs]}; "
+                       f"this one: {[decode(n).short for n in mine]}")
+    return _check
+
+
+def one_triton_kernel_fusing(*ops: str) -> Check:
+    """One Triton kernel per step, whose name says it absorbed ``ops``."""
+    def _check(trace: Trace):
+        found = triton_kernels(trace)
+        holds = len(found) == 1 and set(ops) <= set(decode(found[0].name).fused_ops)
+        return holds, ", ".join(k.name for k in found) or "no Triton kernel"
+    return _check
+
+
+def kernels_named(fragment: str, expected: list[str]) -> Check:
+    """The kernels of a step whose names contain ``fragment`` are exactly ``expected``."""
+    def _check(trace: Trace):
+        names = [k.name for k in trace.steps[0].kernels if fragment in k.name]
+        return names == expected, ", ".join(names) or "none"
+    return _check
+
+
+def no_compiler_ops(trace: Trace) -> tuple[bool, str]:
+    """No TorchDynamo or compiled-graph rows on the CPU."""
+    found = sorted({op.name for op in trace.step_ops if "Dynamo" in op.name or "Compiled" in op.name})
+    return not found, ", ".join(found) or "none"
+
+
+def geglu_and_gemms_under(label: str) -> Check:
+    """Under the first ``label`` annotation: one geglu kernel and three GEMMs."""
+    def _check(trace: Trace):
+        labels = trace.annotations_named(label)
+        if not labels:
+            return False, f"no {label} label in the trace"
+        names = [e.name for e in labels[0].device_events if e.kind == "kernel"]
+        geglu = [k for k in names if "geglu" in k]
+        gemms = [k for k in names if decode(k).kind == "gemm"]
+        libraries = ", ".join(sorted({decode(k).library for k in gemms})) or "no library"
+        return len(geglu) == 1 and len(gemms) == 3, (
+            f"{', '.join(geglu) or 'no geglu kernel'} and {len(gemms)} GEMMs ({libraries}) under {label}")
+    return _check
+
+
+def gemm_of_library(trace: Trace, library: str) -> set[str]:
+    """The distinct names of the GEMM kernels of ``library`` ("cublas", "triton") in a trace."""
+    return {k.name for k in trace.kernels
+            if decode(k.name).kind == "gemm" and decode(k.name).library == library}
+
+
+def has_kernel_named(fragment: str, library: str = "triton") -> Check:
+    """Some kernel's name contains ``fragment``; ``seen`` lists the ``library`` kernels."""
+    def _check(trace: Trace):
+        shown = sorted({decode(k.name).short for k in trace.kernels if decode(k.name).library == library})
+        return any(fragment in k.name for k in trace.kernels), ", ".join(shown) or "none"
+    return _check
+
+
+def cublas_gemms_within(other: Trace) -> Check:
+    """The cuBLAS GEMMs of a trace are among those of ``other`` (and there is at least one)."""
+    def _check(trace: Trace):
+        mine = gemm_of_library(trace, "cublas")
+        return bool(mine) and mine <= gemm_of_library(other, "cublas"), (
+            ", ".join(decode(n).short for n in sorted(mine)) or "none")
+    return _check
+
+
+def template_reads_one(hidden: int) -> Check:
+    """A Triton GEMM template is launched with a single 3-D ``[..., hidden]`` tensor (``h``, not ``g`` and ``u``)."""
+    def _check(trace: Trace):
+        found = [k for k in gemm_kernels(trace) if decode(k.name).library == "triton" and k.launch
+                 and k.launch.op and sum(1 for d in k.launch.op.input_dims
+                                         if d and d[-1] == hidden and len(d) == 3) == 1]
+        return bool(found), ", ".join(decode(k.name).short for k in found) or "no such template"
+    return _check

@@ -1,0 +1,169 @@
+"""Guess first, then look: predictions stated as data and checked against a trace.
+
+An example lists its :class:`Prediction` objects *before* it opens the trace,
+then calls :func:`check`. The verdicts render as a ✓/✗ table with what the
+trace showed. A prediction marked ``must_hold`` is a claim the page's prose
+relies on: if it fails, :meth:`Verdicts.require` stops the build rather than
+let the text say something the recording contradicts.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from profiling_guide.errors import GuideError
+from profiling_guide.output import echo
+from profiling_guide.trace.kernel_names import decode
+from profiling_guide.trace.model import Trace
+
+# Where the expectations come from; the page links each source it names.
+POST = "original post (A100)"
+POST_URL = "https://huggingface.co/blog/torch-mlp-fusion"
+PART1_URL = "https://huggingface.co/blog/torch-profiler"
+SOURCE_LINKS = {POST: POST_URL}
+
+
+class ClaimFailed(GuideError):
+    """A claim the page relies on does not hold on the recording."""
+
+
+@dataclass
+class Prediction:
+    """A statement about the trace and a function that checks it.
+
+    ``check(data) -> (holds, seen)``: ``seen`` says in a few words what was
+    actually there, whether or not the prediction holds.
+    """
+
+    claim: str
+    check: Callable[..., tuple[bool, str]]
+    source: str = ""  # where the expectation comes from, e.g. "original post (A100)"
+    must_hold: bool = True
+
+
+@dataclass
+class Verdict:
+    claim: str
+    holds: bool
+    seen: str
+    source: str
+    must_hold: bool
+
+
+class Verdicts(list):
+    """The checked predictions; renders as a table of ✓/✗."""
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [{"": "✓" if v.holds else "✗", "prediction": v.claim, "what the trace shows": v.seen,
+              "from": v.source} for v in self]
+        )
+
+    @property
+    def all_hold(self) -> bool:
+        return all(v.holds for v in self)
+
+    def failed(self) -> list[Verdict]:
+        return [v for v in self if not v.holds]
+
+    def require(self) -> None:
+        """Raise :class:`ClaimFailed` if a ``must_hold`` prediction failed.
+
+        Returns nothing, so a page that ends a cell with it does not show the table a second time.
+        """
+        broken = [v for v in self if v.must_hold and not v.holds]
+        if broken:
+            raise ClaimFailed("; ".join(f"claim {v.claim!r} fails on this recording: {v.seen}" for v in broken))
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self)
+
+    def _repr_html_(self) -> str:
+        # A guess (must_hold=False) may come out either way on a GPU: it is marked, so a ✗ there
+        # reads as a finding, not as a broken page. The "from" column shows only where one is named.
+        sources = any(v.source for v in self)
+        rows = "".join(
+            f'<tr class="{"pg-pass" if v.holds else "pg-fail"}"><td class="pg-mark">{"✓" if v.holds else "✗"}</td>'
+            f"<td>{html.escape(v.claim)}"
+            + ("" if v.must_hold else ' <span class="pg-guess" title="may hold or not on a given GPU">guess</span>')
+            + f"</td><td>{html.escape(v.seen)}</td>"
+            + (f'<td class="pg-source">{_source_html(v.source)}</td>' if sources else "")
+            + "</tr>"
+            for v in self
+        )
+        return (
+            '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
+            f"<th>what the trace shows</th>{'<th>from</th>' if sources else ''}</tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
+
+
+def _source_html(source: str) -> str:
+    url = SOURCE_LINKS.get(source)
+    return f'<a href="{url}">{html.escape(source)}</a>' if url else html.escape(source)
+
+
+def check(predictions: list[Prediction], data) -> Verdicts:
+    """Run every prediction's check on ``data`` (a Trace, or whatever the checks take)."""
+    out = Verdicts()
+    for p in predictions:
+        holds, seen = p.check(data)
+        out.append(Verdict(p.claim, bool(holds), seen, p.source, p.must_hold))
+    return echo(out)
+
+
+# --------------------------------------------------------------- common checks
+def kernels_per_step(n: float) -> Callable[[Trace], tuple[bool, str]]:
+    """The trace launches ``n`` kernels per step (memsets and copies not counted)."""
+    def _check(trace: Trace):
+        seen = trace.kernels_per_step()
+        kinds = ", ".join(sorted({decode(k.name).kind for k in trace.kernels}))
+        return seen == n, f"{seen:g} kernels per step ({kinds})"
+    return _check
+
+
+def launches_nothing(op_name: str) -> Callable[[Trace], tuple[bool, str]]:
+    """``op_name`` runs in every step yet launches no device work."""
+    def _check(trace: Trace):
+        ops = trace.ops_named(op_name)
+        if not ops:
+            return False, f"no {op_name} in the trace"
+        device_us = sum(ev.dur_us for op in ops for ev in op.device_events)
+        return device_us == 0 and not any(op.device_events for op in ops), (
+            f"{len(ops) / len(trace.steps):g} call(s) per step, {device_us:.1f} µs of device time")
+    return _check
+
+
+def no_op(op_name: str) -> Callable[[Trace], tuple[bool, str]]:
+    """``op_name`` does not appear in the active steps."""
+    def _check(trace: Trace):
+        n = len(trace.ops_named(op_name))
+        return n == 0, f"{op_name}: {n / len(trace.steps):g} call(s) per step"
+    return _check
+
+
+def no_kernel_of_kind(kind: str, *, name_has: str = "") -> Callable[[Trace], tuple[bool, str]]:
+    """No kernel of decoded ``kind`` (and containing ``name_has``) runs."""
+    def _check(trace: Trace):
+        hits = sorted({decode(k.name).short for k in trace.kernels
+                       if decode(k.name).kind == kind and name_has in k.name})
+        return not hits, ("none" if not hits else ", ".join(hits))
+    return _check
+
+
+def kernel_names(trace: Trace) -> list[str]:
+    """The distinct kernel names of a trace, in first-launch order."""
+    return list(dict.fromkeys(k.name for k in trace.kernels))
+
+
+def same_kernels(a: Trace, b: Trace) -> tuple[bool, str]:
+    """Do two runs launch byte-identical kernel names (as sets)?"""
+    ka, kb = set(kernel_names(a)), set(kernel_names(b))
+    if ka == kb:
+        return True, "identical: " + ", ".join(decode(k).short for k in sorted(ka))
+    return False, (f"only in the first: {', '.join(decode(k).short for k in sorted(ka - kb)) or '–'}; "
+                   f"only in the second: {', '.join(decode(k).short for k in sorted(kb - ka)) or '–'}")

@@ -1,0 +1,553 @@
+"""What any ``torch.profiler`` trace says, as plain data: the analysis behind ``profiling-guide report``.
+
+:func:`analyse` reads a :class:`~profiling_guide.trace.model.Trace` (and, where there
+is one, the run record written beside it) and returns a :class:`TraceReport`:
+
+* the **environment** the trace was recorded in (GPU, CUDA versions, ranks);
+* the **steps** it found (``ProfilerStep#N``; a trace without them is read as
+  one step spanning the whole trace);
+* the **top kernels** by device time, decoded, with launch counts and, given
+  measured reference rates, the fraction of them each GEMM or memory-bound
+  kernel reached;
+* the **top CPU ops**, the **memsets and memcpys**;
+* **who sets the pace**, CPU or GPU, with the evidence;
+* **health checks**: events the profiler dropped or could not place.
+
+Everything here is pure arithmetic over the typed events, linear in their
+number (one pass or one sort per question), so the report costs little beside
+loading the trace. The HTML is :mod:`profiling_guide.report.html`'s job.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from profiling_guide.analysis.pace import (  # noqa: F401 - the report's API
+    Pace,
+    StepSummary,
+    fmt_us,
+    pace,
+    summarize_step,
+    verdict,
+)
+from profiling_guide.errors import GuideError
+from profiling_guide.trace.kernel_names import decode
+from profiling_guide.trace.model import DeviceEvent, Step, Trace
+
+#: The aten ops whose ``Input Dims`` give a GEMM's M, K, N: op → (index of A, index of B).
+GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
+                 "aten::_scaled_mm": (0, 1)}
+# Bytes per element of the types torch writes into "Input type".
+#: In-place ops that write their first argument without reading it: no extra output to count.
+WRITE_ONLY_OPS = {"aten::fill_", "aten::zero_", "aten::copy_"}
+_ELEMENT_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4,
+                  "short int": 2, "bool": 1, "unsigned char": 1, "signed char": 1, "c10::Float8_e4m3fn": 1,
+                  "c10::Float8_e5m2": 1, "c10::complex<float>": 8}
+_SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")
+_LAUNCH_CALLS = re.compile(r"LaunchKernel|GraphLaunch|^cu(da)?Memcpy|^cu(da)?Memset|LaunchCooperative")
+UNEVEN_STEPS = 1.25  # slowest / fastest step above this is worth a warning
+
+
+@dataclass
+class Check:
+    """One health check: ``level`` is ``"ok"``, ``"info"`` or ``"warn"``."""
+
+    level: str
+    title: str
+    detail: str
+
+
+@dataclass
+class TraceReport:
+    """Everything ``profiling-guide report`` shows, as data."""
+
+    source: str
+    environment: dict[str, str]
+    steps: list[StepSummary]
+    whole_trace: bool  # True when the trace had no ProfilerStep markers
+    chosen_step: int
+    pace: Pace
+    top_kernels: pd.DataFrame
+    top_ops: pd.DataFrame
+    memory_ops: pd.DataFrame
+    checks: list[Check]
+    rates: dict | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------- steps
+def whole_trace_step(trace: Trace) -> Step:
+    """The whole trace as one step (number 0), for traces recorded without a profiler schedule."""
+    cpu = [*trace.ops, *trace.runtime_calls]
+    everything = [*cpu, *trace.device_events]
+    if not everything:
+        raise GuideError(f"{trace.source} holds no CPU ops, runtime calls or device events to report on")
+    start = min(e.start_us for e in everything)
+    end = max(e.end_us for e in (cpu or everything))
+    ops = [op for op in trace.ops if not op.name.startswith("ProfilerStep#")]
+    return Step(0, start, end, ops, list(trace.runtime_calls), list(trace.device_events))
+
+
+def report_steps(trace: Trace) -> list[Step]:
+    """The trace's profiler steps, or the whole trace as one step when it has none."""
+    return list(trace.steps) if trace.steps else [whole_trace_step(trace)]
+
+
+# ----------------------------------------------------- work of one kernel
+def _dims(value) -> list[int] | None:
+    return value if isinstance(value, list) and value and all(isinstance(d, int) for d in value) else None
+
+
+def gemm_flops(op) -> float | None:
+    """FLOPs of a GEMM op from its recorded shapes (``2·M·K·N``, times the batch for ``bmm``), else None."""
+    where = GEMM_OPERANDS.get(op.name)
+    dims = op.input_dims
+    if where is None or len(dims) <= max(where):
+        return None
+    a, b = _dims(dims[where[0]]), _dims(dims[where[1]])
+    if a is None or b is None or len(a) != len(b) or len(a) not in (2, 3) or a[-1] != b[-2]:
+        return None
+    batch = a[0] if len(a) == 3 else 1
+    return 2.0 * batch * a[-2] * a[-1] * b[-1]
+
+
+def _tensor_bytes(op) -> list[int]:
+    types = op.args.get("Input type") or []
+    sizes = []
+    for dims, kind in zip(op.input_dims, types):
+        shape = _dims(dims)
+        if shape is not None and kind in _ELEMENT_BYTES:
+            count = 1
+            for d in shape:
+                count *= d
+            sizes.append(count * _ELEMENT_BYTES[kind])
+    return sizes
+
+
+def _gemm_op(ev: DeviceEvent):
+    op = ev.launch.op if ev.launch is not None else None
+    for _ in range(3):  # the GEMM op launches directly, or through a thin wrapper
+        if op is None or op.name in GEMM_OPERANDS:
+            return op
+        op = op.parent
+    return None
+
+
+def _launched_only_one(op) -> bool:
+    # Stops at the second piece of work: a foreach op launching hundreds of kernels stays linear.
+    count = 0
+    for call in op.runtime_calls:
+        count += len(call.device_events)
+        if count > 1:
+            return False
+    return count == 1
+
+
+def kernel_work(ev: DeviceEvent, kind: str) -> tuple[float | None, float | None]:
+    """``(flops, bytes)`` one device event did, where the trace says so; ``(None, None)`` otherwise.
+
+    * GEMM kernels: FLOPs from the launching ``aten::mm``/``addmm``/``bmm``
+      op's ``Input Dims`` (recorded with ``record_shapes=True``).
+    * Device-to-device copies: the bytes the profiler recorded (a copy reads
+      and writes each byte, so twice its size). Memsets are left out: they
+      are a few bytes each, too short to time a rate.
+    * Pointwise and reduction kernels whose op launched only them: an
+      estimate, every tensor argument read once, plus, for pointwise
+      kernels, one output the size of the largest argument; for ops that
+      only write their first argument (``fill_``, ``zero_``, ``copy_``),
+      that argument is the output, written once and never read.
+    """
+    if kind == "gemm":
+        op = _gemm_op(ev)
+        return (gemm_flops(op) if op is not None else None), None
+    nbytes = ev.args.get("bytes")
+    if ev.kind == "memcpy" and isinstance(nbytes, (int, float)) and "DtoD" in ev.name:
+        return None, 2.0 * nbytes
+    if kind in ("pointwise", "reduction") and ev.launch is not None and ev.launch.op is not None:
+        op = ev.launch.op
+        if op.annotation or not _launched_only_one(op):
+            return None, None
+        sizes = _tensor_bytes(op)
+        if sizes:
+            output = max(sizes) if kind == "pointwise" and op.name not in WRITE_ONLY_OPS else 0
+            return None, float(sum(sizes) + output)
+    return None, None
+
+
+# ---------------------------------------------------------------- tables
+def device_time_by_name(events) -> pd.DataFrame:
+    """Per device event name: launches and summed device µs, largest first (the HTA cross-check reads this)."""
+    totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    for ev in events:
+        row = totals[ev.name]
+        row[0] += 1
+        row[1] += ev.dur_us
+    df = pd.DataFrame([(name, n, us) for name, (n, us) in totals.items()], columns=["name", "launches", "total_us"])
+    return df.sort_values("total_us", ascending=False, ignore_index=True)
+
+
+def top_kernels(steps: list[Step], *, rates: dict | None = None, top: int | None = 20) -> pd.DataFrame:
+    """Device work by total time over ``steps``: decoded name, launches, µs, share, and achieved rate.
+
+    With ``rates`` (``{"gemm_tflops": ..., "copy_tbps": ...}``, measured on
+    the same GPU), ``achieved`` and ``of_reference`` say how close each kernel
+    came: summed FLOPs (or bytes) over the summed time of the launches whose
+    work is known (:func:`kernel_work`).
+    """
+    n = max(len(steps), 1)
+    groups: dict[str, dict] = {}
+    for step in steps:
+        for ev in step.device_events:
+            g = groups.get(ev.name)
+            if g is None:
+                k = decode(ev.name)
+                g = groups[ev.name] = {"k": k, "events": 0, "us": 0.0, "flops": 0.0, "flops_us": 0.0,
+                                       "bytes": 0.0, "bytes_us": 0.0, "by": Counter()}
+            g["events"] += 1
+            g["us"] += ev.dur_us
+            op = ev.launch.op if ev.launch is not None else None
+            g["by"][op.name if op is not None else "?"] += 1
+            flops, nbytes = kernel_work(ev, g["k"].kind)
+            if flops:
+                g["flops"] += flops
+                g["flops_us"] += ev.dur_us
+            if nbytes:
+                g["bytes"] += nbytes
+                g["bytes_us"] += ev.dur_us
+    total_us = sum(g["us"] for g in groups.values()) or 1.0
+    rows = []
+    for name, g in groups.items():
+        k = g["k"]
+        achieved, of_reference = "", float("nan")
+        if g["flops_us"]:
+            tflops = g["flops"] / g["flops_us"] / 1e6
+            achieved = f"{tflops:,.1f} TFLOP/s"
+            if rates and rates.get("gemm_tflops"):
+                of_reference = tflops / rates["gemm_tflops"]
+        elif g["bytes_us"]:
+            tbps = g["bytes"] / g["bytes_us"] / 1e6
+            achieved = f"{tbps:,.2f} TB/s" + ("" if k.kind == "memcpy" else " (est.)")
+            if rates and rates.get("copy_tbps"):
+                of_reference = tbps / rates["copy_tbps"]
+        rows.append({
+            "kernel": k.short, "kind": k.kind, "library": k.library, "launches": g["events"],
+            "per_step": g["events"] / n, "total_us": g["us"], "us_per_step": g["us"] / n,
+            "mean_us": g["us"] / g["events"], "share": g["us"] / total_us,
+            "launched_by": g["by"].most_common(1)[0][0], "achieved": achieved, "of_reference": of_reference,
+            "name": name,
+        })
+    columns = ["kernel", "kind", "library", "launches", "per_step", "total_us", "us_per_step", "mean_us", "share",
+               "launched_by", "achieved", "of_reference", "name"]
+    df = pd.DataFrame(rows, columns=columns).sort_values("total_us", ascending=False, ignore_index=True)
+    return df.head(top) if top else df
+
+
+def top_ops(steps: list[Step], *, top: int | None = 20) -> pd.DataFrame:
+    """CPU ops by self CPU time per step, with their total CPU time and the device time they launched.
+
+    *Self* excludes nested ops. Device time counts the work launched by the op
+    and everything nested in it; it is summed bottom-up in one pass, children
+    before parents.
+    """
+    n = max(len(steps), 1)
+    rows: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0, False])
+    for step in steps:
+        below: dict[int, float] = defaultdict(float)  # id(op) → device µs launched by its descendants
+        for op in reversed(step.ops):  # sorted by start: a child always comes after its parent
+            own = sum(ev.dur_us for call in op.runtime_calls for ev in call.device_events)
+            device = own + below[id(op)]
+            if op.parent is not None:
+                below[id(op.parent)] += device
+            row = rows[op.name]
+            row[0] += 1
+            row[1] += op.dur_us - sum(c.dur_us for c in op.children)
+            row[2] += op.dur_us
+            row[3] += device
+            row[4] += sum(1 for call in op.runtime_calls if call.device_events)
+            row[5] = op.annotation
+    df = pd.DataFrame(
+        [(name, calls / n, self_us / n, total / n, device / n, launches / n, note)
+         for name, (calls, self_us, total, device, launches, note) in rows.items()],
+        columns=["op", "calls_per_step", "self_cpu_us", "cpu_total_us", "device_us", "launches_per_step",
+                 "annotation"],
+    ).sort_values("self_cpu_us", ascending=False, ignore_index=True)
+    return df.head(top) if top else df
+
+
+def memory_ops(steps: list[Step]) -> pd.DataFrame:
+    """Memsets and memcpys per step: count, bytes, µs, bandwidth, and who asked for them."""
+    n = max(len(steps), 1)
+    groups: dict[str, dict] = {}
+    for step in steps:
+        for ev in step.device_events:
+            if ev.kind not in ("memset", "memcpy"):
+                continue
+            g = groups.setdefault(ev.name, {"kind": ev.kind, "count": 0, "bytes": 0.0, "us": 0.0, "by": Counter(),
+                                            "via": Counter()})
+            g["count"] += 1
+            g["bytes"] += float(ev.args.get("bytes") or 0)
+            g["us"] += ev.dur_us
+            g["by"][ev.launch.op.name if ev.launch is not None and ev.launch.op is not None else "?"] += 1
+            g["via"][ev.launch.name if ev.launch is not None else "?"] += 1
+    rows = [{
+        "name": name, "kind": g["kind"], "per_step": g["count"] / n, "bytes_per_step": g["bytes"] / n,
+        "us_per_step": g["us"] / n, "gb_per_s": g["bytes"] / g["us"] / 1e3 if g["us"] else float("nan"),
+        "launched_by": g["by"].most_common(1)[0][0], "via": g["via"].most_common(1)[0][0],
+    } for name, g in groups.items()]
+    return pd.DataFrame(rows, columns=["name", "kind", "per_step", "bytes_per_step", "us_per_step", "gb_per_s",
+                                       "launched_by", "via"]).sort_values("us_per_step", ascending=False,
+                                                                          ignore_index=True)
+
+
+# ------------------------------------------------------------ environment
+# The run record's "versions" keys, as the report labels them.
+_VERSION_LABELS = {"torch": "torch", "cuda": "CUDA (torch built for)", "cublas": "cuBLAS", "triton": "Triton",
+                   "python": "Python", "transformers": "transformers"}
+
+
+def environment(trace: Trace, run_record: dict | None = None) -> dict[str, str]:
+    """The recording's GPU and versions, from the trace's top-level fields and the run record if any."""
+    meta, env = trace.metadata, {}
+    devices = [d for d in meta.get("deviceProperties") or [] if isinstance(d, dict)]
+    if devices:
+        d = devices[0]
+        gpu = str(d.get("name", "?")) + (f" (×{len(devices)} visible)" if len(devices) > 1 else "")
+        env["GPU"] = gpu
+        if d.get("totalGlobalMem"):
+            env["GPU memory"] = f"{d['totalGlobalMem'] / 2**30:.1f} GiB"
+        if "computeMajor" in d:
+            env["compute capability"] = f"{d['computeMajor']}.{d.get('computeMinor', 0)}"
+        if d.get("numSms"):
+            env["multiprocessors"] = str(d["numSms"])
+    elif run_record and isinstance(run_record.get("gpu"), dict):
+        env["GPU"] = str(run_record["gpu"].get("name", "?"))
+    for key, label in (("cuda_runtime_version", "CUDA runtime"), ("cuda_driver_version", "CUDA driver"),
+                       ("hip_runtime_version", "HIP runtime"), ("hip_driver_version", "HIP driver")):
+        if isinstance(meta.get(key), int):
+            env[label] = f"{meta[key] // 1000}.{meta[key] % 1000 // 10}"
+    if meta.get("cupti_version"):
+        env["CUPTI"] = str(meta["cupti_version"])
+    for name, version in ((run_record or {}).get("versions") or {}).items():
+        if version:
+            env[_VERSION_LABELS.get(name, name)] = str(version)
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict) and dist:
+        env["distributed"] = ", ".join(f"{k} {dist[k]}" for k in ("backend", "rank", "world_size", "nccl_version")
+                                       if k in dist)
+    options = [k for k in ("record_shapes", "profile_memory", "with_stack", "with_flops") if meta.get(k)]
+    if options:
+        env["profiler options"] = ", ".join(options)
+    date = _recorded_at(trace)
+    if date:
+        env["recorded"] = date
+    elif run_record and run_record.get("date"):
+        env["recorded"] = str(run_record["date"])
+    return env
+
+
+def _recorded_at(trace: Trace) -> str | None:
+    # Event times are µs after baseTimeNanoseconds, where the trace writes it.
+    base = trace.metadata.get("baseTimeNanoseconds")
+    events = trace.ops or trace.device_events
+    if not isinstance(base, int) or not events:
+        return None
+    seconds = base / 1e9 + events[0].start_us / 1e6
+    try:
+        return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def read_run_record(trace_path: str | Path) -> dict | None:
+    """The ``<name>.run.json`` written beside ``<name>.trace.json[.gz]``, if there is one."""
+    path = Path(trace_path)
+    stem = re.sub(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", path.name)
+    record = path.with_name(stem + ".run.json")
+    if record == path or not record.is_file():
+        return None
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_rates(path: str | Path) -> dict:
+    """Reference rates from a JSON file: a ``profile`` run record or a chapter's references record.
+
+    Accepted: ``{"rates": {"gemm_tflops": {"median": ...}, "copy_tbps": {...}}}``
+    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes),
+    ``{"values": {"gemm_tflops": ..., "copy_tbps": ...}}`` (the guide's
+    ``*.references.run.json``) or those two numbers at the top level.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise GuideError(f"cannot read the rates file {path} ({exc.strerror})") from None
+    except ValueError as exc:
+        raise GuideError(f"{path} is not JSON ({exc})") from None
+    rates = rates_from_record(data) if isinstance(data, dict) else None
+    if not rates:
+        raise GuideError(f"{path} holds no gemm_tflops or copy_tbps: give a profile run record or a references record")
+    return rates
+
+
+def rates_from_record(data: dict) -> dict | None:
+    """``{"gemm_tflops": float, "copy_tbps": float}`` (either may be absent) from a record, or None."""
+    for source in (data.get("rates"), data.get("values"), data):
+        if not isinstance(source, dict):
+            continue
+        found = {}
+        for key in ("gemm_tflops", "copy_tbps"):
+            value = source.get(key)
+            value = value.get("rate", value.get("median")) if isinstance(value, dict) else value
+            if isinstance(value, (int, float)) and value > 0:
+                found[key] = float(value)
+        if found:
+            return found
+    return None
+
+
+# ------------------------------------------------------------------ health
+def health_checks(trace: Trace, steps: list[Step], summaries: list[StepSummary],
+                  run_record: dict | None = None) -> list[Check]:
+    """What in the trace is missing, out of place or uneven; each check one line of evidence."""
+    checks = []
+    if trace.steps:
+        checks.append(Check("ok", "profiler steps", f"{len(trace.steps)} ProfilerStep marker{'s' * (len(trace.steps) != 1)}: "
+                            + ", ".join(f"#{s.number}" for s in trace.steps[:12])
+                            + (" …" if len(trace.steps) > 12 else "")))
+    else:
+        checks.append(Check("info", "profiler steps", "No ProfilerStep markers: the whole trace is read as one step. "
+                            "Record with a torch.profiler schedule and prof.step() to compare steps."))
+    orphans = [ev for ev in trace.device_events if ev.launch is None]
+    if not trace.device_events:
+        checks.append(Check("info", "device work", "The trace holds no device events: it was recorded on a CPU, "
+                            "or without ProfilerActivity.CUDA."))
+    elif orphans:
+        no_id = sum(1 for ev in orphans if ev.correlation is None)
+        checks.append(Check("warn", "device work with no launch",
+                            f"{len(orphans)} of {len(trace.device_events)} device events have no launching runtime "
+                            f"call ({no_id} without a correlation id, {len(orphans) - no_id} whose launch was not "
+                            "recorded): they count in device time but not under any CPU op."))
+    else:
+        checks.append(Check("ok", "device work with no launch",
+                            f"every one of the {len(trace.device_events)} device events is linked to its launch"))
+    dropped = [c for c in trace.runtime_calls if _LAUNCH_CALLS.search(c.name) and not c.device_events]
+    if dropped:
+        names = Counter(c.name for c in dropped).most_common(3)
+        checks.append(Check("warn", "launches with no device work",
+                            f"{len(dropped)} launch call{'s' * (len(dropped) != 1)} with no device event ("
+                            + ", ".join(f"{n}× {name}" for name, n in names)
+                            + "): the profiler stopped before they ran, or dropped them."))
+    early = sum(1 for ev in trace.device_events if ev.launch is not None and ev.start_us < ev.launch.start_us - 1)
+    if early:
+        checks.append(Check("warn", "device work before its launch",
+                            f"{early} device events start before the call that launched them: the CPU and GPU "
+                            "clocks disagree in this trace, so launch delays are unreliable."))
+    if trace.steps:
+        ops_out = sum(1 for op in trace.ops if op.step is None and not op.name.startswith("ProfilerStep#"))
+        dev_out = sum(1 for ev in trace.device_events if ev.step is None)
+        level = "info" if ops_out or dev_out else "ok"
+        checks.append(Check(level, "events outside any step",
+                            f"{ops_out} CPU ops and {dev_out} device events lie outside every ProfilerStep; "
+                            "the tables count only events inside steps."))
+    if len(summaries) > 1:
+        slow = max(summaries, key=lambda s: s.cpu_us)
+        fast = min(summaries, key=lambda s: s.cpu_us)
+        ratio = slow.cpu_us / fast.cpu_us if fast.cpu_us > 0 else float("inf")
+        if ratio > UNEVEN_STEPS:
+            checks.append(Check("warn", "uneven steps",
+                                f"ProfilerStep#{slow.number} took {ratio:.2f}× as long as #{fast.number} "
+                                f"({fmt_us(slow.cpu_us)} vs {fmt_us(fast.cpu_us)}): a step that still warms up "
+                                "(allocator, autotuning, compilation) or a stall; compare steps before trusting "
+                                "a mean."))
+        else:
+            checks.append(Check("ok", "uneven steps", f"steps agree within {ratio:.2f}× "
+                                f"({fmt_us(fast.cpu_us)} to {fmt_us(slow.cpu_us)})"))
+    checks.append(_overhead_check(trace, steps, run_record))
+    pageable = sum(1 for s in steps for ev in s.device_events if ev.kind == "memcpy" and "Pageable" in ev.name)
+    if pageable:
+        checks.append(Check("warn", "pageable host copies",
+                            f"{pageable / max(len(steps), 1):g} copies per step from or to pageable host memory: "
+                            "they cannot overlap with compute; pin the host tensor (pin_memory())."))
+    return checks
+
+
+def _unprofiled_cpu_us(run_record: dict | None) -> float | None:
+    timings = (run_record or {}).get("timings") or {}
+    value = timings.get("cpu_issue_us", timings.get("cpu_us_median"))  # a spread, or an older record's median
+    value = value.get("median") if isinstance(value, dict) else value
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _overhead_check(trace: Trace, steps: list[Step], run_record: dict | None) -> Check:
+    n = max(len(steps), 1)
+    ops = sum(1 for s in steps for op in s.ops if not op.annotation) / n
+    label = (run_record or {}).get("label")
+    unprofiled = _unprofiled_cpu_us(run_record)
+    profiled = [op.dur_us for s in steps for op in s.ops if op.annotation and op.name == label] if label else []
+    if profiled and unprofiled:
+        mean = sum(profiled) / len(profiled)
+        extra = mean - unprofiled
+        level = "warn" if extra > 0.25 * unprofiled else "info"
+        return Check(level, "profiler overhead",
+                     f"'{label}' took {fmt_us(mean)} of CPU per step under the profiler and {fmt_us(unprofiled)} "
+                     f"without it (run record): the profiler added {fmt_us(extra)} ({extra / unprofiled:+.0%}) "
+                     f"for {ops:,.0f} recorded CPU ops per step. CPU-side times in this report are inflated by "
+                     "about that much.")
+    return Check("info", "profiler overhead",
+                 f"{ops:,.0f} CPU ops recorded per step; each costs the CPU extra time while profiled "
+                 "(more with record_shapes). No unprofiled timing is recorded beside this trace, so the overhead "
+                 "is not measured: `profiling-guide profile` records one.")
+
+
+# ---------------------------------------------------------------- the report
+def choose_step(steps: list[Step], number: int | None) -> Step:
+    """Step ``number``, or by default the step of median CPU duration (a typical one)."""
+    if number is not None:
+        for s in steps:
+            if s.number == number:
+                return s
+        raise GuideError(f"there is no step {number}: the trace has steps {', '.join(str(s.number) for s in steps)}")
+    ordered = sorted(steps, key=lambda s: (s.dur_us, s.number))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None, run_record: dict | None = None,
+            top: int = 20) -> TraceReport:
+    """The whole report of ``trace`` as data (see the module docstring).
+
+    ``step`` picks the step the timeline shows (default: the median one);
+    ``rates`` are measured reference rates for achieved fractions;
+    ``run_record`` is the trace's ``.run.json`` (:func:`read_run_record`),
+    which adds versions and the unprofiled CPU time to the report.
+    """
+    steps = report_steps(trace)
+    chosen = choose_step(steps, step)
+    summaries = [summarize_step(s) for s in steps]
+    if rates is None and run_record is not None:
+        rates = rates_from_record(run_record)
+    return TraceReport(
+        source=trace.source,
+        environment=environment(trace, run_record),
+        steps=summaries,
+        whole_trace=not trace.steps,
+        chosen_step=chosen.number,
+        pace=pace(summaries, unprofiled_cpu_us=_unprofiled_cpu_us(run_record)),
+        top_kernels=top_kernels(steps, rates=rates, top=top),
+        top_ops=top_ops(steps, top=top),
+        memory_ops=memory_ops(steps),
+        checks=health_checks(trace, steps, summaries, run_record),
+        rates=rates,
+        counts={"cpu_ops": len(trace.ops), "runtime_calls": len(trace.runtime_calls),
+                "device_events": len(trace.device_events)},
+    )

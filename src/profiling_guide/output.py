@@ -1,0 +1,51 @@
+"""Where an example's output goes: onto its gallery page, or to the console.
+
+sphinx-gallery shows what an example prints and the value of a cell's last
+expression; a plain ``python plot_x.py`` shows only what it prints. Progress
+lines, compiler logs and warnings belong on the console, never on a page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+
+
+def in_gallery() -> bool:
+    """True while sphinx-gallery executes an example (it shows the values of bare expressions)."""
+    return "sphinx_gallery" in sys.modules
+
+
+def echo(obj):
+    """Print ``obj`` when an example runs as a plain script; return it either way.
+
+    Under sphinx-gallery a bare expression at the end of a block is rendered
+    (as HTML when it has ``_repr_html_``); a plain ``python plot_x.py`` shows
+    nothing for it. The banner, the facts and the checks pass through here so a
+    script run prints them too, and the page does not print them twice.
+    """
+    if not in_gallery():
+        print(repr(obj), flush=True)
+    return obj
+
+
+@contextlib.contextmanager
+def to_console(console=None):
+    """Send what runs inside to the console, never to the page.
+
+    sphinx-gallery puts an example's stdout and stderr on its page; progress
+    lines, compiler and autotune logs and warnings raised while measuring
+    belong to the maintainer's terminal. Inside this block both streams go to
+    ``console`` (default: the process's real stderr), and warnings are shown
+    there once each.
+    """
+    console = console or sys.__stderr__ or sys.stderr
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        console.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console), warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show  # whoever else records warnings (a test runner, a docs builder)
+        yield

@@ -1,0 +1,188 @@
+"""The lines of facts the pages print: one function per kind of fact.
+
+Each takes recordings, tables or benchmark results and returns a
+:class:`~profiling_guide.pages.prose.Facts` of one or a few short lines of numbers.
+What the numbers mean is the page's prose; a sentence whose truth depends on
+the GPU is a checked claim (:mod:`profiling_guide.analysis.expect`), so nothing here
+picks its words by a condition.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from profiling_guide.analysis.roofline import (
+    CEILING_COLUMN,
+    REFERENCE_COLUMN,
+    datasheet_bound_us,
+)
+from profiling_guide.pages.prose import Facts
+from profiling_guide.spread import Spread, compare
+from profiling_guide.trace.kernel_names import decode
+
+
+def _spread(d: dict) -> Spread:
+    return Spread.from_dict(d)
+
+
+# ------------------------------------------------------------------ reference rates
+def reference_rates(refs: dict) -> Facts:
+    """The rates measured in this run, and the datasheet ceilings of the GPU (where it has them).
+
+    ``refs``: :func:`profiling_guide.measure.timing.reference_rates`' result.
+    """
+    gemm, copy, sheet = refs["gemm_tflops"], refs["copy_tbps"], refs.get("datasheet")
+    measured = (f"Reference rates measured in this run: {_spread(gemm['spread']):.0f} TFLOP/s for a "
+                f"bf16 cuBLAS GEMM (best at {gemm['source']}), {_spread(copy['spread']):.2f} TB/s for a "
+                f"device-to-device copy ({copy['source']}).")
+    if not sheet:
+        return Facts(measured, "This GPU is not in the datasheet table: no ceiling.")
+    return Facts(measured, f"Datasheet ceilings ({sheet['model']}, {sheet['source']}): "
+                           f"{sheet['bf16_tflops']:.0f} TFLOP/s dense bf16, {sheet['hbm_tbps']:.2f} TB/s HBM.")
+
+
+def gemm_rates(gemms: pd.DataFrame) -> Facts:
+    """How many distinct GEMM kernels ran, and the range of their rates (a :func:`~.tables.gemm_table`)."""
+    ref = gemms[REFERENCE_COLUMN]
+    rates = [f"{ref.min():.0f}–{ref.max():.0f}% of the measured reference"]
+    ceiling = gemms[CEILING_COLUMN].dropna() if CEILING_COLUMN in gemms else ref.iloc[:0]
+    if len(ceiling):
+        rates.append(f"{ceiling.min():.0f}–{ceiling.max():.0f}% of the datasheet ceiling")
+    lines = [f"GEMM kernels: {gemms['kernel'].nunique()} distinct for {len(gemms)} products of "
+             f"{gemms['GFLOP'].iloc[0]:.1f} GFLOP each.", "Their rates: " + ", ".join(rates) + "."]
+    return Facts(*lines)
+
+
+# ------------------------------------------------------------------ timings
+def profiler_off(timings: dict) -> Facts:
+    """A recording's three profiler-off timings, medians over repeats with their IQR."""
+    t = timings
+    return Facts(f"Profiler off, medians over repeats (IQR): device time {t['device_us']:.1f} µs "
+                 f"per forward, CPU issue time {t['cpu_issue_us']:.1f} µs, wall time per call "
+                 f"{t['wall_us_per_call']:.1f} µs.")
+
+
+def timing(what: str, spreads: dict[str, Spread], *, unit: str = "µs") -> Facts:
+    """``"<what>: a 12.3 (IQR …) µs, b 45.6 (IQR …) µs."``: one timing of several runs."""
+    return Facts(f"{what}: " + ", ".join(f"{name} {s:.1f} {unit}" for name, s in spreads.items()) + ".")
+
+
+def first_call(seconds: float) -> Facts:
+    """The wall time of the first compiled call, which traces, compiles and loads."""
+    return Facts(f"The first compiled call took {seconds:.1f} s (tracing, compiling, loading).")
+
+
+# ------------------------------------------------------------------ the intermediate
+def intermediate_round_trip(trace, pointwise: pd.DataFrame, *, intermediate_bytes: int,
+                            references: dict, flops: float, min_bytes: float) -> Facts:
+    """What eager's GeLU and mul cost, and what the fewest passes over the intermediate would.
+
+    ``pointwise``: the pointwise rows of :func:`~.roofline.kernel_work_table`;
+    ``flops`` and ``min_bytes``: the whole MLP's work and its least HBM traffic.
+    """
+    spent, step = pointwise["avg_us"].sum(), trace.device_us_per_step()
+    lines = [
+        f"The intermediate is {intermediate_bytes / 1e6:.1f} MB per tensor. GeLU and mul take "
+        f"{spent:.1f} µs of the GPU's {step:.1f} µs of kernel time per profiled forward "
+        f"({100 * spent / step:.0f}%).",
+        f"At the measured copy bandwidth, the three passes a fused GeLU·mul needs would take "
+        f"{3 * intermediate_bytes / references['copy_tbps']['rate'] / 1e6:.1f} µs.",
+    ]
+    sheet = references.get("datasheet")
+    if sheet:
+        lines.append(f"The datasheet bound of the whole MLP is "
+                     f"{datasheet_bound_us(flops, min_bytes, sheet):.1f} µs.")
+    return Facts(*lines)
+
+
+def intermediate_traffic(rows: int, hidden: int, element: int, passes: dict[str, int]) -> Facts:
+    """The bytes one pass over the ``[rows, hidden]`` intermediate moves, and each variant's total."""
+    one = rows * hidden * element
+    return Facts(f"At this shape one pass is {rows}·{hidden}·{element} B = {one / 1e6:.1f} MB.",
+                 "Intermediates per forward: " + ", ".join(
+                     f"{name} {n * one / 1e6:.0f} MB" for name, n in passes.items()) + ".")
+
+
+def pointwise_per_step(runs: dict) -> Facts:
+    """Each run's pointwise kernel time per profiled forward: least and most over its steps."""
+    parts = []
+    for name, rec in runs.items():
+        steps = rec.trace.steps
+        per_step = [sum(k.dur_us for k in s.kernels if decode(k.name).kind == "pointwise")
+                    for s in steps]
+        kernels = sum(decode(k.name).kind == "pointwise" for k in steps[0].kernels)
+        parts.append(f"{name} {min(per_step):.1f}–{max(per_step):.1f} µs ({kernels} per forward)")
+    return Facts(f"Pointwise kernels, time per profiled forward over {len(steps)} steps: "
+                 + ", ".join(parts) + ".")
+
+
+# ------------------------------------------------------------------ compilation
+def recompilations(sweep: pd.DataFrame) -> Facts:
+    """Per compile setting: compilations, first-call wall time, device time at the first shape."""
+    return Facts(*[
+        f"{setting}: {int(group['compilations'].sum())} compilation(s) over {len(group)} shapes, "
+        f"{group['first_call_ms'].sum() / 1e3:.1f} s of wall time in first calls; device time "
+        f"{group['device_us'].iloc[0]:.1f} µs per forward at the original shape."
+        for setting, group in sweep.groupby("setting", sort=False)
+    ])
+
+
+# ------------------------------------------------------------------ kernels
+def liger_launch(kernel, settings: dict, hidden: int) -> Facts:
+    """What ``calculate_settings`` picked for Liger's kernel, and what the trace shows was launched."""
+    return Facts(
+        f"calculate_settings({hidden}) → BLOCK_SIZE={settings['block_size']}, "
+        f"num_warps={settings['num_warps']}.",
+        f"The trace shows grid {kernel.grid} and block {kernel.block} ({kernel.block[0] // 32} warps "
+        f"of 32 threads), {kernel.args.get('registers per thread', '?')} registers per thread, "
+        f"launched with {kernel.launch.name}.",
+    )
+
+
+def fused_kernels(work: pd.DataFrame, benchmark_us: Spread) -> Facts:
+    """The epilogue-fused forward's two kernels (a :func:`~.roofline.kernel_work_table`) and their sum."""
+    gate_up = work[work["kernel"].str.contains("geglu")].iloc[0]
+    down = work[(work["kind"] == "gemm") & ~work["kernel"].str.contains("geglu")].iloc[0]
+    return Facts(
+        f"In the profiled forward the fused gate/up kernel takes {gate_up['avg_us']:.1f} µs "
+        f"({gate_up[REFERENCE_COLUMN]:.0f}% of the best cuBLAS rate measured in this run, GeLU·mul "
+        f"and the store of h included); the cuBLAS down GEMM {down['avg_us']:.1f} µs "
+        f"({down[REFERENCE_COLUMN]:.0f}%).",
+        f"The two kernels add up to {gate_up['avg_us'] + down['avg_us']:.1f} µs in the profiled step; "
+        f"the benchmark's device time per forward is {benchmark_us:.1f} µs.",
+    )
+
+
+# ------------------------------------------------------------------ the benchmark
+def floors(result: dict) -> Facts:
+    """The two floors of a :func:`~.bench_mlp.run_benchmark` result: cuBLAS GEMMs alone, the datasheet bound."""
+    alone, bound = _spread(result["gemms_alone_us"]), result["datasheet_bound_us"]
+    sheet = result["references"].get("datasheet")
+    lines = [f"cuBLAS GEMMs alone: {alone:.1f} µs."]
+    if bound and sheet:
+        lines.append(f"Datasheet bound: {bound:.1f} µs ({sheet['model']}: {result['flops'] / 1e9:.1f} "
+                     f"GFLOP at {sheet['bf16_tflops']:.0f} TFLOP/s).")
+    return Facts(*lines)
+
+
+def ranking(times: dict[str, Spread]) -> Facts:
+    """Variants by median device time, and each one's verdict (:func:`~.spread.compare`) against the next."""
+    ranked = sorted(times, key=lambda n: times[n].median)
+    return Facts(
+        "Ranked by median: " + ", ".join(f"{n} {times[n].median:.0f} µs" for n in ranked) + ".",
+        "Each against the next, outside the spreads or not: " + ", ".join(
+            f"{a} {compare(times[a], times[b])}" for a, b in zip(ranked, ranked[1:])) + ".",
+    )
+
+
+def time_by_kind(breakdown: dict[str, dict[str, float]], times: dict[str, Spread]) -> Facts:
+    """Per variant: µs of GEMM and of other kernels per profiled forward, and the GEMMs' share of the median."""
+    gemm = {n: kinds.get("gemm", 0.0) for n, kinds in breakdown.items()}
+    rest = {n: sum(us for k, us in kinds.items() if k != "gemm") for n, kinds in breakdown.items()}
+    return Facts(
+        "GEMM kernel µs per profiled forward: " + ", ".join(f"{n} {us:.0f}" for n, us in gemm.items()) + ".",
+        "Other kernels (GeLU, mul or their fusion): "
+        + ", ".join(f"{n} {us:.0f} µs" for n, us in rest.items()) + ".",
+        "GEMM kernels take " + ", ".join(f"{100 * gemm[n] / times[n].median:.0f}% of {n}'s median"
+                                         for n in gemm if n in times) + ".",
+    )

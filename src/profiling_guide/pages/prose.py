@@ -1,0 +1,46 @@
+"""Sentences computed from measurements.
+
+Prose in an example never hard-codes a number a trace can supply: where a
+sentence needs one, the example computes the sentence and shows it as
+:class:`Facts`, rendered as ordinary paragraphs on the page.
+"""
+
+from __future__ import annotations
+
+import html
+
+from profiling_guide.output import echo
+
+
+class Facts:
+    """One or more computed sentences; renders as paragraphs (HTML) or lines (text)."""
+
+    def __init__(self, *sentences: str):
+        self.sentences = [s for s in sentences if s]
+        echo(self)
+
+    def __repr__(self) -> str:
+        return "\n".join(self.sentences)
+
+    def _repr_html_(self) -> str:
+        return '<div class="pg-facts">' + "".join(f"<p>{html.escape(s)}</p>" for s in self.sentences) + "</div>"
+
+
+
+
+def pace_facts(rec) -> Facts:
+    """Who sets the pace in a captured run: the trace's evidence, then the profiler-off timings."""
+    from profiling_guide.analysis.pace import pace_of, pace_unprofiled
+
+    t, p = rec.timings, pace_of(rec.trace)
+    return Facts(
+        f"Under the profiler this forward is {p.bound}. {p.headline}",
+        *p.evidence,
+        pace_unprofiled(t["cpu_issue_us"], t["device_us"]) if "cpu_issue_us" in t else "",
+    )
+
+
+def spread_cell(spread, precision: int = 1) -> str:
+    """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.measure.timing.Spread`."""
+    # non-breaking spaces: a narrow column must not break the figure over four lines
+    return format(spread, f".{precision}f").replace(" ", "\u00a0")

@@ -1,0 +1,166 @@
+"""A timeline of one profiler step, drawn with matplotlib from a :class:`~profiling_guide.trace.model.Trace`.
+
+Lanes, top to bottom: the CPU ops by nesting depth (the ``record_function``
+label at the top, ``aten::`` ops below it), the CUDA runtime/driver calls, and
+one lane per GPU stream. An arrow joins each launch to the kernel it started,
+so the gap between "the CPU asked" and "the GPU ran" is visible. Time is in µs
+from the start of the step (in ms for a step longer than 5 ms).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from profiling_guide.trace.kernel_names import decode
+from profiling_guide.trace.model import Step, Trace
+
+KIND_COLORS = {
+    "gemm": "#7b4fa6",
+    "pointwise": "#2e9c6a",
+    "reduction": "#1f8a9c",
+    "memset": "#9a9a9a",
+    "memcpy": "#a0703c",
+    "other": "#c24d6b",
+}
+ANNOTATION_COLOR = "#c9d3e0"
+OP_COLORS = ["#4c78a8", "#6b93c4", "#8fb0d9", "#b3cbe8", "#d2e0f2"]
+RUNTIME_COLOR = "#f0a03c"
+ARROW_COLOR = "#555555"
+LANE_HEIGHT = 0.7
+# The site shows a figure about 830 px wide on a desktop: at 100 dpi an 8.2-inch figure is
+# shown at its own size, and 7.5 pt is 10.4 px there, the smallest text any lane carries.
+WIDTH_IN = 8.2
+BAR_FONT = 7.5
+MS_ABOVE_US = 5000  # a longer time axis ticks in ms: five-digit µs labels run into each other
+
+
+def _step(trace: Trace, step: int | None) -> Step:
+    if not trace.steps:
+        raise ValueError(f"{trace.source} has no profiler steps to draw")
+    if step is None:
+        return trace.steps[0]
+    for s in trace.steps:
+        if s.number == step:
+            return s
+    raise ValueError(f"{trace.source} has no ProfilerStep#{step}; it has {[s.number for s in trace.steps]}")
+
+
+def short_op(name: str) -> str:
+    """An op's name as a timeline bar shows it (both the static and the interactive timeline)."""
+    # Inductor names its graph call after a 52-character hash; the hash says nothing on a plot.
+    if name.startswith("## Call CompiledFxGraph"):
+        return "call CompiledFxGraph"
+    return name.removeprefix("aten::")
+
+
+def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[float, float, str, str]]]]:
+    """The lanes of one step as data: ``[(lane label, [(start_us, dur_us, label, color), ...]), ...]``.
+
+    Times are relative to the step's start. Drawing is :func:`plot_step`'s job;
+    this function is what tests and other renderers can read.
+    """
+    s = _step(trace, step)
+    t0 = s.start_us
+    by_depth: dict[int, list] = {}
+    base = min((op.depth for op in s.ops), default=0)
+    for op in s.ops:
+        depth = op.depth - base
+        color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
+        by_depth.setdefault(depth, []).append((op.start_us - t0, op.dur_us, short_op(op.name), color))
+    # Short labels: the y axis has room for about ten characters on a phone; the x axis says what dN is.
+    out = [(f"CPU d{d}", bars) for d, bars in sorted(by_depth.items())]
+    out.append(("CUDA runtime", [(c.start_us - t0, c.dur_us, c.name, RUNTIME_COLOR) for c in s.runtime_calls]))
+    streams: dict = {}
+    for ev in s.device_events:
+        k = decode(ev.name)
+        streams.setdefault(ev.stream, []).append((ev.start_us - t0, ev.dur_us, k.short, KIND_COLORS.get(k.kind, KIND_COLORS["other"])))
+    out += [(f"GPU stream {stream}", bars) for stream, bars in sorted(streams.items(), key=lambda kv: str(kv[0]))]
+    return out
+
+
+def _draw_bars(ax, y: float, bars, span_us: float, width_in: float, *, label_outside: bool = False) -> None:
+    us_per_char = span_us / (width_in * 13)  # ~13 characters of 7.5-pt text per inch
+    last_label_end = -1e30
+    for start, dur, label, color in bars:
+        ax.broken_barh([(start, max(dur, span_us * 0.0015))], (y - LANE_HEIGHT / 2, LANE_HEIGHT),
+                       facecolors=color, edgecolors="white", linewidth=0.4)
+        room = int(dur / us_per_char)
+        if room >= 4:
+            text = label if len(label) <= room else label[: room - 1] + "…"
+            ax.text(start + dur / 2, y, text, ha="center", va="center", fontsize=BAR_FONT, clip_on=True,
+                    color="white" if color in KIND_COLORS.values() or color == OP_COLORS[0] else "#1b1b1b")
+        elif label_outside and start > last_label_end:
+            ax.text(start + dur + span_us * 0.004, y + LANE_HEIGHT * 0.62, label, ha="left", va="bottom",
+                    fontsize=BAR_FONT, color="#333333", clip_on=True)
+            last_label_end = start + dur + len(label) * us_per_char * 0.95
+
+
+def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | None = None,
+              span_us: float | None = None, arrows: bool = True):
+    """Draw one profiler step; returns the matplotlib Figure.
+
+    ``span_us`` fixes the time axis (to put two runs on one scale); by default
+    it covers the step and any device work that finished after it.
+    """
+    s = _step(trace, step)
+    data = lanes(trace, s.number)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(data) + 1.2), layout="constrained")
+    fig = ax.figure
+    span = span_us or (s.device_end_us - s.start_us)
+    width_in = fig.get_size_inches()[0] * 0.8
+    ys = {}
+    for i, (lane, bars) in enumerate(data):
+        y = len(data) - 1 - i
+        ys[lane] = y
+        _draw_bars(ax, y, bars, span, width_in, label_outside=lane.startswith("GPU"))
+    if arrows:
+        runtime_y = ys["CUDA runtime"]
+        for call in s.runtime_calls:
+            for ev in call.device_events:
+                if ev.step != s.number:
+                    continue
+                ax.annotate("", xy=(ev.start_us - s.start_us, ys[f"GPU stream {ev.stream}"] + LANE_HEIGHT / 2),
+                            xytext=(call.start_us - s.start_us + call.dur_us / 2, runtime_y - LANE_HEIGHT / 2),
+                            arrowprops=dict(arrowstyle="->", color=ARROW_COLOR, lw=0.6, alpha=0.7,
+                                            shrinkA=0, shrinkB=0))
+    ax.set_yticks(list(ys.values()), list(ys.keys()), fontsize=8)
+    ax.set_ylim(-0.7, len(data) - 0.3)
+    ax.set_xlim(0, span * 1.02)
+    unit = "ms" if span > MS_ABOVE_US else "µs"
+    if unit == "ms":
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}"))
+    ax.tick_params(axis="x", labelsize=9)
+    ax.set_xlabel(f"{unit} since the start of ProfilerStep#{s.number} · CPU dN: ops at nesting depth N", fontsize=9)
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    kinds = sorted({decode(ev.name).kind for ev in s.device_events})
+    handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in kinds]
+    handles.append(Patch(color=RUNTIME_COLOR, label="runtime call"))
+    legend = ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=BAR_FONT,
+                       frameon=False, ncols=len(handles), borderaxespad=0.2)
+    if title:
+        text = ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+        renderer = fig.canvas.get_renderer()
+        if text.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer)):
+            ax.set_title(title, loc="left", fontsize=10, fontweight="bold", pad=20)  # above the legend's row
+    return fig
+
+
+def plot_compare(traces: dict[str, Trace], *, steps: dict[str, int] | None = None):
+    """Stack one step of each run on a shared time axis (first run on top)."""
+    chosen = {label: _step(t, (steps or {}).get(label)) for label, t in traces.items()}
+    span = max(s.device_end_us - s.start_us for s in chosen.values())
+    heights = [len(lanes(t, chosen[label].number)) for label, t in traces.items()]
+    fig, axes = plt.subplots(len(traces), 1, figsize=(WIDTH_IN, 0.45 * sum(heights) + 1.2 * len(traces)),
+                             layout="constrained", height_ratios=heights, sharex=True)
+    axes = [axes] if len(traces) == 1 else list(axes)
+    for ax, (label, t) in zip(axes, traces.items()):
+        plot_step(t, chosen[label].number, ax=ax, title=label, span_us=span)
+    for ax in axes[:-1]:
+        ax.set_xlabel("")
+    return fig

@@ -1,0 +1,1 @@
+"""`profiling-guide report` and `profile`: one self-contained HTML page for any trace."""

@@ -1,0 +1,284 @@
+"""``profiling-guide report``: one self-contained HTML page from a trace.
+
+:func:`write_report` loads a trace, runs :func:`~profiling_guide.analysis.trace_report.analyse`
+and writes :func:`render_html`'s page: the verdict on who sets the pace, the
+environment, the steps, an interactive timeline of one step
+(:mod:`profiling_guide.pages.interactive_timeline`), the top kernels and CPU ops,
+memsets and memcpys, and the health checks. The page has no external
+resources (no CDN, no fonts, no requests): it opens from disk, offline, and
+can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from profiling_guide import __version__
+from profiling_guide.analysis.trace_report import (
+    TraceReport,
+    analyse,
+    choose_step,
+    fmt_us,
+    read_rates,
+    read_run_record,
+    report_steps,
+)
+from profiling_guide.errors import GuideError
+from profiling_guide.pages.interactive_timeline import timeline_html
+
+PROGRESS_BYTES = 8 << 20  # traces larger than this on disk get a progress line on stderr
+
+
+# ------------------------------------------------------------------ tables
+def _cell(value, *, title: str | None = None, num: bool = False, cls: str = "") -> str:
+    classes = " ".join(c for c in ("num" if num else "", cls) if c)
+    attrs = (f' class="{classes}"' if classes else "") + (f' title="{html.escape(title)}"' if title else "")
+    return f"<td{attrs}>{html.escape(str(value))}</td>"
+
+
+def _num(value, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _count(value, digits: int = 2) -> str:
+    """A per-step count: ``29`` when it is whole (every step did the same), ``1.33`` when it is not."""
+    if isinstance(value, float) and value.is_integer():
+        return f"{int(value):,}"
+    return _num(value, digits)
+
+
+def _table(headers: list[str] | None, rows: list[str]) -> str:
+    head = "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
+    body = "".join(f"<tr>{r}</tr>" for r in rows) or f'<tr><td colspan="{len(headers or [1])}">none</td></tr>'
+    return f'<div class="pg-scroll"><table class="pg-table">{head}<tbody>{body}</tbody></table></div>'
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
+# ---------------------------------------------------------------- sections
+def _environment(report: TraceReport) -> str:
+    rows = [f"<th>{html.escape(k)}</th>" + _cell(v) for k, v in report.environment.items()]
+    if report.rates:
+        for key, label, unit in (("gemm_tflops", "reference GEMM rate", "TFLOP/s"),
+                                 ("copy_tbps", "reference copy bandwidth", "TB/s")):
+            if key in report.rates:
+                rows.append(f"<th>{label}</th>" + _cell(f"{report.rates[key]:,.2f} {unit} (measured)"))
+    if not rows:
+        return "<p>The trace records nothing about the machine it ran on.</p>"
+    return _table(None, rows)
+
+
+def _steps(report: TraceReport) -> str:
+    rows = []
+    for s in report.steps:
+        delay = "–" if s.delay_start_us is None else f"{s.delay_start_us:,.1f} → {s.delay_end_us:,.1f}"
+        label = "whole trace" if report.whole_trace else f"#{s.number}"
+        mark = " (timeline)" if s.number == report.chosen_step else ""
+        rows.append(_cell(label + mark) + _cell(_num(s.cpu_us), num=True) + _cell(_num(s.device_busy_us), num=True)
+                    + _cell(f"{s.busy_share:.0%}", num=True) + _cell(f"{s.gpu_idle_fraction:.0%}", num=True)
+                    + _cell(s.kernels, num=True) + _cell(s.launches, num=True) + _cell(s.cpu_ops, num=True)
+                    + _cell(_num(s.sync_us), num=True) + _cell(delay, num=True) + _cell(s.verdict))
+    return _table(["step", "CPU µs", "GPU busy µs", "GPU busy share", "GPU idle in its span", "kernels", "launches",
+                   "CPU ops", "sync µs", "launch→start µs (first → last third)", "pace"], rows)
+
+
+def _kernels(report: TraceReport) -> str:
+    df = report.top_kernels
+    rows = []
+    for r in df.itertuples():
+        rows.append(_cell(r.kernel, title=r.name, cls="name") + _cell(r.kind) + _cell(r.library)
+                    + _cell(_count(r.per_step), num=True) + _cell(_num(r.us_per_step), num=True)
+                    + _cell(_num(r.mean_us, 2), num=True) + _cell(f"{r.share:.1%}", num=True)
+                    + _cell(r.launched_by, title=r.launched_by, cls="name") + _cell(r.achieved or "–", num=True)
+                    + _cell("–" if math.isnan(r.of_reference) else f"{r.of_reference:.0%}", num=True))
+    note = ("" if report.rates else
+            '<p class="pg-note">No reference rates were given, so achieved rates are not compared with a measured reference: '
+            "<code>profiling-guide report TRACE --rates RUN.json</code> with rates measured on the same GPU "
+            "(<code>profiling-guide profile</code> measures them).</p>")
+    return _table(["kernel (hover: full name)", "kind", "library", "launches / step", "µs / step", "mean µs",
+                   "share of device time", "launched by", "achieved", "of measured reference"], rows) + note
+
+
+def _ops(report: TraceReport) -> str:
+    rows = [_cell(r.op + (" (annotation)" if r.annotation else ""), title=r.op, cls="name")
+            + _cell(_count(r.calls_per_step), num=True) + _cell(_num(r.self_cpu_us), num=True)
+            + _cell(_num(r.cpu_total_us), num=True) + _cell(_num(r.device_us), num=True)
+            + _cell(_count(r.launches_per_step), num=True) for r in report.top_ops.itertuples()]
+    return _table(["op", "calls / step", "self CPU µs / step", "total CPU µs / step", "device µs / step",
+                   "launches / step"], rows)
+
+
+def _memory(report: TraceReport) -> str:
+    df = report.memory_ops
+    if df.empty:
+        return "<p>No memsets or memcpys in the steps.</p>"
+    rows = [_cell(r.name, cls="name") + _cell(r.kind) + _cell(_count(r.per_step), num=True)
+            + _cell(_bytes(r.bytes_per_step), num=True) + _cell(_num(r.us_per_step, 2), num=True)
+            + _cell(_num(r.gb_per_s, 2), num=True) + _cell(r.launched_by, cls="name") + _cell(r.via)
+            for r in df.itertuples()]
+    return _table(["name", "kind", "per step", "bytes / step", "µs / step", "GB/s", "launched by", "via"], rows)
+
+
+def _checks(report: TraceReport) -> str:
+    items = "".join(f'<li class="pg-check pg-{c.level}"><span class="pg-badge">{c.level}</span> '
+                    f"<b>{html.escape(c.title)}</b>: {html.escape(c.detail)}</li>" for c in report.checks)
+    return f'<ul class="pg-checks">{items}</ul>'
+
+
+def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
+    """The report page as one HTML string; ``step`` is the :class:`~profiling_guide.trace.model.Step` the timeline shows."""
+    name = title or Path(report.source).name
+    warns = sum(1 for c in report.checks if c.level == "warn")
+    counts = report.counts
+    steps_line = ("no ProfilerStep markers: the whole trace is one step" if report.whole_trace
+                  else f"{len(report.steps)} profiler steps")
+    step_title = "the whole trace" if report.whole_trace else f"ProfilerStep#{step.number}"
+    sections = [
+        ("pace", "Who sets the pace",
+         f'<p class="pg-verdict pg-v-{re.sub(r"[^a-z]", "", report.pace.verdict.lower())}">'
+         f"{html.escape(report.pace.headline)}</p><ul>"
+         + "".join(f"<li>{html.escape(e)}</li>" for e in report.pace.evidence) + "</ul>"),
+        ("environment", "Environment", _environment(report)),
+        ("steps", "Steps", _steps(report)),
+        ("timeline", f"Timeline of {step_title}",
+         timeline_html(step) + f'<p class="pg-note">{fmt_us(step.dur_us)} on the CPU; lanes: CPU ops by nesting '
+         "depth, CUDA runtime calls, one lane per GPU stream. Choose another step with <code>--step N</code>.</p>"),
+        ("kernels", "Top kernels by device time", _kernels(report)),
+        ("ops", "Top CPU ops by self time", _ops(report)),
+        ("memory", "Memsets and memcpys", _memory(report)),
+        ("health", f"Health checks ({warns} warning{'s' if warns != 1 else ''})", _checks(report)),
+    ]
+    nav = " · ".join(f'<a href="#{sid}">{html.escape(head.split(" (")[0])}</a>' for sid, head, _ in sections)
+    body = "".join(f'<section id="{sid}"><h2>{html.escape(head)}</h2>{content}</section>'
+                   for sid, head, content in sections)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'  # else the browser asks the server for /favicon.ico
+        f"<title>Trace report: {html.escape(name)}</title><style>{_CSS}</style></head><body>"
+        f'<main class="pg-report"><h1>Trace report <span class="pg-file">{html.escape(name)}</span></h1>'
+        f'<p class="pg-lede">{html.escape(steps_line)} · {counts.get("cpu_ops", 0):,} CPU ops · '
+        f'{counts.get("runtime_calls", 0):,} runtime calls · {counts.get("device_events", 0):,} device events · '
+        f"tables are per-step means</p><nav>{nav}</nav>{body}"
+        f'<footer>Written by profiling-guide {html.escape(__version__)} (<code>profiling-guide report</code>). '
+        "Device time counts kernels, memsets and memcpys on every stream. Achieved rates: GEMM FLOPs from the "
+        "launching op's recorded shapes; bytes of pointwise kernels estimated (est.) as each tensor argument read "
+        "once plus one output written.</footer></main></body></html>\n"
+    )
+
+
+# ------------------------------------------------------------ writing it
+def default_report_path(trace_path: str | Path) -> Path:
+    """``<name>.report.html`` in the current folder for ``<name>.trace.json[.gz]`` (or any ``.json[.gz]``)."""
+    stem = re.sub(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", Path(trace_path).name)
+    return Path(f"{stem}.report.html")
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail in one line, before any work, when ``path`` cannot be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise GuideError(f"{path} is a folder: give the report a file name, e.g. {path / 'report.html'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise GuideError(f"cannot write {path}: {parent} is not an existing folder")
+    try:  # as root os.access says yes to everything; a real file says the truth
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".pg-write-check-"):
+            pass
+    except OSError as exc:
+        raise GuideError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=".pg-report-", suffix=".html")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # a page to share: mkstemp's owner-only mode would hide it from a web server
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class _Progress:
+    """Stage lines on stderr for traces large enough to make a reader wait (never in the HTML)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.start = enabled, time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(f"report: {message} ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr, flush=True)
+
+
+def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, step: int | None = None,
+                 rates: dict | str | Path | None = None, progress: bool | None = None) -> Path:
+    """Analyse the trace at ``trace_path`` and write its HTML report; returns the report's path.
+
+    ``out_path`` defaults to ``<name>.report.html`` in the current folder.
+    ``step`` picks the timeline's step (default: the median one). ``rates`` is
+    a dict or a JSON file of reference rates (see
+    :func:`~profiling_guide.analysis.trace_report.read_rates`); by default they come
+    from the trace's ``.run.json`` where it has them. ``progress`` prints stage
+    lines on stderr (default: for traces over 8 MiB on disk).
+    """
+    from profiling_guide.trace.model import Trace
+
+    trace_path = Path(trace_path)
+    out = check_writable(out_path if out_path is not None else default_report_path(trace_path))
+    if isinstance(rates, (str, Path)):
+        rates = read_rates(rates)
+    size = trace_path.stat().st_size if trace_path.is_file() else 0
+    say = _Progress(progress if progress is not None else size >= PROGRESS_BYTES)
+    say(f"loading {trace_path.name} ({_bytes(size)})")
+    trace = Trace.load(trace_path)
+    events = len(trace.ops) + len(trace.runtime_calls) + len(trace.device_events)
+    say(f"analysing {events:,} events")
+    report = analyse(trace, step=step, rates=rates, run_record=read_run_record(trace_path))
+    chosen = choose_step(report_steps(trace), report.chosen_step)
+    say(f"writing {out}")
+    _write_atomic(out, render_html(report, chosen, title=trace_path.name))
+    say("done")
+    return out
+
+
+_CSS = """
+body{margin:0;background:#fff;color:#1b1b1b;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
+.pg-report{max-width:1200px;margin:0 auto;padding:1em 1.2em 3em}
+h1{font-size:1.5em;margin:.4em 0 .2em}h1 .pg-file{font-weight:400;color:#5f6368;font-size:.75em;overflow-wrap:anywhere}
+h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #e3e6eb;padding-bottom:.2em}
+.pg-lede,.pg-note,footer{color:#5f6368;font-size:.9em}nav{margin:.6em 0 1em;font-size:.9em}
+a{color:#2457a6}
+code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;padding:0 .2em;border-radius:3px}
+.pg-scroll{overflow-x:auto;max-width:100%}
+.pg-table{border-collapse:collapse;font-size:.85em;margin:.3em 0 .6em}
+.pg-table th,.pg-table td{padding:.25em .6em;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
+.pg-table th{background:#f6f7f9;font-weight:600}
+.pg-table td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.pg-table td.name{max-width:28em;overflow-wrap:anywhere}
+.pg-verdict{font-size:1.05em;padding:.6em .8em;border-left:4px solid #9aa0a6;background:#f6f7f9}
+.pg-v-gpu{border-color:#7b4fa6}.pg-v-cpu{border-color:#f0a03c}.pg-v-mixed{border-color:#1f8a9c}
+.pg-checks{list-style:none;padding:0}.pg-check{margin:.35em 0}
+.pg-badge{display:inline-block;min-width:3.2em;text-align:center;font-size:.75em;font-weight:700;text-transform:uppercase;
+border-radius:3px;padding:0 .3em;margin-right:.3em;color:#fff;background:#9aa0a6}
+.pg-ok .pg-badge{background:#2e9c6a}.pg-warn .pg-badge{background:#c24d6b}.pg-info .pg-badge{background:#4c78a8}
+footer{margin-top:2.5em;border-top:1px solid #e3e6eb;padding-top:.6em}
+"""

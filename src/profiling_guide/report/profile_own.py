@@ -1,0 +1,194 @@
+"""Profile your own code the way the guide profiles its examples.
+
+``profiling-guide profile MODULE:CALLABLE -o DIR`` (or :func:`profile_callable`)
+runs one training or inference step of yours under ``torch.profiler`` with
+the guide's schedule (skip one step, warm up one, record three, each inside a
+``record_function`` label, ``record_shapes=True``), on the GPU at hand, and
+writes into ``DIR``:
+
+* ``<name>.trace.json.gz``: the Chrome trace (open it in Perfetto too);
+* ``<name>.run.json``: the GPU, the versions, the step's CPU time with the
+  profiler off, and the GPU's reference rates (the best of a settled 8192³
+  bf16 GEMM and the best device-to-device copy, each a median of 7 repeats
+  with its spread: :func:`~profiling_guide.measure.timing.reference_rates`);
+* ``<name>.report.html``: ``profiling-guide report`` of that trace, with each
+  GEMM and memory-bound kernel's achieved fraction of those rates.
+
+The callable's contract
+-----------------------
+``CALLABLE`` takes no arguments. It is called once, before profiling:
+
+* if it returns a callable, that is a *step factory*: what it returned is the
+  step, called (with no arguments) once per profiled step; build the model,
+  data and optimizer in the factory, so setup stays out of the trace;
+* otherwise it *is* the step, called once per profiled step (the first call
+  was a warm-up); whatever it returns is ignored.
+
+``MODULE`` is a module name importable from the current folder
+(``my_train:make_step``) or a path to a file (``path/to/train.py:make_step``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from profiling_guide.errors import GuideError
+
+TIMING_REPEATS = 7  # unprofiled runs of the step timed for the profiler-overhead check
+
+
+@dataclass
+class ProfileResult:
+    """Where :func:`profile_callable` wrote its files, and the rates it measured."""
+
+    trace: Path
+    run_record: Path
+    report: Path
+    rates: dict | None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def load_target(spec: str) -> Callable:
+    """The callable named by ``"module:callable"`` or ``"path/to/file.py:callable"``; bad specs raise GuideError."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise GuideError(f"{spec!r} is not MODULE:CALLABLE, e.g. my_train:make_step or path/to/train.py:make_step")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name or "/" in module_name:
+            path = Path(module_name)
+            if not path.is_file():
+                raise GuideError(f"no file at {path} (from {spec!r})")
+            mod_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[path.stem] = module
+            mod_spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:  # as `python -m` does: the current folder is importable
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except GuideError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
+            raise GuideError(f"no module named {module_name!r}: run from the folder that holds it, "
+                             "or give a path (path/to/file.py:CALLABLE)") from None
+        raise GuideError(f"importing {module_name} failed: {_first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the user's module raises, say it in one line
+        raise GuideError(f"importing {module_name} failed: {_first_line(exc)}") from None
+    target = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise GuideError(f"{module_name} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise GuideError(f"{spec} is a {type(target).__name__}, not something to call: name a function")
+    return target
+
+
+def make_step(target: Callable) -> Callable[[], object]:
+    """Call ``target`` once: a callable result is the step (factory), else ``target`` is the step."""
+    result = target()
+    return result if callable(result) else target
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Create ``out_dir`` if needed and make sure files can be written there, before any work."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise GuideError(f"cannot write into {out}: it is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".pg-write-check-"):
+            pass
+    except OSError as exc:
+        raise GuideError(f"cannot write into {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def _name_of(target, spec: str | None) -> str:
+    raw = getattr(target, "__name__", None) or (spec or "step").rpartition(":")[2]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip("._") or "step"
+
+
+def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int = 3, compile: bool = False,
+                     name: str | None = None, rates: dict | bool = True) -> ProfileResult:
+    """Profile ``target`` on the GPU and write its trace, run record and report into ``out_dir``.
+
+    Parameters
+    ----------
+    target : callable or str
+        A step, or a factory returning a step (see the module docstring), or
+        ``"module:callable"`` naming one.
+    out_dir : path
+        Folder for ``<name>.trace.json.gz``, ``<name>.run.json`` and
+        ``<name>.report.html`` (created if missing).
+    steps : int
+        Profiled (active) steps, after one skipped and one warm-up step.
+    compile : bool
+        Run the step through ``torch.compile`` (compiled before profiling).
+    name : str, optional
+        File name stem; default: the callable's name (``.compiled`` added with ``compile``).
+    rates : bool or dict
+        ``True`` measures the reference rates (a few seconds), ``False``
+        skips them, a dict reuses rates measured earlier
+        (:func:`~profiling_guide.measure.timing.reference_rates`).
+
+    Raises
+    ------
+    GuideError
+        When ``out_dir`` cannot be written, the target does not import or is
+        not callable, or no CUDA GPU is visible; checked in that order, before
+        the step runs.
+    """
+    spec = target if isinstance(target, str) else None
+    if steps < 1:
+        raise GuideError(f"--steps must be at least 1, not {steps}")
+    out = check_out_dir(out_dir)
+    fn = load_target(target) if isinstance(target, str) else target
+    if not callable(fn):
+        raise GuideError(f"{fn!r} is not callable: give a step function or a factory returning one")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise GuideError(f"profile needs a CUDA GPU and torch {torch.__version__} sees none: run it on a GPU "
+                         "machine, then `profiling-guide report` reads its trace anywhere")
+    from profiling_guide.measure import capture
+    from profiling_guide.measure import timing as measure
+    from profiling_guide.pages.recordings import write_json_atomic
+    from profiling_guide.report.html import write_report
+
+    stem = name or _name_of(fn, spec) + (".compiled" if compile else "")
+    step = make_step(fn)
+    if compile:
+        step = torch.compile(step)
+    for _ in range(2):  # compilation, autotuning and lazy initialisation happen here, not in the trace
+        step()
+    torch.cuda.synchronize()
+    cpu_issue = measure.cpu_issue_time(step, repeats=5, calls=TIMING_REPEATS)
+    trace_path = capture.profile_to_trace(step, out / f"{stem}.trace.json.gz", label=stem, active=steps)
+    if rates is True:
+        rates = measure.reference_rates()
+    rates = rates or None
+    record = {
+        "name": stem, "label": stem, "target": spec or getattr(fn, "__qualname__", repr(fn)), "steps": steps,
+        "compile": compile, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": capture.gpu_facts(), "versions": capture.software_versions(),
+        "timings": {"cpu_issue_us": cpu_issue.to_dict()}, "rates": rates,
+    }
+    run_path = out / f"{stem}.run.json"
+    write_json_atomic(run_path, record)
+    report_path = write_report(trace_path, out / f"{stem}.report.html")
+    return ProfileResult(trace_path, run_path, report_path, rates)

@@ -1,0 +1,468 @@
+"""A Chrome trace from ``torch.profiler``, loaded into typed events.
+
+Everything the guide shows is computed from the trace file, never from the live
+profiler object, so a page built from a recording and a page built from a live
+run go through this same code.
+
+The trace holds four kinds of timed event that matter here:
+
+* **CPU ops** (``cat: cpu_op``) and **annotations** (``user_annotation``: the
+  ``ProfilerStep#N`` markers and our ``record_function`` labels). They nest:
+  ``aten::linear`` contains ``aten::addmm``.
+* **Runtime calls** (``cuda_runtime`` / ``cuda_driver``): ``cudaLaunchKernel``,
+  ``cuLaunchKernelEx``, ``cudaMemsetAsync``... made by the innermost CPU op
+  around them.
+* **Device events** (``kernel``, ``gpu_memset``, ``gpu_memcpy``) on a GPU stream.
+  A launch and the work it started share a ``correlation`` id: that is how a
+  kernel is traced back to the Python line that caused it.
+* Steps: the ``ProfilerStep#N`` intervals of the profiler's *active* phase.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
+from pathlib import Path
+
+from profiling_guide.errors import GuideError
+from profiling_guide.trace.reader import TraceStream
+
+# At most 18 digits: a step number, not a number too long for int() to read.
+_STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})")
+# Timestamps are floats in µs; a child may overhang its parent by rounding.
+_EPS_US = 0.002
+_MAX_US = 1e18
+
+
+@dataclass(eq=False, slots=True)
+class CpuOp:
+    """An operator or annotation on a CPU thread, with its place in the nesting."""
+
+    name: str
+    start_us: float
+    dur_us: float
+    tid: int | str
+    annotation: bool  # True for record_function labels and ProfilerStep markers
+    args: dict = field(repr=False)
+    parent: CpuOp | None = field(default=None, repr=False)
+    children: list[CpuOp] = field(default_factory=list, repr=False)
+    runtime_calls: list[RuntimeCall] = field(default_factory=list, repr=False)
+    depth: int = 0
+    step: int | None = None
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+    @property
+    def input_dims(self) -> list:
+        return self.args.get("Input Dims", [])
+
+    @property
+    def input_strides(self) -> list:
+        return self.args.get("Input Strides", [])
+
+    def walk(self):
+        """This op and everything nested under it, depth first."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    @property
+    def device_events(self) -> list[DeviceEvent]:
+        """The device work launched from this op or from anything nested in it."""
+        return [ev for op in self.walk() for call in op.runtime_calls for ev in call.device_events]
+
+    @property
+    def self_device_events(self) -> list[DeviceEvent]:
+        """Device work launched by this op's own runtime calls, not its children's."""
+        return [ev for call in self.runtime_calls for ev in call.device_events]
+
+    def ancestors(self):
+        op = self.parent
+        while op is not None:
+            yield op
+            op = op.parent
+
+
+@dataclass(eq=False, slots=True)
+class RuntimeCall:
+    """A CUDA runtime or driver API call, e.g. ``cudaLaunchKernel``."""
+
+    name: str
+    start_us: float
+    dur_us: float
+    tid: int | str
+    category: str  # "cuda_runtime" | "cuda_driver"
+    correlation: int | None
+    op: CpuOp | None = field(default=None, repr=False)  # innermost CPU op around the call
+    device_events: list[DeviceEvent] = field(default_factory=list, repr=False)
+    step: int | None = None
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+
+@dataclass(eq=False, slots=True)
+class DeviceEvent:
+    """Work on a GPU stream: a kernel, a memset or a memcpy."""
+
+    name: str
+    start_us: float
+    dur_us: float
+    stream: int | str
+    kind: str  # "kernel" | "memset" | "memcpy"
+    correlation: int | None
+    args: dict = field(repr=False)
+    launch: RuntimeCall | None = field(default=None, repr=False)
+    step: int | None = None
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+    @property
+    def grid(self) -> tuple | None:
+        g = self.args.get("grid")
+        return tuple(g) if g else None
+
+    @property
+    def block(self) -> tuple | None:
+        b = self.args.get("block")
+        return tuple(b) if b else None
+
+
+@dataclass(eq=False, slots=True)
+class Step:
+    """One ``ProfilerStep#N`` of the active phase and what happened in it."""
+
+    number: int
+    start_us: float
+    end_us: float
+    ops: list[CpuOp] = field(default_factory=list, repr=False)
+    runtime_calls: list[RuntimeCall] = field(default_factory=list, repr=False)
+    device_events: list[DeviceEvent] = field(default_factory=list, repr=False)
+
+    @property
+    def dur_us(self) -> float:
+        return self.end_us - self.start_us
+
+    @property
+    def kernels(self) -> list[DeviceEvent]:
+        return [ev for ev in self.device_events if ev.kind == "kernel"]
+
+    @property
+    def device_end_us(self) -> float:
+        """When the last device event of the step ended (or the CPU step's end)."""
+        return max([self.end_us] + [ev.end_us for ev in self.device_events])
+
+
+_DEVICE_KINDS = {"kernel": "kernel", "gpu_memset": "memset", "gpu_memcpy": "memcpy"}
+_RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
+_OP_CATS = {"cpu_op", "user_annotation"}
+_USED_CATS = _OP_CATS | _RUNTIME_CATS | set(_DEVICE_KINDS)
+# List-valued args that repeat from step to step (shapes, launch geometry). Equal
+# values are kept once and shared between events, which more than halves the
+# memory a long trace takes: treat an event's ``args`` as read-only.
+_SHARED_OP_ARGS = ("Input Dims", "Input Strides", "Input type", "Concrete Inputs")
+_SHARED_DEVICE_ARGS = ("grid", "block")
+
+
+def _show(value) -> str:
+    """A value as an error message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class _Checker:
+    """Checks the fields of one event the guide reads; each problem is one GuideError line."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, index: int, message: str):
+        raise GuideError(f"{self.source}: event {index}: {message}")
+
+    def number(self, ev: dict, key: str, index: int) -> float:
+        """A time in µs: a number of magnitude below 1e18 (30,000 years), so sums of them stay finite."""
+        value = ev.get(key)
+        if type(value) in (int, float) and -_MAX_US < value < _MAX_US:  # NaN fails both comparisons
+            return float(value)
+        what = "missing" if key not in ev else _show(value)
+        self.fail(index, f"{key!r} must be a number of µs (less than 1e18 in size), got {what}")
+
+    def key(self, value, what: str, index: int):
+        """A thread, stream or correlation id: a whole number or a string (or absent)."""
+        if value is None or type(value) in (int, str):
+            return value
+        self.fail(index, f"{what} must be a number or a string, got {_show(value)}")
+
+    def int_list(self, args: dict, key: str, index: int) -> None:
+        value = args.get(key)
+        if value is not None and not (type(value) is list and all(type(v) is int for v in value)):
+            self.fail(index, f"'args.{key}' must be a list of whole numbers, got {_show(value)}")
+
+
+class Trace:
+    """The typed events of one Chrome trace.
+
+    Build one with :meth:`Trace.load`. ``steps`` are the profiler steps in
+    order; ``ops``, ``runtime_calls`` and ``device_events`` are every event of
+    that type, sorted by start time.
+
+    Loading takes time proportional to the number of events (and a sort), and
+    checks every event it uses: a malformed one is a one-line GuideError naming
+    the event, so the typed events can be trusted by everything downstream.
+    """
+
+    def __init__(self, raw: dict | list, source: str = "<memory>"):
+        if isinstance(raw, list):  # Chrome's array format: the events alone
+            raw = {"traceEvents": raw}
+        if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents"), list):
+            raise GuideError(f"{source} is not a Chrome trace (no 'traceEvents' list): give a torch.profiler export")
+        self._build(enumerate(raw["traceEvents"]), source)
+        self.metadata = {k: v for k, v in raw.items() if k != "traceEvents"}
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> Trace:
+        """Read a ``.json`` or ``.json.gz`` Chrome trace; bad files raise a one-line GuideError.
+
+        The events are read as a stream, and the file may hold at most
+        ``max_bytes`` of JSON once decompressed (default
+        ``$PROFILING_GUIDE_MAX_TRACE_BYTES``, else 2 GiB).
+        """
+        stream = TraceStream(path, max_bytes)
+        trace = cls.__new__(cls)
+        trace._build(stream.events(), str(path))
+        trace.metadata = stream.metadata
+        return trace
+
+    # ---------------------------------------------------------------- building
+    def _build(self, events, source: str) -> None:
+        # Loading makes millions of objects and frees none: the cycle collector
+        # would walk them again and again for nothing, so it waits until the end.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._build_events(events, source)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _build_events(self, events, source: str) -> None:
+        self.source = source
+        self.ops: list[CpuOp] = []
+        self.runtime_calls: list[RuntimeCall] = []
+        self.device_events: list[DeviceEvent] = []
+        check = _Checker(source)
+        names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
+        shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
+        for index, ev in events:
+            if type(ev) is not dict:
+                check.fail(index, f"expected an object, got {_show(ev)}")
+            if ev.get("ph") != "X":
+                continue
+            cat = ev.get("cat")
+            if type(cat) is not str:
+                if cat is None:
+                    continue
+                check.fail(index, f"'cat' must be a string, got {_show(cat)}")
+            if cat not in _USED_CATS:
+                continue
+            name = ev.get("name")
+            if type(name) is not str:
+                check.fail(index, f"'name' must be a string, got {'missing' if 'name' not in ev else _show(name)}")
+            name = names.setdefault(name, name)
+            ts, dur = check.number(ev, "ts", index), check.number(ev, "dur", index)
+            if dur < 0:
+                check.fail(index, f"'dur' must not be negative, got {_show(ev['dur'])}")
+            tid = check.key(ev.get("tid"), "'tid'", index)
+            args = ev.get("args")
+            if args is None:
+                args = {}
+            elif type(args) is not dict:
+                check.fail(index, f"'args' must be an object, got {_show(args)}")
+            if cat in _OP_CATS:
+                for key in ("Input Dims", "Input Strides"):
+                    if type(args.get(key, [])) is not list:
+                        check.fail(index, f"'args.{key}' must be a list, got {_show(args[key])}")
+                for key in _SHARED_OP_ARGS:
+                    value = args.get(key)
+                    if type(value) is list:
+                        args[key] = shared.setdefault(repr(value), value)
+                self.ops.append(CpuOp(name, ts, dur, tid, cat == "user_annotation", args))
+                continue
+            correlation = args.get("correlation")
+            if correlation is not None and type(correlation) is not int:
+                check.fail(index, f"'args.correlation' must be a whole number, got {_show(correlation)}")
+            if cat in _RUNTIME_CATS:
+                self.runtime_calls.append(RuntimeCall(name, ts, dur, tid, cat, correlation))
+            else:
+                stream = check.key(args.get("stream", tid), "'args.stream'", index)
+                for key in _SHARED_DEVICE_ARGS:
+                    check.int_list(args, key, index)
+                    if key in args:
+                        args[key] = shared.setdefault(repr(args[key]), args[key])
+                self.device_events.append(DeviceEvent(name, ts, dur, stream, _DEVICE_KINDS[cat], correlation, args))
+        for found in (self.ops, self.runtime_calls, self.device_events):
+            # by start, longest first (two stable sorts are faster than one on tuples)
+            found.sort(key=attrgetter("dur_us"), reverse=True)
+            found.sort(key=attrgetter("start_us"))
+        self._nest()
+        self._link_launches()
+        self.steps = self._find_steps()
+
+    def _nest(self) -> None:
+        """Give each op its parent and depth, and each runtime call its innermost op.
+
+        One sweep per thread over its ops (by start, longest first) and its
+        runtime calls (by start): the stack holds the ops that are open at the
+        current time, outermost first.
+        """
+        ops_by_thread: dict = {}
+        for op in self.ops:
+            ops_by_thread.setdefault(op.tid, []).append(op)
+        calls_by_thread: dict = {}
+        for call in self.runtime_calls:
+            calls_by_thread.setdefault(call.tid, []).append(call)
+        for tid, ops in ops_by_thread.items():
+            calls = calls_by_thread.get(tid, [])
+            stack: list[CpuOp] = []
+            i = 0
+            for op in ops:
+                while i < len(calls) and calls[i].start_us < op.start_us - _EPS_US:
+                    self._place(calls[i], stack)
+                    i += 1
+                while stack and stack[-1].end_us < op.end_us - _EPS_US:
+                    stack.pop()
+                if stack:
+                    op.parent = stack[-1]
+                    op.depth = stack[-1].depth + 1
+                    stack[-1].children.append(op)
+                stack.append(op)
+            for call in calls[i:]:
+                self._place(call, stack)
+
+    @staticmethod
+    def _place(call: RuntimeCall, stack: list[CpuOp]) -> None:
+        """Attach ``call`` to the innermost op of ``stack`` that contains it."""
+        # Ops that ended before the call began contain neither it nor any later call.
+        while stack and stack[-1].end_us + _EPS_US < call.start_us:
+            stack.pop()
+        # Every op on the stack began before the call, and nested ops end no
+        # later than their parents: bisect for the deepest one that ends after it.
+        lo, hi = 0, len(stack)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if call.end_us <= stack[mid].end_us + _EPS_US:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo:
+            call.op = stack[lo - 1]
+            call.op.runtime_calls.append(call)
+
+    def _link_launches(self) -> None:
+        by_correlation = {c.correlation: c for c in self.runtime_calls if c.correlation is not None}
+        for ev in self.device_events:
+            call = by_correlation.get(ev.correlation)
+            if call is not None:
+                ev.launch = call
+                call.device_events.append(ev)
+
+    def _find_steps(self) -> list[Step]:
+        steps = []
+        for op in self.ops:
+            m = _STEP_NAME.fullmatch(op.name) if op.annotation else None
+            if m:
+                steps.append(Step(int(m.group(1)), op.start_us, op.end_us))
+        by_start = sorted(steps, key=attrgetter("start_us"))
+        starts = [s.start_us for s in by_start]
+
+        def step_at(t: float) -> Step | None:
+            i = bisect_right(starts, t + _EPS_US) - 1
+            return by_start[i] if i >= 0 and t <= by_start[i].end_us + _EPS_US else None
+
+        for op in self.ops:
+            s = step_at(op.start_us)
+            if s is not None and not _STEP_NAME.fullmatch(op.name):
+                op.step = s.number
+                s.ops.append(op)
+        for call in self.runtime_calls:
+            s = step_at(call.start_us)
+            if s is not None:
+                call.step = s.number
+                s.runtime_calls.append(call)
+        by_number = {s.number: s for s in steps}
+        for ev in self.device_events:
+            # A kernel belongs to the step that launched it, even if it ran later.
+            s = by_number.get(ev.launch.step) if ev.launch is not None else step_at(ev.start_us)
+            if s is not None:
+                ev.step = s.number
+                s.device_events.append(ev)
+        steps.sort(key=attrgetter("number"))
+        return steps
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def kernels(self) -> list[DeviceEvent]:
+        return [ev for ev in self.device_events if ev.kind == "kernel"]
+
+    @property
+    def step_ops(self) -> list[CpuOp]:
+        """CPU ops (not annotations) inside the profiler's active steps."""
+        return [op for s in self.steps for op in s.ops if not op.annotation]
+
+    def ops_named(self, name: str) -> list[CpuOp]:
+        return [op for op in self.step_ops if op.name == name]
+
+    def annotations_named(self, name: str) -> list[CpuOp]:
+        return [op for s in self.steps for op in s.ops if op.annotation and op.name == name]
+
+    @cached_property
+    def no_device_ops(self) -> list[str]:
+        """Names of CPU ops that, in every active step, launched no device work.
+
+        These are the metadata-only ops (``aten::t``, ``aten::view``...): they
+        rewrite a tensor's shape and strides and cost the GPU nothing.
+        """
+        launched: dict[str, bool] = {}
+        for op in self.step_ops:
+            launched[op.name] = launched.get(op.name, False) or bool(op.device_events)
+        return sorted(name for name, did in launched.items() if not did)
+
+    def kernels_per_step(self) -> float:
+        return sum(len(s.kernels) for s in self.steps) / max(len(self.steps), 1)
+
+    def runtime_calls_per_step(self) -> dict[str, float]:
+        counts = Counter(call.name for s in self.steps for call in s.runtime_calls)
+        n = max(len(self.steps), 1)
+        return {name: count / n for name, count in counts.most_common()}
+
+    def cpu_us_per_step(self, label: str | None = None) -> float:
+        """Mean CPU time per step: of the ``label`` annotation if given, else of the step."""
+        if label is None:
+            durations = [s.dur_us for s in self.steps]
+        else:
+            durations = [op.dur_us for op in self.annotations_named(label)]
+        if not durations:
+            raise GuideError(f"{self.source}: no {'steps' if label is None else repr(label)} in this trace")
+        return sum(durations) / len(durations)
+
+    def device_us_per_step(self) -> float:
+        """Mean busy time of the GPU per step: the summed duration of its device events."""
+        n = max(len(self.steps), 1)
+        return sum(ev.dur_us for s in self.steps for ev in s.device_events) / n
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace({self.source!r}: {len(self.steps)} steps, {len(self.ops)} CPU ops, "
+            f"{len(self.runtime_calls)} runtime calls, {len(self.device_events)} device events)"
+        )

@@ -1,0 +1,251 @@
+"""Read a Chrome trace file as a stream of events, within a size limit.
+
+A trace can be large (a long profile holds millions of events) and it comes
+from outside: a gzip a few megabytes long can expand to gigabytes, and the file
+can be cut short or be something else entirely. This module reads it one
+chunk at a time, counting the bytes as it decompresses them, and hands out one
+event at a time, so the loader keeps only what it needs of each event. Any
+problem with the file is a one-line :class:`~profiling_guide.errors.GuideError`.
+
+Both of Chrome's formats are read: the object format
+(``{"traceEvents": [...], ...other keys...}``) that ``torch.profiler``
+writes, and the array format (a bare list of events, whose closing ``]`` may
+be missing).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from profiling_guide.errors import GuideError
+
+MAX_BYTES_ENV = "PROFILING_GUIDE_MAX_TRACE_BYTES"
+DEFAULT_MAX_BYTES = 2 * 2**30
+_CHUNK = 1 << 20
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def max_trace_bytes(max_bytes: int | None = None) -> int:
+    """``max_bytes`` if given, else ``$PROFILING_GUIDE_MAX_TRACE_BYTES``, else 2 GiB."""
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+            raise GuideError(f"max_bytes must be a positive whole number of bytes, got {max_bytes!r}")
+        return max_bytes
+    text = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise GuideError(f"{MAX_BYTES_ENV}={text[:40]!r} is not a positive whole number of bytes")
+    return value
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n % 2**20 == 0 and n >= 2**30 else f"{n:,} bytes"
+
+
+class _Text:
+    """The file's text, decoded chunk by chunk, with a read position.
+
+    ``buf[pos:]`` is what is left to read; ``offset`` counts the characters
+    already dropped from the front of ``buf``, for error messages.
+    """
+
+    def __init__(self, chunks: Iterator[str]):
+        self._chunks = chunks
+        self.buf = ""
+        self.pos = 0
+        self.offset = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Drop what was read and append at least as much text as is left (False at the end).
+
+        Growing by the unread length, not by one chunk, keeps re-decoding a
+        value that spans many chunks linear in its size.
+        """
+        if self.eof:
+            return False
+        rest = self.buf[self.pos :]
+        parts = [rest]
+        want = max(len(rest), _CHUNK)
+        got = 0
+        for chunk in self._chunks:
+            parts.append(chunk)
+            got += len(chunk)
+            if got >= want:
+                break
+        else:
+            self.eof = True
+        self.offset += self.pos
+        self.buf, self.pos = "".join(parts), 0
+        return got > 0
+
+    def peek(self) -> str:
+        """The next non-space character, not consumed ('' at the end of the file)."""
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def expect(self, what: str):
+        raise json.JSONDecodeError(f"Expecting {what}", self.buf, self.pos)
+
+    def value(self):
+        """Decode the JSON value at the read position and move past it."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                # Cut off by the end of the buffer, or wrong where it stands?
+                cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(self.buf) - 8
+                if cut and self.more():
+                    continue
+                raise
+            # A number that ends the buffer may go on in the next chunk.
+            if end == len(self.buf) and self.more():
+                continue
+            self.pos = end
+            return value
+
+
+class TraceStream:
+    """The events of one trace file, read lazily; :attr:`metadata` is complete once they are.
+
+    Iterate :meth:`events` for ``(index, event)`` pairs; ``event`` is whatever
+    the JSON holds (checking it is the loader's job).
+    """
+
+    def __init__(self, path: str | Path, max_bytes: int | None = None):
+        self.path = Path(path)
+        self.max_bytes = max_trace_bytes(max_bytes)
+        self.metadata: dict = {}
+        if not self.path.is_file():
+            raise GuideError(f"no trace file at {self.path}: give the path of a .json or .json.gz trace")
+
+    # ------------------------------------------------------------ bytes to text
+    def _too_big(self, gzipped: bool) -> GuideError:
+        what = "decompresses to" if gzipped else "holds"
+        return GuideError(
+            f"{self.path} {what} more than {_size(self.max_bytes)}, the limit for a trace: "
+            f"raise it with {MAX_BYTES_ENV}=<bytes> (or Trace.load(..., max_bytes=...))"
+        )
+
+    def _chunks(self) -> Iterator[str]:
+        with open(self.path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            # A plain file's size is known before reading it; a gzip's only while decompressing it.
+            if not gzipped and os.fstat(f.fileno()).st_size > self.max_bytes:
+                raise self._too_big(gzipped)
+            raw = gzip.GzipFile(fileobj=f, mode="rb") if gzipped else f
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            total = 0
+            while data := raw.read(_CHUNK):
+                total += len(data)
+                if total > self.max_bytes:
+                    raise self._too_big(gzipped)
+                yield decoder.decode(data)
+            yield decoder.decode(b"", final=True)
+
+    # ---------------------------------------------------------- text to events
+    def events(self) -> Iterator[tuple[int, object]]:
+        """``(index, event)`` for every element of the trace's event list, in file order."""
+        try:
+            text = _Text(self._chunks())
+            first = text.peek()
+            if first == "[":
+                yield from self._array(text, bare=True)
+            elif first == "{":
+                yield from self._object(text)
+            else:
+                text.value()  # not JSON at all is said as such
+                raise GuideError(f"{self.path} is not a Chrome trace (neither a JSON object nor a list of events): "
+                                 "give a torch.profiler export")
+            if text.peek():
+                text.expect("the end of the file")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise GuideError(f"{self.path} is not a complete gzip file ({exc}): re-export or re-record it") from None
+        except json.JSONDecodeError as exc:
+            raise GuideError(
+                f"{self.path} is not a JSON trace ({exc.msg} at character {text.offset + exc.pos:,}): "
+                "is the file truncated?"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise GuideError(f"{self.path} is not UTF-8 text ({exc.reason}): give a .json or .json.gz trace") from None
+        except RecursionError:
+            raise GuideError(f"{self.path} nests JSON values deeper than a trace does: it is not a torch.profiler export") from None
+        except OSError as exc:
+            raise GuideError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+
+    def _object(self, text: _Text) -> Iterator[tuple[int, object]]:
+        text.pos += 1  # "{"
+        found = False
+        if text.peek() == "}":
+            text.pos += 1
+        else:
+            while True:
+                if text.peek() != '"':
+                    text.expect("a key in double quotes")
+                key = text.value()
+                if text.peek() != ":":
+                    text.expect("':' delimiter")
+                text.pos += 1
+                if key == "traceEvents":
+                    if found:
+                        raise GuideError(f"{self.path} has two 'traceEvents' lists: give a torch.profiler export")
+                    found = True
+                    if text.peek() != "[":
+                        raise GuideError(f"{self.path} is not a Chrome trace ('traceEvents' is not a list): "
+                                         "give a torch.profiler export")
+                    yield from self._array(text, bare=False)
+                else:
+                    self.metadata[key] = text.value()
+                c = text.peek()
+                text.pos += 1
+                if c == "}":
+                    break
+                if c != ",":
+                    text.pos -= 1
+                    text.expect("',' delimiter")
+        if not found:
+            raise GuideError(f"{self.path} is not a Chrome trace (no 'traceEvents' list): give a torch.profiler export")
+
+    @staticmethod
+    def _array(text: _Text, *, bare: bool) -> Iterator[tuple[int, object]]:
+        # ``bare``: the whole file is the list, and Chrome lets it end without "]".
+        text.pos += 1  # "["
+        if text.peek() == "]":
+            text.pos += 1
+            return
+        index = 0
+        while True:
+            yield index, text.value()
+            index += 1
+            c = text.peek()
+            if c == ",":
+                text.pos += 1
+                if bare and text.peek() in ("", "]"):
+                    text.pos += text.peek() == "]"
+                    return
+            elif c == "]":
+                text.pos += 1
+                return
+            elif c == "" and bare:
+                return
+            else:
+                text.expect("',' delimiter")
