@@ -453,7 +453,7 @@ def write_sample_reports(app, exception) -> None:
     """
     if exception is not None or app.builder.format != "html":
         return
-    from profiling_guide.pages.recordings import Chapter
+    from profiling_guide.pages.chapter import Chapter
     from profiling_guide.report.html import write_report
 
     out = Path(app.outdir) / "_reports"

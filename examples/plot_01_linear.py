@@ -26,7 +26,7 @@ dtype, device = torch.bfloat16, "cuda"
 import warnings
 
 from profiling_guide.pages.args import DTYPES, example_parser, positive_int, run_args
-from profiling_guide.pages.recordings import Chapter
+from profiling_guide.pages.chapter import Chapter
 
 # The profiler warns once that it clears its events between steps; the trace is complete
 # either way.

@@ -35,7 +35,7 @@ dtype, device = torch.bfloat16, "cuda"
 import warnings
 
 from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.pages.recordings import Chapter
+from profiling_guide.pages.chapter import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("2 · The GeGLU MLP, eager: five kernels and a round trip through memory")

@@ -32,7 +32,7 @@ dtype, device = torch.bfloat16, "cuda"
 import warnings
 
 from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
-from profiling_guide.pages.recordings import Chapter
+from profiling_guide.pages.chapter import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser(

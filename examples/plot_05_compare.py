@@ -37,7 +37,7 @@ from profiling_guide.pages.args import (
     require_bfloat16,
     run_args,
 )
-from profiling_guide.pages.recordings import Chapter
+from profiling_guide.pages.chapter import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("5 · All four MLPs in one run: eager, compiled, max-autotune, Liger")

@@ -39,7 +39,7 @@ from profiling_guide.pages.args import (
     require_bfloat16,
     run_args,
 )
-from profiling_guide.pages.recordings import Chapter
+from profiling_guide.pages.chapter import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("6 · GeGLU in the GEMM epilogue: g and u never reach memory")

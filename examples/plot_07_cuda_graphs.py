@@ -34,7 +34,7 @@ dtype, device = torch.bfloat16, "cuda"
 import warnings
 
 from profiling_guide.pages.args import DTYPES, example_parser, positive_int, run_args
-from profiling_guide.pages.recordings import Chapter
+from profiling_guide.pages.chapter import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("7 · Overhead: when the CPU sets the pace, and CUDA graphs take it back")

@@ -52,7 +52,8 @@ import tempfile
 import warnings
 
 from profiling_guide.pages.args import example_parser, require_bfloat16, run_args
-from profiling_guide.pages.recordings import Chapter, to_console
+from profiling_guide.output import to_console
+from profiling_guide.pages.chapter import Chapter
 
 warnings.filterwarnings("ignore", message=".*Profiler clears events")
 parser = example_parser("8 · Profile your own model: a GPT-2 training step")

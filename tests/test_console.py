@@ -5,7 +5,7 @@ import logging
 import sys
 import warnings
 
-from profiling_guide.pages.recordings import to_console
+from profiling_guide.output import to_console
 
 
 def test_prints_warnings_and_stderr_inside_go_to_the_console_not_the_page(monkeypatch):

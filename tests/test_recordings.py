@@ -7,8 +7,8 @@ import pytest
 
 from profiling_guide.errors import GuideError
 from profiling_guide.pages import recordings
+from profiling_guide.pages.chapter import Chapter
 from profiling_guide.pages.recordings import (
-    Chapter,
     StaleRecordingError,
     fingerprint,
     gpu_slug,

@@ -32,7 +32,7 @@ FORWARD_LAYER = "LigerGEGLUMLPForward"
 
 _INIT = '''"""Liger's layers, served from the installed liger-kernel package."""
 
-from profiling_guide import layers
+from . import layers
 
 __all__ = ["layers"]
 '''
