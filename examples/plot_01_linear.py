@@ -12,43 +12,26 @@ eager and compiled, guess what the trace will hold, then open it.
 # %%
 # The code under study
 # --------------------
-# One layer, one input, and the same layer compiled. Copy this and the next
-# cell into a file and they run as they are on any CUDA GPU.
+# One layer, one input, and the same layer compiled. Every cell of this page,
+# copied in order into a file (or downloaded below), is a program that runs as
+# it is: on a CUDA GPU it profiles and writes the traces; elsewhere it reads
+# the recordings this page was built from. ``chapter`` is the one object that
+# knows which: its flags, its mode and where its recordings live.
 
 import torch
 from torch import nn
 
-batch, in_dim, out_dim = 1024, 32, 64  # the post's sizes
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the model is
-# built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import DTYPES, example_parser, positive_int, run_args
 from profiling_guide.pages.chapter import Chapter
 
-# The profiler warns once that it clears its events between steps; the trace is complete
-# either way.
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser("1 · nn.Linear: one kernel, and the add nobody launched")
-parser.add_argument("--batch", type=positive_int, default=batch,
-                    help="rows of the input (default 1024)")
-parser.add_argument("--in_dim", type=positive_int, default=in_dim,
-                    help="input features (default 32)")
-parser.add_argument("--out_dim", type=positive_int, default=out_dim,
-                    help="output features (default 64)")
-parser.add_argument("--compile", action="store_true",
-                    help="accepted for the original command line; both runs are always profiled")
-args = parser.parse_args()
-batch, in_dim, out_dim, dtype = args.batch, args.in_dim, args.out_dim, DTYPES[args.dtype]
-chapter = Chapter("01_linear", run_args(args) | {"compile": False}, mode=args.mode)
-device = chapter.device
-element = torch.tensor([], dtype=dtype).element_size()
-chapter.require_memory(element * (in_dim * out_dim + out_dim + batch * (in_dim + out_dim)),
+# The post's sizes. Run as a script, flags override them (--batch, --in_dim,
+# --out_dim, --dtype; --help lists them all) and --mode picks live or replay.
+chapter = Chapter.from_command_line("01_linear", batch=1024, in_dim=32, out_dim=64, compile=False)
+batch, in_dim, out_dim = chapter.flags.batch, chapter.flags.in_dim, chapter.flags.out_dim
+dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+chapter.require_memory(dtype.itemsize * (in_dim * out_dim + out_dim + batch * (in_dim + out_dim)),
                        f"nn.Linear({in_dim}, {out_dim}) on {batch} rows")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # The layer, its input, and the same layer compiled:
@@ -115,21 +98,22 @@ def first_compiled_call():
 compile_cost = chapter.measure("compile", first_compiled_call)
 
 # %%
-# Now the two runs. On a GPU the block profiles and writes the traces; then
-# every number below is read back from the trace files, as a replay of the
-# recordings does on a machine without a GPU. ``chapter.load`` also times
-# each forward with the profiler off (device time, CPU issue time and wall
-# time per call, each a median over 7 repeats).
+# Now the two runs. On a GPU ``chapter.profile`` calls ``profile_steps`` and
+# keeps the trace it exports; every number below is read back from the trace
+# files, as a replay of the recordings does on a machine without a GPU. It
+# also times each forward with the profiler off (device time, CPU issue time
+# and wall time per call, each a median over 7 repeats).
 
-if chapter.live:
-    prof = profile_steps(eager_forward, "linear_fwd", chapter.trace_file("eager"))
-    eager_table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=8,
-                                            max_name_column_width=30)
-    profile_steps(compiled_forward, "linear_fwd", chapter.trace_file("compiled"))
-eager = chapter.load("eager", eager_forward, label="linear_fwd", variant="linear-eager",
-                     extra={"key_averages": eager_table} if chapter.live else None)
-compiled = chapter.load("compiled", compiled_forward, label="linear_fwd",
-                        variant="linear-compiled")
+def profiler_table(prof):
+    """The profiler's own summary, kept with the recording."""
+    return {"key_averages": prof.key_averages().table(sort_by="cpu_time_total", row_limit=8,
+                                                      max_name_column_width=30)}
+
+
+eager = chapter.profile("eager", eager_forward, profiler=profile_steps, label="linear_fwd",
+                        variant="linear-eager", keep=profiler_table)
+compiled = chapter.profile("compiled", compiled_forward, profiler=profile_steps, label="linear_fwd",
+                           variant="linear-compiled")
 
 # %%
 # Before we look
@@ -140,7 +124,6 @@ compiled = chapter.load("compiled", compiled_forward, label="linear_fwd",
 
 from profiling_guide.analysis import checks, expect
 from profiling_guide.analysis.expect import POST
-from profiling_guide.analysis.pace import pace_of
 
 eager_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
@@ -150,15 +133,14 @@ eager_predictions = [
                       expect.launches_nothing("aten::t"), POST),
     expect.Prediction("aten::linear dispatches to aten::addmm",
                       checks.dispatches_to("aten::linear", "aten::addmm"), POST),
-    expect.Prediction("the GPU waits for the CPU: overhead-bound", lambda t: (
-        pace_of(t).bound == "overhead-bound", str(pace_of(t))), "this page"),
+    expect.Prediction("the GPU waits for the CPU: overhead-bound",
+                      checks.paced_by("overhead-bound"), "this page"),
 ]
 compiled_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
     expect.Prediction("no aten::t: strides are fixed at compile time",
                       expect.no_op("aten::t"), POST),
-    expect.Prediction("the same GEMM kernel as eager",
-                      lambda t: expect.same_kernels(eager.trace, t), POST),
+    expect.Prediction("the same GEMM kernel as eager", checks.same_kernels_as(eager.trace), POST),
 ]
 
 # %%

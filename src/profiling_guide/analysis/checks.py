@@ -204,3 +204,39 @@ def template_reads_one(hidden: int) -> Check:
                                          if d and d[-1] == hidden and len(d) == 3) == 1]
         return bool(found), ", ".join(decode(k.name).short for k in found) or "no such template"
     return _check
+
+
+def paced_by(bound: str) -> Check:
+    """The trace's pace verdict (:func:`~profiling_guide.analysis.pace.pace_of`) is ``bound``,
+    e.g. ``"overhead-bound"``; ``seen`` is the verdict with its evidence."""
+    def _check(trace: Trace):
+        from profiling_guide.analysis.pace import pace_of
+
+        pace = pace_of(trace)
+        return pace.bound == bound, str(pace)
+    return _check
+
+
+def same_kernels_as(other: Trace) -> Check:
+    """A trace launches byte-identical kernel names to ``other`` (as sets)."""
+    def _check(trace: Trace):
+        from profiling_guide.analysis.expect import same_kernels
+
+        return same_kernels(other, trace)
+    return _check
+
+
+def ops_per_step(op_name: str, n: float) -> Check:
+    """``op_name`` is called ``n`` times per step."""
+    def _check(trace: Trace):
+        seen = _per_step(trace, op_name)
+        return seen == n, f"{seen:g} per step"
+    return _check
+
+
+def gemms_per_step(n: int) -> Check:
+    """A step runs ``n`` GEMM kernels (kernels whose decoded kind is a GEMM)."""
+    def _check(trace: Trace):
+        seen = len(gemm_kernels(trace))
+        return seen == n, f"{seen} GEMM kernels in a step"
+    return _check

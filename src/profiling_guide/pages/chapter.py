@@ -116,8 +116,12 @@ class Chapter:
             else:
                 raise GuideError(f"{name}={default!r}: a chapter's flag is a size (int) or a switch (bool)")
         flags = parser.parse_args(argv)
+        # The profiler warns once per run that it clears its events between steps; the trace is
+        # complete either way, and the warning would land on the page.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
         if bf16_only_because and DTYPES[flags.dtype] is not DTYPES["bfloat16"]:
-            parser.error(f"--dtype {flags.dtype} is not supported here: {bf16_only_because}; use --dtype bfloat16")
+            raise GuideError(f"--dtype {flags.dtype} is not supported here: {bf16_only_because}; "
+                             "use --dtype bfloat16")
         chapter = cls(example, run_args(flags), mode=flags.mode)
         chapter.flags = flags
         return chapter
