@@ -293,12 +293,14 @@ PACKAGE = "profiling_guide"
 
 
 class AutoModules(Directive):
-    """One section with ``automodule`` per module of the package that exists.
+    """One section per part of the package, and an ``automodule`` per module in it.
 
-    The content lists modules (short names) in reading order; modules of the
-    package that the list leaves out follow, sorted. A listed module that does
-    not exist yet is skipped with a note in the build log; one that exists but
-    fails to import fails the build, as autodoc would.
+    The content lists the parts and top-level modules (short names) in
+    reading order; those the list leaves out follow, sorted. A part's section
+    opens with its package docstring, then one subsection per module of the
+    part (nested packages too). A listed name that does not exist yet is
+    skipped with a note in the build log; a module that exists but fails to
+    import fails the build, as autodoc would.
     """
 
     has_content = True
@@ -314,9 +316,21 @@ class AutoModules(Directive):
         lines: list[str] = []
         for short in order:
             name = f"{PACKAGE}.{short}"
-            title = f"``{short}``"
-            lines += [f".. _api-{short}:", "", title, "-" * len(title), "",
-                      f".. automodule:: {name}", "   :members:", "", ""]
+            module = importlib.import_module(name)
+            is_part = hasattr(module, "__path__")
+            title = f"``{short}/``" if is_part else f"``{short}``"
+            lines += [f".. _api-{short}:", "", title, "=" * len(title), ""]
+            if not is_part:
+                lines += [f".. automodule:: {name}", "   :members:", "", ""]
+                continue
+            lines += [f".. automodule:: {name}", ""]
+            inner = sorted(m.name for m in pkgutil.walk_packages(module.__path__, f"{name}.")
+                           if not m.name.rsplit(".", 1)[1].startswith("_"))
+            for full in inner:
+                sub = full.removeprefix(f"{PACKAGE}.")
+                subtitle = f"``{sub}``"
+                lines += [f".. _api-{sub.replace('.', '-')}:", "", subtitle, "-" * len(subtitle), "",
+                          f".. automodule:: {full}", "   :members:", "", ""]
         container = nodes.container(classes=["pg-api"])
         nested_parse_with_titles(self.state, StringList(lines, source="api"), container)
         return container.children
