@@ -28,6 +28,7 @@ other GPU's build.
 
 from __future__ import annotations
 
+import datetime
 import html
 import importlib
 import importlib.util
@@ -100,7 +101,8 @@ sphinx_gallery_conf = {
     "filename_pattern": r"/plot_",
     "within_subsection_order": FileNameSortKey,
     "capture_repr": ("_repr_html_", "__repr__"),
-    "reset_modules": ("matplotlib", "_gallery_hooks.reset_torch"),
+    "reset_modules": ("matplotlib", "_gallery_hooks.reset_torch", "_gallery_hooks.chapter_clock"),
+    "reset_modules_order": "both",
     "show_memory": False,
     "remove_config_comments": True,
     "download_all_examples": False,
@@ -500,6 +502,47 @@ def write_sample_reports(app, exception) -> None:
 _CDN_BLOCK = re.compile(r"^\.\. container::\n\n  \.\. raw:: html\n\n(?:    .*\n|\n)*?(?=  \.\. list-table::)", re.M)
 
 
+def write_build_times(app, exception) -> None:
+    """A live build keeps each chapter's time beside its recordings, and the console gets the total.
+
+    ``docs/recordings/<gpu>/build_times.json``: ``{"examples": {"plot_06_fused.py": {"seconds": ...}}}``,
+    committed with the recordings the same build made; the "About this build" page shows it.
+    """
+    import _gallery_hooks
+
+    seconds = dict(_gallery_hooks.CHAPTER_SECONDS)
+    if exception is not None or not seconds:
+        return
+    total = sum(seconds.values())
+    sys.__stderr__.write(f"[chapters] {len(seconds)} chapters in {total:.1f} s ({BUILD_GPU}, {_build_mode()})\n")
+    if _build_mode() != "live":
+        return
+    from profiling_guide.files import write_json_atomic
+
+    record = {"gpu": BUILD_GPU, "date": datetime.date.today().isoformat(), "total_seconds": round(total, 1),
+              "examples": {name: {"seconds": round(s, 1)} for name, s in seconds.items()}}
+    write_json_atomic(_recordings_root() / BUILD_GPU / "build_times.json", record, sort_keys=False)
+
+
+class BuildTimes(Directive):
+    """The live build's time per chapter, from this build's GPU's ``build_times.json``."""
+
+    def run(self):
+        path = _recordings_root() / BUILD_GPU / "build_times.json"
+        if not path.is_file():
+            para = nodes.paragraph(text=f"No live build of {THIS_BUILD['name']} has recorded its times yet.")
+            return [para]
+        data = json.loads(path.read_text())
+        lines = [f"Live build on {THIS_BUILD['name']}, {data.get('date', '?')}: "
+                 f"{data.get('total_seconds', 0):.0f} s for the chapters.", "",
+                 ".. list-table::", "   :header-rows: 1", "", "   * - chapter", "     - live seconds"]
+        for name, row in data.get("examples", {}).items():
+            lines += [f"   * - ``{name}``", f"     - {row['seconds']:.1f}"]
+        container = nodes.container(classes=["pg-build-times"])
+        nested_parse_with_titles(self.state, StringList(lines, source="build-times"), container)
+        return container.children
+
+
 def tidy_execution_times(app) -> None:
     """Drop the DataTables scripts and styles sphinx-gallery links from other sites.
 
@@ -525,6 +568,8 @@ def setup(app):
     app.connect("build-finished", copy_recordings)
     app.connect("build-finished", write_sample_reports)
     app.add_directive("pg-headlines", Headlines)
+    app.add_directive("pg-build-times", BuildTimes)
+    app.connect("build-finished", write_build_times)
     app.connect("build-finished", mark_gallery_gpu)
     app.connect("html-page-context", other_builds)
     # guide.js resolves the switcher's links from the site's root.
