@@ -17,7 +17,7 @@ from profiling_guide.analysis.roofline import (
     intermediate_passes,
     kernel_work_table,
 )
-from profiling_guide.measure import bench_mlp
+from profiling_guide.measure import bench_format, bench_records
 from profiling_guide.measure.timing import Spread
 from profiling_guide.pages import charts
 from profiling_guide.trace.model import Trace
@@ -131,7 +131,7 @@ def test_the_committed_benchmark_json_has_the_documented_keys(gpu):
     data = json.loads((gpu / "bench_mlp.json").read_text())
     for key in ("references", "gemms_alone_us", "datasheet_bound_us", "variants_us", "cpu_issue_us", "timing"):
         assert key in data
-    table = bench_mlp.format_table(bench_mlp.BenchmarkRun.from_json(data).result).splitlines()
+    table = bench_format.format_table(bench_records.BenchmarkRun.from_json(data).result).splitlines()
     assert table[1].startswith("cuBLAS GEMMs alone") and table[-1].startswith("datasheet bound")
     assert table[2].startswith("cuBLAS gate/up GEMMs alone")  # a floor: no verdict
     assert all(("(faster)" in line or "(slower)" in line or "(tie with GEMMs alone)" in line) for line in table[3:-1])
@@ -140,25 +140,25 @@ def test_the_committed_benchmark_json_has_the_documented_keys(gpu):
 @pytest.mark.parametrize("gpu", GPUS)
 def test_the_typed_benchmark_records_read_and_write_the_committed_json_unchanged(gpu):
     data = json.loads((gpu / "bench_mlp.json").read_text())
-    run = bench_mlp.BenchmarkRun.from_json(data)
+    run = bench_records.BenchmarkRun.from_json(data)
     assert run.result.variants_us["eager"] == Spread.from_dict(data["variants_us"]["eager"])
     assert run.result.gate_up_gemms_alone_us == Spread.from_dict(data["gate_up_gemms_alone_us"])
     assert run.to_json() == data
     # a file written before the gate/up floor existed still reads, with no such floor
     older = {k: v for k, v in data.items() if k != "gate_up_gemms_alone_us"}
-    assert bench_mlp.BenchmarkRun.from_json(older).result.gate_up_gemms_alone_us is None
+    assert bench_records.BenchmarkRun.from_json(older).result.gate_up_gemms_alone_us is None
     sweep = json.loads((gpu / "06_fused.sweep.run.json").read_text())["values"]
-    rows = [bench_mlp.ShapeResult.from_json(r) for r in sweep]
+    rows = [bench_records.ShapeResult.from_json(r) for r in sweep]
     assert rows[0].references == sweep[0]["references"] and rows[1].references is None
     assert [r.to_json() for r in rows] == sweep
 
 
 def test_the_gate_up_floor_is_a_row_of_the_table_without_a_verdict():
     data = json.loads((GPUS[0] / "bench_mlp.json").read_text())
-    run = bench_mlp.BenchmarkRun.from_json(data)
+    run = bench_records.BenchmarkRun.from_json(data)
     run.result.gate_up_gemms_alone_us = Spread(120.0, 119.0, 121.0, 7)
-    again = bench_mlp.BenchmarkRun.from_json(run.to_json())
+    again = bench_records.BenchmarkRun.from_json(run.to_json())
     assert again.result.gate_up_gemms_alone_us == Spread(120.0, 119.0, 121.0, 7)
-    table = bench_mlp.format_table(again.result).splitlines()
+    table = bench_format.format_table(again.result).splitlines()
     assert table[2].startswith("cuBLAS gate/up GEMMs alone")
     assert f"{120.0 / run.result.gemms_alone_us.median:.3f}" in table[2] and not table[2].endswith(")"), "no verdict"

@@ -11,7 +11,7 @@ import pytest
 
 from profiling_guide import files
 from profiling_guide.errors import GuideError
-from profiling_guide.measure import bench_mlp
+from profiling_guide.measure import bench_cli, bench_records
 from profiling_guide.pages import recordings
 
 
@@ -34,7 +34,7 @@ def strict_json(path):
 WRITERS = {
     "files": files.write_json_atomic,
     "recordings": recordings.write_json_atomic,
-    "bench_mlp": bench_mlp.write_json_atomic,
+    "bench_records": bench_records.write_json_atomic,
 }
 
 
@@ -110,10 +110,10 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
 def test_the_bench_checks_its_json_path_before_touching_a_gpu(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     for bad in ("/dev/null", str(tmp_path / "file" / "out.json")):
-        assert bench_mlp.main(["--json", bad]) == 2
+        assert bench_cli.main(["--json", bad]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: cannot write {bad}") and err.count("\n") == 1
-    assert bench_mlp.main(["--json", str(tmp_path / "ok.json")]) == 2
+    assert bench_cli.main(["--json", str(tmp_path / "ok.json")]) == 2
     assert "none is visible" in capsys.readouterr().err  # a good path gets as far as the GPU check
     assert not (tmp_path / "ok.json").exists()
 

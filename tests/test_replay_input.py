@@ -124,10 +124,10 @@ def test_the_largest_sizes_that_fit_are_accepted(monkeypatch):
 
 
 def test_the_bench_refuses_absurd_sizes_in_one_line(capsys):
-    from profiling_guide.measure import bench_mlp
+    from profiling_guide.measure import bench_cli
 
     with pytest.raises(SystemExit):
-        bench_mlp.main(["--batch", str(10**23)])
+        bench_cli.main(["--batch", str(10**23)])
     err = capsys.readouterr().err
     assert "is larger than any size this benchmark can run" in err and "Traceback" not in err
 

@@ -115,9 +115,9 @@ def _cmd_decode(args) -> int:
 
 
 def _cmd_bench(args, rest) -> int:
-    from profiling_guide.measure import bench_mlp
+    from profiling_guide.measure import bench_cli
 
-    return bench_mlp.main(rest) or 0
+    return bench_cli.main(rest) or 0
 
 
 def _cmd_bench_load(args, rest) -> int:
