@@ -20,36 +20,27 @@ them cost?
 #
 # Three bias-free linears: ``gate_proj`` and ``up_proj`` widen each token from
 # ``dim`` to ``hidden``, ``down_proj`` brings it back. After
-# ``pip install`` of this repository, this cell and the next run as they are
-# on any CUDA GPU.
+# ``pip install`` of this repository, the cells of this page, copied in order
+# into a file (or downloaded below), run as they are: on a CUDA GPU they
+# profile, elsewhere they replay this page's recordings.
 
 import torch
 
 from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
-
-batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the model is
-# built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
 from profiling_guide.pages.chapter import Chapter
 
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser("2 · The GeGLU MLP, eager: five kernels and a round trip through memory")
-add_mlp_flags(parser)
-args = parser.parse_args()
-batch, seq, dim, hidden, dtype = args.batch, args.seq, args.dim, args.hidden, DTYPES[args.dtype]
-rows = batch * seq
-element = torch.tensor([], dtype=dtype).element_size()
-chapter = Chapter("02_mlp_eager", run_args(args), mode=args.mode)
-device = chapter.device
+# The post's sizes. Run as a script, flags override them (--batch, --seq,
+# --dim, --hidden, --dtype; --help lists them all) and --mode picks live or
+# replay. ``chapter`` knows which, and where the recordings live (chapter 1).
+chapter = Chapter.from_command_line("02_mlp_eager", batch=64, seq=128, dim=768, hidden=3072)
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
 chapter.require_memory(element * (3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
                        f"the MLP at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # The model and its input:
@@ -101,14 +92,11 @@ def profile_steps(forward, label, trace_file):
 # *ceiling*, since no kernel can pass them. A measured rate is a *reference*:
 # real code reaches it, and a short kernel can beat it.
 
-from profiling_guide.measure import timing as measure
 from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
-if chapter.live:
-    profile_steps(mlp_forward, "mlp_fwd", chapter.trace_file("eager"))
-eager = chapter.load("eager", mlp_forward, label="mlp_fwd", code=[SimpleGeGLUMLP], variant="eager")
-references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
-                             code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
+eager = chapter.profile("eager", mlp_forward, profiler=profile_steps, label="mlp_fwd",
+                        code=[SimpleGeGLUMLP], variant="eager")
+references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 
 # %%
 # Before we look
@@ -119,20 +107,17 @@ references = chapter.measure("references", lambda: measure.reference_rates(mlp_g
 # cost the GPU nothing.
 
 from profiling_guide.analysis import checks, expect
-from profiling_guide.analysis.checks import gemm_kernels
 from profiling_guide.analysis.expect import POST
 
 METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided",
                 "aten::_unsafe_view"]
 
 predictions = [
-    expect.Prediction("three aten::linear calls per forward", lambda t: (
-        len(t.ops_named("aten::linear")) == 3 * len(t.steps),
-        f"{len(t.ops_named('aten::linear')) / len(t.steps):g} per step")),
+    expect.Prediction("three aten::linear calls per forward",
+                      checks.ops_per_step("aten::linear", 3)),
     expect.Prediction("five kernels per forward: 3 GEMMs + GeLU + mul",
                       expect.kernels_per_step(5), POST),
-    expect.Prediction("three of them are GEMMs", lambda t: (
-        len(gemm_kernels(t)) == 3, f"{len(gemm_kernels(t))} GEMM kernels in a step")),
+    expect.Prediction("three of them are GEMMs", checks.gemms_per_step(3)),
     expect.Prediction("an occupancy query before each GEMM launch", checks.gemms_query_occupancy,
                       POST, must_hold=False),
     *[expect.Prediction(f"{op} launches nothing", expect.launches_nothing(op), POST,
@@ -193,8 +178,6 @@ tables.styled(chain.iloc[: 1 + sum(1 for _ in first_linear.walk())], precision=1
 # ``cudaLaunchKernel``; here is what this GPU shows:
 
 tables.styled(tables.launch_table(eager.trace), precision=1)
-
-# %%
 
 # %%
 # ``cuLaunchKernelEx`` is the driver's extended launch: it takes launch

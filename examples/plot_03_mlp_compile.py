@@ -19,33 +19,20 @@ shape unless ``dynamic=True``.
 import torch
 
 from profiling_guide.kernels.models import SimpleGeGLUMLP
-
-batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models
-# are built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
 from profiling_guide.pages.chapter import Chapter
 
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser(
-    "3 · The MLP under torch.compile: what the compiler fuses, and what it costs")
-add_mlp_flags(parser)
-parser.add_argument("--compile", action="store_true",
-                    help="accepted for the original command line; this page always compiles")
-args = parser.parse_args()
-batch, seq, dim, hidden, dtype = args.batch, args.seq, args.dim, args.hidden, DTYPES[args.dtype]
-rows = batch * seq
-element = torch.tensor([], dtype=dtype).element_size()
-chapter = Chapter("03_mlp_compile", run_args(args) | {"compile": True}, mode=args.mode)
-device = chapter.device
+# The post's sizes and its --compile switch (this page always compiles); as a
+# script, flags override them (--help lists them) and --mode picks live or replay.
+chapter = Chapter.from_command_line("03_mlp_compile", batch=64, seq=128, dim=768, hidden=3072,
+                                    compile=True)
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
 chapter.require_memory(element * (3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
                        f"the MLP at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # The model and its input:
@@ -107,19 +94,18 @@ def first_compiled_call():
 
 compile_cost = chapter.measure("compile", first_compiled_call, code=[SimpleGeGLUMLP])
 
-from profiling_guide.measure import timing as measure
+# %%
+# Profile both (on a GPU; then each trace is read back, as in replay), and
+# take the same reference rates as the previous chapter (measured once per
+# process, see there).
+
 from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
-if chapter.live:
-    profile_steps(eager_forward, "mlp_fwd", chapter.trace_file("eager"))
-    profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
-eager = chapter.load("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
-                     variant="eager")
-compiled = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
-                        variant="compile")
-# The same reference rates as the previous chapter (measured once per process, see there).
-references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
-                             code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
+eager = chapter.profile("eager", eager_forward, profiler=profile_steps, label="mlp_fwd",
+                        code=[SimpleGeGLUMLP], variant="eager")
+compiled = chapter.profile("compiled", compiled_forward, profiler=profile_steps, label="mlp_fwd",
+                           code=[SimpleGeGLUMLP], variant="compile")
+references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 
 # %%
 # Before we look
@@ -225,8 +211,8 @@ tables.styled(pd.DataFrame({name: {
 
 # %%
 
-device = {name: rec.timings["device_us"] for name, rec in runs.items()}
-facts.timing("Device time per forward", device)
+device_times = {name: rec.timings["device_us"] for name, rec in runs.items()}
+facts.timing("Device time per forward", device_times)
 facts.first_call(compile_cost.values["first_call_s"])
 
 # %%
@@ -236,7 +222,7 @@ facts.first_call(compile_cost.values["first_call_s"])
 device_verdicts = expect.check([
     expect.Prediction("compiled is faster than eager per forward, outside both spreads",
                       checks.compares("compiled", "eager", "faster"), POST, must_hold=False),
-], device)
+], device_times)
 device_verdicts
 
 # %%
@@ -278,7 +264,7 @@ SHAPES = [(batch, s, dim) for s in SEQS]
 
 
 def recompilation():
-    return {setting: recompile_in_fresh_process(setting, SHAPES, args.hidden, dtype=args.dtype)
+    return {setting: recompile_in_fresh_process(setting, SHAPES, hidden, dtype=chapter.flags.dtype)
             for setting in SETTINGS}
 
 

@@ -14,8 +14,9 @@ changes.
 # %%
 # Set-up
 # ------
-# The sizes of the post; after ``pip install`` of this repository (with the
-# ``liger`` extra) the code cells of this page run as they are on a CUDA GPU.
+# The sizes of the post. After ``pip install`` of this repository (with the
+# ``liger`` extra), the cells of this page, copied in order into a file, run as
+# they are: on a CUDA GPU they profile, elsewhere they replay the recordings.
 
 import torch
 
@@ -23,33 +24,21 @@ from profiling_guide.kernels.models import (
     SimpleGeGLUMLP,
     load_liger_geglu_mlp,
 )
-
-batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models
-# are built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import DTYPES, add_mlp_flags, example_parser, run_args
 from profiling_guide.pages.chapter import Chapter
 
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser(
-    "4 · Liger's GeGLU MLP through ``kernels``: a hand-written fused kernel")
-add_mlp_flags(parser)
-parser.add_argument("--hidden_act", default="gelu_pytorch_tanh",
-                    help="the MLP's activation; Liger implements only gelu_pytorch_tanh (default)")
-args = parser.parse_args()
-batch, seq, dim, hidden, dtype = args.batch, args.seq, args.dim, args.hidden, DTYPES[args.dtype]
-rows = batch * seq
-element = torch.tensor([], dtype=dtype).element_size()
-chapter = Chapter("04_liger", run_args(args), mode=args.mode)
-device = chapter.device
+# The post's sizes and activation (Liger implements only gelu_pytorch_tanh).
+# As a script, flags override them (--help lists them) and --mode picks live
+# or replay; ``chapter`` knows which, and where the recordings live.
+chapter = Chapter.from_command_line("04_liger", batch=64, seq=128, dim=768, hidden=3072,
+                                    hidden_act="gelu_pytorch_tanh")
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
 chapter.require_memory(element * (9 * dim * hidden + rows * (2 * dim + 4 * hidden)),
                        f"three MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # Loading the layer
@@ -69,7 +58,7 @@ chapter.banner()
 # expects, which re-exports the installed ``liger-kernel`` package). In
 # replay no ``kernels`` call is made at all. The note says which path ran:
 
-liger = load_liger_geglu_mlp(dim, hidden, hidden_act=args.hidden_act, device=chapter.device,
+liger = load_liger_geglu_mlp(dim, hidden, hidden_act=chapter.flags.hidden_act, device=device,
                              dtype=dtype, offline=not chapter.live)
 print(liger.note)
 
@@ -101,7 +90,7 @@ from liger_kernel.ops.utils import calculate_settings
 
 
 def compare_outputs():
-    reference = SimpleGeGLUMLP(args.dim, args.hidden, device="cuda", dtype=torch.float64)
+    reference = SimpleGeGLUMLP(dim, hidden, device="cuda", dtype=torch.float64)
     reference.load_state_dict(mlp.state_dict())
     with torch.no_grad():
         want = reference(x.double())
@@ -110,7 +99,7 @@ def compare_outputs():
             diff = (out.double() - want).abs()
             errors[name] = {"max_abs_error": diff.max().item(),
                             "rel_error": (diff.norm() / want.norm()).item()}
-    block_size, num_warps = calculate_settings(args.hidden)
+    block_size, num_warps = calculate_settings(hidden)
     return {"errors": errors, "source": liger.source, "note": liger.note,
             "block_size": block_size, "num_warps": num_warps}
 
@@ -155,23 +144,17 @@ def profile_steps(forward, label, trace_file):
     return prof
 
 
-if chapter.live:
-    profile_steps(eager_forward, "mlp_fwd", chapter.trace_file("eager"))
-    profile_steps(liger_forward, "mlp_fwd", chapter.trace_file("liger"))
-
-eager = chapter.load("eager", eager_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
-                     variant="eager")
-liger_run = chapter.load("liger", liger_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
-                         variant="liger")
+eager = chapter.profile("eager", eager_forward, profiler=profile_steps, label="mlp_fwd",
+                        code=[SimpleGeGLUMLP], variant="eager")
+liger_run = chapter.profile("liger", liger_forward, profiler=profile_steps, label="mlp_fwd",
+                            code=[SimpleGeGLUMLP], variant="liger")
 
 # %%
 # The reference rates of chapter 2, measured once per process.
 
-from profiling_guide.measure import timing as measure
 from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
-references = chapter.measure("references", lambda: measure.reference_rates(mlp_gemm_shapes(rows, args.dim, args.hidden)),
-                             code=[measure.reference_rates, measure._gemm_candidates, measure._copy_candidates])
+references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 
 # %%
 # Before we look
@@ -253,11 +236,11 @@ tables.styled(pd.DataFrame({name: {
 # One hand-written fused kernel in place of eager's GeLU and mul: we expect
 # it to beat eager on the GPU, as the compiled MLP did.
 
-device = {"Liger": liger_run.timings["device_us"], "eager": eager.timings["device_us"]}
+device_times = {"Liger": liger_run.timings["device_us"], "eager": eager.timings["device_us"]}
 device_verdicts = expect.check([
     expect.Prediction("Liger is faster than eager per forward, outside both spreads",
                       checks.compares("Liger", "eager", "faster"), POST, must_hold=False),
-], device)
+], device_times)
 device_verdicts
 
 # %%
@@ -273,9 +256,7 @@ pace_facts(liger_run)
 # them. The same shapes as the compiled chapter, in the order they ran: the
 # first call's wall time, and the device time per forward after it.
 
-from liger_kernel.ops.geglu import _geglu_tanh_forward_kernel
-
-from profiling_guide.measure.sweep import shape_sweep, triton_kernels_compiled
+from profiling_guide.measure.sweep import liger_geglu_kernels_compiled, shape_sweep
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]
@@ -283,10 +264,10 @@ SHAPES = [(batch, s, dim) for s in SEQS]
 
 def liger_sweep():
     with torch.no_grad():
-        return shape_sweep(liger_mlp, SHAPES, dtype=dtype, compiles=triton_kernels_compiled(_geglu_tanh_forward_kernel))
+        return shape_sweep(liger_mlp, SHAPES, dtype=dtype, compiles=liger_geglu_kernels_compiled)
 
 
-sweep = chapter.measure("sweep", liger_sweep, code=[shape_sweep])
+sweep = chapter.measure("sweep", liger_sweep, code=[shape_sweep, liger_geglu_kernels_compiled])
 tables.styled(pd.DataFrame(sweep.values), precision=1)
 
 # %%
@@ -317,7 +298,7 @@ device_verdicts.require()
 
 from profiling_guide.kernels.kernelize import HubGeGLUMLP, kernelize_with_liger
 
-hub_mlp = HubGeGLUMLP(dim, hidden, device=chapter.device, dtype=dtype)
+hub_mlp = HubGeGLUMLP(dim, hidden, device=device, dtype=dtype)
 hub_mlp.load_state_dict(mlp.state_dict())
 if chapter.live:
     kernelize_with_liger(hub_mlp, "cuda")
@@ -336,16 +317,15 @@ kernelized_predictions = [
     expect.Prediction("under mlp_fwd, our kernelized MLP runs Liger's geglu kernel and 3 GEMMs",
                       checks.geglu_and_gemms_under("mlp_fwd"), "kernels.kernelize"),
     expect.Prediction("the same kernels as LigerGEGLUMLP",
-                      lambda t: expect.same_kernels(liger_run.trace, t), "kernels.kernelize",
+                      checks.same_kernels_as(liger_run.trace), "kernels.kernelize",
                       must_hold=False),
 ]
 
 # %%
 
-if chapter.live:
-    profile_steps(kernelized_forward, "mlp_fwd", chapter.trace_file("kernelized"))
-kernelized = chapter.load("kernelized", kernelized_forward, label="mlp_fwd",
-                          code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
+kernelized = chapter.profile("kernelized", kernelized_forward, profiler=profile_steps,
+                             label="mlp_fwd",
+                             code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
 kernelized_verdicts = expect.check(kernelized_predictions, kernelized.trace)
 kernelized_verdicts
 

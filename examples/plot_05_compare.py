@@ -14,8 +14,9 @@ the fastest this GPU can do".
 # %%
 # Set-up
 # ------
-# The sizes of the post; after ``pip install`` of this repository (with the
-# ``liger`` extra) the code cells of this page run as they are on a CUDA GPU.
+# The sizes of the post. After ``pip install`` of this repository (with the
+# ``liger`` extra), the cells of this page, copied in order into a file, run as
+# they are: on a CUDA GPU they profile, elsewhere they replay the recordings.
 
 import torch
 
@@ -23,37 +24,22 @@ from profiling_guide.kernels.models import (
     SimpleGeGLUMLP,
     load_liger_geglu_mlp,
 )
-
-batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models
-# are built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import (
-    add_mlp_flags,
-    example_parser,
-    require_bfloat16,
-    run_args,
-)
 from profiling_guide.pages.chapter import Chapter
 
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser("5 · All four MLPs in one run: eager, compiled, max-autotune, Liger")
-add_mlp_flags(parser)
-args = parser.parse_args()
-batch, seq, dim, hidden = batch, seq, dim, hidden
-dtype = require_bfloat16(args,
-                         "this chapter compares bf16 kernels with the bf16 datasheet ceiling")
-rows = batch * seq
-element = torch.tensor([], dtype=dtype).element_size()
-chapter = Chapter("05_compare", run_args(args), mode=args.mode)
-device = chapter.device
+# The post's sizes, in bf16 only. As a script, flags override the sizes
+# (--help lists them) and --mode picks live or replay; ``chapter`` knows
+# which, and where the recordings live.
+chapter = Chapter.from_command_line(
+    "05_compare", batch=64, seq=128, dim=768, hidden=3072,
+    bf16_only_because="this chapter compares bf16 kernels with the bf16 datasheet ceiling")
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
 chapter.require_memory(element * (4 * 3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
                        f"four MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # The four variants
@@ -124,11 +110,9 @@ for name, module in VARIANTS.items():
             return module(x)
 
     try:
-        if chapter.live:
-            chapter.warm_up(forward)
-            profile_steps(forward, "mlp_fwd", chapter.trace_file(name))
-        runs[name] = chapter.load(name, forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
-                                  args={"variant": name}, variant=name)
+        runs[name] = chapter.profile(name, forward, profiler=profile_steps, label="mlp_fwd",
+                                     warm_up=True, code=[SimpleGeGLUMLP], args={"variant": name},
+                                     variant=name)
     except Exception as exc:
         if not chapter.live:
             raise
@@ -148,21 +132,24 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # three bare cuBLAS GEMMs (no GeLU, no mul): the first of two floors, what a
 # perfect fusion of everything else would reach with the library's GEMMs.
 # The second is the datasheet bound: the MLP's FLOPs at the datasheet's bf16
-# peak; nothing runs faster.
+# peak; nothing runs faster. The benchmark times every variant of this guide,
+# the next chapter's too, in one run that both pages read; this one shows its
+# four.
 
 from profiling_guide.measure import bench_mlp
 from profiling_guide.measure.timing import Spread, compare
 
 
 def benchmark():
-    return bench_mlp.run_benchmark(args.batch, args.seq, args.dim, args.hidden, variants=list(VARIANTS), rounds=20)
+    return bench_mlp.run_benchmark(batch, seq, dim, hidden, variants=bench_mlp.CHAPTER_VARIANTS,
+                                   rounds=bench_mlp.CHAPTER_ROUNDS)
 
 
 bench = chapter.measure("bench", benchmark, code=[bench_mlp.run_benchmark, bench_mlp.measure_shape,
                                                    bench_mlp.build_variant, SimpleGeGLUMLP])
 result = bench.values
 refs = result["references"]
-times = {name: Spread.from_dict(t) for name, t in result["variants_us"].items()}
+times = {name: Spread.from_dict(t) for name, t in result["variants_us"].items() if name in VARIANTS}
 alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
 
 # %%
@@ -171,7 +158,8 @@ from profiling_guide.pages import facts
 
 facts.floors(result)
 facts.reference_rates(refs)
-Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()))
+Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()
+        if name in VARIANTS))
 
 # %%
 # The table

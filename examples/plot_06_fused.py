@@ -19,43 +19,31 @@ bare GEMMs and the datasheet bound.
 # %%
 # Set-up
 # ------
-# The sizes of the post; after ``pip install`` of this repository the code
-# cells of this page run as they are on a CUDA GPU.
+# The sizes of the post. After ``pip install`` of this repository, the cells of
+# this page, copied in order into a file, run as they are: on a CUDA GPU they
+# profile, elsewhere they replay the recordings.
 
 import torch
 
 from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
-
-batch, seq, dim, hidden = 64, 128, 768, 3072  # the post's sizes
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models
-# are built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import (
-    add_mlp_flags,
-    example_parser,
-    require_bfloat16,
-    run_args,
-)
 from profiling_guide.pages.chapter import Chapter
 
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser("6 · GeGLU in the GEMM epilogue: g and u never reach memory")
-add_mlp_flags(parser)
-args = parser.parse_args()
-batch, seq, dim, hidden = batch, seq, dim, hidden
-dtype = require_bfloat16(args, "this chapter measures bf16 kernels against the bf16 datasheet "
-                               "ceiling (the kernel itself also takes float16 and float32)")
-rows = batch * seq
-element = torch.tensor([], dtype=dtype).element_size()
-chapter = Chapter("06_fused", run_args(args), mode=args.mode)
-device = chapter.device
+# The post's sizes, in bf16 only (the kernel itself also takes float16 and
+# float32). As a script, flags override the sizes (--help lists them) and
+# --mode picks live or replay; ``chapter`` knows which, and where the
+# recordings live.
+chapter = Chapter.from_command_line(
+    "06_fused", batch=64, seq=128, dim=768, hidden=3072,
+    bf16_only_because="this chapter measures bf16 kernels against the bf16 datasheet ceiling "
+                      "(the kernel itself also takes float16 and float32)")
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
 chapter.require_memory(element * (5 * dim * hidden + rows * (2 * dim + 4 * hidden)),
                        f"the MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # The bytes nobody keeps
@@ -176,14 +164,11 @@ def profile_steps(forward, label, trace_file):
     return prof
 
 
-if chapter.live:
-    chapter.warm_up(fused_forward, compiled_forward)
-    profile_steps(fused_forward, "mlp_fwd", chapter.trace_file("fused"))
-    profile_steps(compiled_forward, "mlp_fwd", chapter.trace_file("compiled"))
-fused_run = chapter.load("fused", fused_forward, label="mlp_fwd",
-                         code=[FusedGeGLUMLP, fused_mlp.geglu], variant="fused")
-compiled_run = chapter.load("compiled", compiled_forward, label="mlp_fwd", code=[SimpleGeGLUMLP],
-                            variant="compile")
+fused_run = chapter.profile("fused", fused_forward, profiler=profile_steps, label="mlp_fwd",
+                            warm_up=True, code=[FusedGeGLUMLP, fused_mlp.geglu], variant="fused")
+compiled_run = chapter.profile("compiled", compiled_forward, profiler=profile_steps,
+                               label="mlp_fwd", warm_up=True, code=[SimpleGeGLUMLP],
+                               variant="compile")
 
 # %%
 # Before we look
@@ -239,13 +224,13 @@ pace_facts(fused_run)
 # %%
 # Timed against everything else, in one run
 # -----------------------------------------
-# Every variant of this guide, and each of the three designs, on the same
-# weights, checked against eager and against a float64 reference, timed as
-# in the previous chapter: device time per forward, inputs rotated through
-# more memory than the L2 cache holds, the GPU's queue kept full, 7
-# interleaved passes, median and interquartile range. The same passes time
-# cuBLAS's three bare GEMMs, the first floor; the datasheet bound is the
-# second.
+# The previous chapter's benchmark, the very run it showed: every variant of
+# this guide, and each of the three designs, on the same weights, checked
+# against eager and against a float64 reference; device time per forward,
+# inputs rotated through more memory than the L2 cache holds, the GPU's queue
+# kept full, 7 interleaved passes, median and interquartile range. The same
+# passes time cuBLAS's three bare GEMMs, the first floor; the datasheet bound
+# is the second.
 
 from profiling_guide.measure import bench_mlp
 from profiling_guide.measure.timing import Spread, compare
@@ -256,9 +241,11 @@ VARIANTS = ["eager", "compile", "compile-max-autotune", "liger",
 
 
 def benchmark():
-    result = bench_mlp.run_benchmark(args.batch, args.seq, args.dim, args.hidden, variants=VARIANTS, rounds=30)
+    # the previous chapter's run (once per process): every variant at the post's shape
+    result = bench_mlp.run_benchmark(batch, seq, dim, hidden, variants=bench_mlp.CHAPTER_VARIANTS,
+                                     rounds=bench_mlp.CHAPTER_ROUNDS)
     # what design="auto" picks here, so the page can name the design it stands for
-    result["auto_design"] = fused_mlp.choose_design(x.reshape(-1, args.dim), args.hidden)
+    result["auto_design"] = fused_mlp.choose_design(x.reshape(-1, dim), hidden)
     return result
 
 
@@ -423,7 +410,7 @@ SWEEP_VARIANTS = ["eager", "compile", "liger", "fused"]
 
 
 def shape_sweep():
-    return bench_mlp.sweep(SWEEP_ROWS, SWEEP_HIDDENS, args.dim, SWEEP_VARIANTS, rounds=10)
+    return bench_mlp.sweep(SWEEP_ROWS, SWEEP_HIDDENS, dim, SWEEP_VARIANTS, rounds=10)
 
 
 sweep = chapter.measure("sweep", shape_sweep,

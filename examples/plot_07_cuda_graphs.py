@@ -17,45 +17,28 @@ kernels the graph adds, and when a capture pays for itself.
 # The code under study
 # --------------------
 # Chapter 1's ``nn.Linear`` and chapter 2's GeGLU MLP at 16 tokens. After
-# ``pip install`` of this repository, this cell and the next three run as
-# they are on any CUDA GPU.
+# ``pip install`` of this repository, the cells of this page, copied in order
+# into a file, run as they are: on a CUDA GPU they profile, elsewhere they
+# replay the recordings.
 
 import torch
 from torch import nn
 
 from profiling_guide.kernels.models import SimpleGeGLUMLP
-
-batch, in_dim, out_dim = 1024, 32, 64  # chapter 1's layer
-tokens, dim, hidden = 16, 768, 3072  # the MLP at 16 tokens
-dtype, device = torch.bfloat16, "cuda"
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay the models are
-# built on the meta device (shapes only), so the code above is the code that ran.
-import warnings
-
-from profiling_guide.pages.args import DTYPES, example_parser, positive_int, run_args
 from profiling_guide.pages.chapter import Chapter
 
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser("7 · Overhead: when the CPU sets the pace, and CUDA graphs take it back")
-for flag, default, what in (("--batch", batch, "rows of the Linear's input"),
-                            ("--in_dim", in_dim, "the Linear's input features"),
-                            ("--out_dim", out_dim, "the Linear's output features"),
-                            ("--tokens", tokens, "tokens through the MLP"),
-                            ("--dim", dim, "the MLP's model width"),
-                            ("--hidden", hidden, "the MLP's hidden width")):
-    parser.add_argument(flag, type=positive_int, default=default,
-                        help=f"{what} (default {default})")
-args = parser.parse_args()
-batch, in_dim, out_dim = args.batch, args.in_dim, args.out_dim
-tokens, dim, hidden, dtype = args.tokens, args.dim, args.hidden, DTYPES[args.dtype]
-chapter = Chapter("07_cuda_graphs", run_args(args), mode=args.mode)
-device = chapter.device
-element = torch.tensor([], dtype=dtype).element_size()
-chapter.require_memory(element * (3 * dim * hidden + 8 * tokens * (dim + hidden)),
+# Chapter 1's layer, and the MLP at 16 tokens. As a script, flags override the
+# sizes (--help lists them) and --mode picks live or replay; ``chapter`` knows
+# which, and where the recordings live.
+chapter = Chapter.from_command_line("07_cuda_graphs", batch=1024, in_dim=32, out_dim=64,
+                                    tokens=16, dim=768, hidden=3072)
+batch, in_dim, out_dim = chapter.flags.batch, chapter.flags.in_dim, chapter.flags.out_dim
+tokens, dim, hidden = chapter.flags.tokens, chapter.flags.dim, chapter.flags.hidden
+dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+chapter.require_memory(dtype.itemsize * (3 * dim * hidden + 8 * tokens * (dim + hidden)),
                        f"the MLP at {tokens} tokens × dim {dim} × hidden {hidden}")
 chapter.banner()
-# sphinx_gallery_end_ignore
 
 # %%
 # The two models and their inputs. Every forward runs under
@@ -161,10 +144,9 @@ for model, (module, x) in workloads.items():
     chapter.warm_up(*[step for step in steps.values() for _ in range(3)])
     for variant, step in steps.items():
         name = f"{model}.{variant.replace(', ', '_').replace(' ', '_')}"
-        if chapter.live:
-            profile_steps(step, f"{model}_fwd", chapter.trace_file(name))
-        runs[model, variant] = chapter.load(name, step, label=f"{model}_fwd",
-                                            code=[forwards, capture, SimpleGeGLUMLP])
+        runs[model, variant] = chapter.profile(name, step, profiler=profile_steps,
+                                               label=f"{model}_fwd",
+                                               code=[forwards, capture, SimpleGeGLUMLP])
 
 # %%
 # What a capture costs: ``capture`` itself (warm-up calls included), timed
@@ -172,7 +154,7 @@ for model, (module, x) in workloads.items():
 
 import time
 
-from profiling_guide.measure.timing import Spread
+from profiling_guide.measure.timing import Spread, compare
 
 
 def capture_cost():
@@ -196,71 +178,40 @@ captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUML
 # lane should show one ``cudaGraphLaunch`` per forward and no kernel launches,
 # and the GPU should run the very kernels eager ran.
 
-from profiling_guide.analysis import expect
-
-
-def launches(trace):
-    """Runtime calls per step that put work on the GPU, by name."""
-    return {c: n for c, n in trace.runtime_calls_per_step().items() if "Launch" in c}
-
-
-def kernel_launches(trace):
-    return sum(n for c, n in launches(trace).items() if "Graph" not in c)
-
-
-def graph_launches(trace):
-    return sum(n for c, n in launches(trace).items() if "Graph" in c)
-
-
-def copies_input(trace):
-    ops = [op for op in trace.step_ops if "copy" in op.name and op.device_events]
-    names = sorted({op.name for op in ops})
-    seen = ", ".join(names) + " launch device work" if ops else "no copy op launches work"
-    return bool(ops), seen
-
-
-# %%
-
-from profiling_guide.measure.timing import compare
-
-
-def cpu(model, variant):
-    return runs[model, variant].timings["cpu_issue_us"]
+from profiling_guide.analysis import checks, expect
 
 
 def predictions(model):
-    eager, graph = (runs[model, v].trace for v in ("eager", "replay"))
+    eager, replay = runs[model, "eager"].trace, runs[model, "replay"].trace
+    cpu = {variant: runs[model, variant].timings["cpu_issue_us"] for variant in ("eager", "replay")}
     return [
-        expect.Prediction(f"{model}, eager: one launch call per kernel", lambda _: (
-            kernel_launches(eager) == eager.kernels_per_step(),
-            f"launch calls: {kernel_launches(eager):g}, kernels: {eager.kernels_per_step():g}"
-            " per step")),
-        expect.Prediction(f"{model}, replay: one cudaGraphLaunch, no kernel launch", lambda _: (
-            graph_launches(graph) == 1 and kernel_launches(graph) == 0,
-            ", ".join(f"{c} ×{n:g}" for c, n in launches(graph).items()) or "no launch")),
-        expect.Prediction(f"{model}, replay: the kernels eager ran",
-                          lambda _: expect.same_kernels(eager, graph)),
-        expect.Prediction(f"{model}, replay: less CPU to issue than eager", lambda _: (
-            compare(cpu(model, "replay"), cpu(model, "eager")) == "faster",
-            f"{cpu(model, 'replay'):.1f} µs against {cpu(model, 'eager'):.1f} µs")),
+        expect.Prediction(f"{model}, eager: one launch call per kernel",
+                          checks.one_launch_per_kernel, of=eager),
+        expect.Prediction(f"{model}, replay: one cudaGraphLaunch, no kernel launch",
+                          checks.one_graph_launch_only, of=replay),
+        expect.Prediction(f"{model}, replay: the kernels eager ran", checks.same_kernels_as(eager),
+                          of=replay),
+        expect.Prediction(f"{model}, replay: less CPU to issue than eager",
+                          checks.compares("replay", "eager", "faster"), of=cpu),
     ]
 
 
 # %%
+# ``torch.compile(mode="reduce-overhead")`` should replay a graph too; what
+# it costs the host besides is the question.
 
 def reduce_overhead_predictions(model):
     compiled = runs[model, "reduce-overhead"].trace
+    cpu = {variant: runs[model, variant].timings["cpu_issue_us"]
+           for variant in ("eager", "reduce-overhead")}
     return [
-        expect.Prediction(f"{model}, reduce-overhead: a graph replay too", lambda _: (
-            graph_launches(compiled) >= 1,
-            f"{graph_launches(compiled):g} cudaGraphLaunch per step")),
-        expect.Prediction(f"{model}, reduce-overhead: less CPU to issue than eager", lambda _: (
-            compare(cpu(model, "reduce-overhead"), cpu(model, "eager")) == "faster",
-            f"{cpu(model, 'reduce-overhead'):.1f} µs against {cpu(model, 'eager'):.1f} µs"),
-            must_hold=False),
-        expect.Prediction(f"{model}, reduce-overhead: copies the input into its graph's buffer",
-                          lambda _: copies_input(compiled),
+        expect.Prediction(f"{model}, reduce-overhead: a graph replay too", checks.launches_a_graph,
+                          of=compiled),
+        expect.Prediction(f"{model}, reduce-overhead: less CPU to issue than eager",
+                          checks.compares("reduce-overhead", "eager", "faster"), of=cpu,
                           must_hold=False),
+        expect.Prediction(f"{model}, reduce-overhead: copies the input into its graph's buffer",
+                          checks.copies_on_device, of=compiled, must_hold=False),
     ]
 
 
@@ -311,8 +262,8 @@ import pandas as pd
 
 def launch_row(trace):
     return {"kernels": int(trace.kernels_per_step()),
-            "kernel launches": int(kernel_launches(trace)),
-            "graph launches": int(graph_launches(trace)),
+            "kernel launches": int(checks.kernel_launches_per_step(trace)),
+            "graph launches": int(checks.graph_launches_per_step(trace)),
             "kernel µs": trace.device_us_per_step()}
 
 

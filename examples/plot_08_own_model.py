@@ -42,64 +42,39 @@ def make_step(vocab_size=50257):
     return train_step
 
 
-# sphinx_gallery_start_ignore
-# Flags, live or replay, and where the recordings live. In replay nothing is
-# built: the page reads the trace and run record of the last GPU run.
-import contextlib
-import json
-import os
-import tempfile
-import warnings
-
-from profiling_guide.pages.args import example_parser, require_bfloat16, run_args
-from profiling_guide.output import to_console
-from profiling_guide.pages.chapter import Chapter
-
-warnings.filterwarnings("ignore", message=".*Profiler clears events")
-parser = example_parser("8 · Profile your own model: a GPT-2 training step")
-args = parser.parse_args()
-require_bfloat16(args, "the GPT-2 step above is written in bf16")
-chapter = Chapter("08_own_model", run_args(args), mode=args.mode)
-out_dir = tempfile.mkdtemp(prefix="gpt2_profile_")
-chapter.banner()
-quiet = contextlib.ExitStack()
-if chapter.live:
-    quiet.enter_context(to_console())
-# sphinx_gallery_end_ignore
-
 # %%
 # Profile it
 # ----------
-# One call. It runs the step twice to warm up (kernel selection, lazy
-# initialisation), times it with the profiler off, profiles five steps (skip
-# one, warm up one, record three, each inside a ``record_function`` label),
-# measures the reference rates (a settled bf16 GEMM and a device-to-device
-# copy), and writes ``gpt2_train_step.trace.json.gz``, ``.run.json`` and
+# One call, :func:`~profiling_guide.report.profile_own.profile_callable`. It
+# runs the step twice to warm up (kernel selection, lazy initialisation),
+# times it with the profiler off, profiles five steps (skip one, warm up one,
+# record three, each inside a ``record_function`` label), measures the
+# reference rates (a settled bf16 GEMM and a device-to-device copy), and
+# writes ``gpt2_train_step.trace.json.gz``, ``.run.json`` and
 # ``.report.html`` into the folder. ``profiling-guide profile
 # my_train.py:make_step -o gpt2_profile --name gpt2_train_step`` does the
 # same from a shell.
 
-if chapter.live:
-    result = profile_callable(make_step, out_dir, name="gpt2_train_step")
+import tempfile
 
-# sphinx_gallery_start_ignore
-# What the step prints (library notices) went to the console, not the page;
-# keep each trace and its run record as this chapter's recordings.
-quiet.close()
+out_dir = tempfile.mkdtemp(prefix="gpt2_profile_")
 
 
-def keep(name, profiled, label):
-    record = None
-    if chapter.live:
-        os.replace(profiled.trace, chapter.trace_file(name))
-        own = json.loads(profiled.run_record.read_text())
-        record = {k: own[k] for k in ("timings", "rates", "steps", "target")}
-    return chapter.load(name, make_step, label=label, time_it=False, extra=record)
+def profile_train_step():
+    return profile_callable(make_step, out_dir, name="gpt2_train_step")
 
 
-run = keep("train", result if chapter.live else None, "gpt2_train_step")
-trace_path = run.trace_path  # what result.trace was, kept as this chapter's recording
-# sphinx_gallery_end_ignore
+# %%
+# On a GPU, ``chapter.profile_own`` makes that call (its console output stays
+# off this page) and keeps the trace and run record as this page's recording;
+# elsewhere it reads the recording back. ``chapter`` knows which (chapter 1).
+
+from profiling_guide.pages.chapter import Chapter
+
+chapter = Chapter.from_command_line("08_own_model",
+                                    bf16_only_because="the GPT-2 step above is written in bf16")
+chapter.banner()
+train = chapter.profile_own("train", profile_train_step, label="gpt2_train_step", code=[make_step])
 
 # %%
 # Read the report
@@ -114,8 +89,8 @@ trace_path = run.trace_path  # what result.trace was, kept as this chapter's rec
 from profiling_guide.analysis.trace_report import analyse, read_run_record
 from profiling_guide.trace.model import Trace
 
-trace = Trace.load(trace_path)  # trace_path: result.trace
-report = analyse(trace, run_record=read_run_record(trace_path))
+trace = Trace.load(train.trace_path)  # the trace profile_callable wrote
+report = analyse(trace, run_record=read_run_record(train.trace_path))
 
 # %%
 # Who sets the pace: from the first launch of each step to the end of its last
@@ -181,73 +156,19 @@ Facts(*(f"{MARK.get(c.level, c.level)} {c.title}: {c.detail}" for c in report.ch
 # launched which kernel, and the autograd engine's own annotations (backward
 # ops run under ``autograd::engine::evaluate_function``).
 
-from profiling_guide.analysis import expect
-from profiling_guide.analysis.trace_report import gemm_flops
-
-
-def in_backward(op):
-    names = [op.name, *(a.name for a in op.ancestors())]
-    return any(n.startswith("autograd::engine::evaluate_function") for n in names)
-
-
-def gemm_flops_by_phase(trace):
-    flops = {"forward": 0.0, "backward": 0.0}
-    for op in trace.step_ops:
-        if gemm_flops(op) and op.self_device_events:
-            flops["backward" if in_backward(op) else "forward"] += gemm_flops(op)
-    return flops
-
-
-# %%
-
-def backward_twice_forward(trace):
-    f = gemm_flops_by_phase(trace)
-    ratio = f["backward"] / f["forward"] if f["forward"] else float("nan")
-    forward = f["forward"] / 1e9 / len(trace.steps)
-    return 1.9 <= ratio <= 2.1, f"{forward:,.0f} GFLOP forward per step, ratio {ratio:.2f}"
-
-
-def optimizer_kernels(trace):
-    steps = [op for s in trace.steps for op in s.ops if op.name.startswith("Optimizer.step#")]
-    kernels = sum(len(op.device_events) for op in steps) / len(trace.steps)
-    # the backward accumulates each parameter's gradient once: one AccumulateGrad per tensor
-    accumulate = trace.ops_named("torch::autograd::AccumulateGrad")
-    n = len(accumulate) / len(trace.steps)
-    return 0 < kernels < n, f"{kernels:g} kernels per step for {n:g} parameter tensors"
-
-
-def no_score_matrix(trace):
-    seq = 512
-    big = [op.name for op in trace.step_ops if gemm_flops(op) and op.input_dims
-           and any(d[-2:] == [seq, seq] for d in op.input_dims if isinstance(d, list))]
-    attention = sorted({op.name for op in trace.step_ops if "attention" in op.name})
-    return not big, (f"{len(big)} GEMMs with a [{seq}, {seq}] operand; "
-                     f"attention ops: {', '.join(attention)}")
-
-
-# %%
-
-from profiling_guide.analysis.trace_report import GEMM_OPERANDS
-
-
-def gemm_share(trace):
-    kernels = [k for step in trace.steps for k in step.kernels]
-    gemm = sum(k.dur_us for k in kernels
-               if k.launch and k.launch.op and k.launch.op.name in GEMM_OPERANDS)
-    share = gemm / sum(k.dur_us for k in kernels)
-    return share > 0.5, f"kernels launched by GEMM ops: {100 * share:.0f}% of the device time"
-
+from profiling_guide.analysis import checks, expect
 
 predictions = [
     expect.Prediction("the backward does twice the forward's GEMM FLOPs (±5%)",
-                      backward_twice_forward),
+                      checks.backward_twice_forward),
     expect.Prediction("fused AdamW: fewer optimizer kernels than parameter tensors",
-                      optimizer_kernels),
+                      checks.fewer_optimizer_kernels_than_parameters),
     expect.Prediction("attention is fused (SDPA): no [seq, seq] score matrix through a GEMM",
-                      no_score_matrix),
-    expect.Prediction("GEMMs take most of the device time", gemm_share, must_hold=False),
-    expect.Prediction("the step is device-bound", lambda t: (
-        report.pace.bound == "device-bound", report.pace.bound), must_hold=False),
+                      checks.no_score_matrix(seq=512)),
+    expect.Prediction("GEMMs take most of the device time", checks.gemm_ops_share_above(0.5),
+                      must_hold=False),
+    expect.Prediction("the step is device-bound", checks.paced_by("device-bound"), of=report,
+                      must_hold=False),
 ]
 verdicts = expect.check(predictions, trace)
 verdicts
@@ -264,13 +185,12 @@ verdicts
 # The usual fix is to pad the vocabulary to a multiple of 64 (50,304: 47 rows
 # of the embedding nobody uses). One more profile, same step, padded:
 
-if chapter.live:
-    padded = profile_callable(lambda: make_step(50304), out_dir, name="gpt2_padded",
-                              rates=result.rates)
+def profile_padded_step():
+    return profile_callable(lambda: make_step(50304), out_dir, name="gpt2_padded",
+                            rates=train.run["rates"])  # the rates measured with the first profile
 
-# sphinx_gallery_start_ignore
-padded_run = keep("padded", padded if chapter.live else None, "gpt2_padded")
-# sphinx_gallery_end_ignore
+
+padded = chapter.profile_own("padded", profile_padded_step, label="gpt2_padded", code=[make_step])
 
 # %%
 # The GEMMs that have the vocabulary as one of their sizes, in each trace
@@ -278,6 +198,7 @@ padded_run = keep("padded", padded if chapter.live else None, "gpt2_padded")
 
 import pandas as pd
 
+from profiling_guide.analysis.trace_report import gemm_flops
 from profiling_guide.trace.kernel_names import decode
 
 
@@ -293,7 +214,7 @@ def vocab_gemms(trace, vocab):
 
 
 padding = {"vocabulary 50257": vocab_gemms(trace, 50257),
-           "padded to 50304": vocab_gemms(padded_run.trace, 50304)}
+           "padded to 50304": vocab_gemms(padded.trace, 50304)}
 numbers = pd.DataFrame.from_dict(padding, orient="index").drop(columns="kernels")
 tables.styled(numbers, precision=1)
 
@@ -307,25 +228,17 @@ Facts(*(f"{name}: {row['kernels']}" for name, row in padding.items()))
 gemm_rate = report.rates["gemm_tflops"]
 
 
-def padding_predictions():
-    odd, even = padding["vocabulary 50257"], padding["padded to 50304"]
-    return [
-        expect.Prediction("at 50257, the vocabulary GEMMs run below half the reference rate",
-                          lambda _: (odd["their TFLOP/s"] < 0.5 * gemm_rate,
-                                     f"{odd['their TFLOP/s']:.0f} of {gemm_rate:.0f} TFLOP/s"),
-                          must_hold=False),
-        expect.Prediction("padded, they take less time", lambda _: (
-            even["their µs per step"] < odd["their µs per step"],
-            f"{odd['their µs per step']:,.0f} µs → {even['their µs per step']:,.0f} µs per step"),
-            must_hold=False),
-        expect.Prediction("padded, the whole step's kernels take less time", lambda _: (
-            even["step kernel µs"] < odd["step kernel µs"],
-            f"{odd['step kernel µs']:,.0f} µs → {even['step kernel µs']:,.0f} µs"),
-            must_hold=False),
-    ]
-
-
-padding_verdicts = expect.check(padding_predictions(), None)
+before, after = padding  # the two rows: "vocabulary 50257", "padded to 50304"
+padding_verdicts = expect.check([
+    expect.Prediction("at 50257, the vocabulary GEMMs run below half the reference rate",
+                      checks.below_fraction_of("their TFLOP/s", 0.5, gemm_rate, "TFLOP/s"),
+                      of=padding[before], must_hold=False),
+    expect.Prediction("padded, they take less time",
+                      checks.less_after("their µs per step", before, after, "µs"),
+                      must_hold=False),
+    expect.Prediction("padded, the whole step's kernels take less time",
+                      checks.less_after("step kernel µs", before, after, "µs"), must_hold=False),
+], padding)
 padding_verdicts
 
 # %%

@@ -20,17 +20,7 @@ MAX_CELL_CODE_LINES = 25
 # makes the recording stale until it is re-recorded on a GPU. Each entry is
 # the start of the line; the test fails when one no longer matches a long
 # line, so the list only shrinks.
-RECORDED_LONG_LINES = {
-    "plot_02_mlp_eager.py": ['references = chapter.measure("references", lambda: measure.reference_rates(',
-                             "                             code=[measure.reference_rates, measure._gemm"],
-    "plot_03_mlp_compile.py": ['references = chapter.measure("references", lambda: measure.reference_rates(',
-                               "                             code=[measure.reference_rates, measure._gemm"],
-    "plot_04_liger.py": ['references = chapter.measure("references", lambda: measure.reference_rates(',
-                         "                             code=[measure.reference_rates, measure._gemm",
-                         "        return shape_sweep(liger_mlp, SHAPES, dtype=dtype, compiles=triton_kernels"],
-    "plot_05_compare.py": ["    return bench_mlp.run_benchmark(args.batch, args.seq, args.dim, args.hidden, varia"],
-    "plot_06_fused.py": ["    result = bench_mlp.run_benchmark(args.batch, args.seq, args.dim, args.hidden, var"],
-}
+RECORDED_LONG_LINES: dict[str, list[str]] = {}
 
 
 def long_lines(path: Path) -> list[tuple[int, str]]:

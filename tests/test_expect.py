@@ -22,3 +22,11 @@ def test_a_failed_claim_stops_the_page_and_sources_show_when_named():
     assert "<th>from</th>" in verdicts._repr_html_()
     with pytest.raises(ClaimFailed, match="must hold"):
         verdicts.require()
+
+
+def test_a_prediction_reads_its_own_data_where_it_names_one():
+    verdicts = expect.check([
+        Prediction("reads the data check() is given", lambda d: (d == "trace", d)),
+        Prediction("reads its own", lambda d: (d == "timings", d), of="timings"),
+    ], "trace")
+    assert [v.holds for v in verdicts] == [True, True] and [v.seen for v in verdicts] == ["trace", "timings"]

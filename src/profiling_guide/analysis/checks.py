@@ -207,13 +207,17 @@ def template_reads_one(hidden: int) -> Check:
 
 
 def paced_by(bound: str) -> Check:
-    """The trace's pace verdict (:func:`~profiling_guide.analysis.pace.pace_of`) is ``bound``,
-    e.g. ``"overhead-bound"``; ``seen`` is the verdict with its evidence."""
-    def _check(trace: Trace):
+    """The pace verdict is ``bound``, e.g. ``"overhead-bound"``; ``seen`` is the verdict and its headline.
+
+    Given a trace, the verdict is :func:`~profiling_guide.analysis.pace.pace_of` its profiled
+    steps; given a report of :func:`~profiling_guide.analysis.trace_report.analyse`, the
+    report's own (which also weighs the step's CPU time with the profiler off).
+    """
+    def _check(data):
         from profiling_guide.analysis.pace import pace_of
 
-        pace = pace_of(trace)
-        return pace.bound == bound, str(pace)
+        pace = data.pace if hasattr(data, "pace") else pace_of(data)
+        return pace.bound == bound, f"{pace.bound}: {pace.headline}"
     return _check
 
 
@@ -239,4 +243,120 @@ def gemms_per_step(n: int) -> Check:
     def _check(trace: Trace):
         seen = len(gemm_kernels(trace))
         return seen == n, f"{seen} GEMM kernels in a step"
+    return _check
+
+
+# ------------------------------------------------------------------ launches and CUDA graphs
+def launch_calls_per_step(trace: Trace) -> dict[str, float]:
+    """The runtime calls per step that put work on the GPU (kernel and graph launches), by name."""
+    return {call: n for call, n in trace.runtime_calls_per_step().items() if "Launch" in call}
+
+
+def kernel_launches_per_step(trace: Trace) -> float:
+    """Kernel launch calls per step (``cudaLaunchKernel``, ``cuLaunchKernelEx``...), graph launches left out."""
+    return sum(n for call, n in launch_calls_per_step(trace).items() if "Graph" not in call)
+
+
+def graph_launches_per_step(trace: Trace) -> float:
+    """``cudaGraphLaunch`` calls per step."""
+    return sum(n for call, n in launch_calls_per_step(trace).items() if "Graph" in call)
+
+
+def one_launch_per_kernel(trace: Trace) -> tuple[bool, str]:
+    """Every kernel of a step has a launch call of its own: as many launch calls as kernels."""
+    launches, kernels = kernel_launches_per_step(trace), trace.kernels_per_step()
+    return launches == kernels, f"launch calls: {launches:g}, kernels: {kernels:g} per step"
+
+
+def one_graph_launch_only(trace: Trace) -> tuple[bool, str]:
+    """A step is one ``cudaGraphLaunch`` and no kernel launch: its kernels come from a graph."""
+    holds = graph_launches_per_step(trace) == 1 and kernel_launches_per_step(trace) == 0
+    return holds, ", ".join(f"{call} ×{n:g}" for call, n in launch_calls_per_step(trace).items()) or "no launch"
+
+
+def launches_a_graph(trace: Trace) -> tuple[bool, str]:
+    """A step launches at least one CUDA graph."""
+    n = graph_launches_per_step(trace)
+    return n >= 1, f"{n:g} cudaGraphLaunch per step"
+
+
+def copies_on_device(trace: Trace) -> tuple[bool, str]:
+    """Some copy op of a step launches device work (e.g. an input copied into a graph's static buffer)."""
+    ops = [op for op in trace.step_ops if "copy" in op.name and op.device_events]
+    names = sorted({op.name for op in ops})
+    return bool(ops), (", ".join(names) + " launch device work" if ops else "no copy op launches work")
+
+
+# ------------------------------------------------------------------ a training step
+def in_backward(op) -> bool:
+    """The op runs in the backward pass: under the autograd engine's ``evaluate_function`` annotation."""
+    names = [op.name, *(a.name for a in op.ancestors())]
+    return any(n.startswith("autograd::engine::evaluate_function") for n in names)
+
+
+def gemm_flops_by_phase(trace: Trace) -> dict[str, float]:
+    """The FLOPs of the GEMM ops that launched device work, forward and backward, over all steps."""
+    from profiling_guide.analysis.trace_report import gemm_flops
+
+    flops = {"forward": 0.0, "backward": 0.0}
+    for op in trace.step_ops:
+        if gemm_flops(op) and op.self_device_events:
+            flops["backward" if in_backward(op) else "forward"] += gemm_flops(op)
+    return flops
+
+
+def backward_twice_forward(trace: Trace) -> tuple[bool, str]:
+    """The backward's GEMM FLOPs are twice the forward's, ±5 % (dX and dW for each forward product)."""
+    flops = gemm_flops_by_phase(trace)
+    ratio = flops["backward"] / flops["forward"] if flops["forward"] else float("nan")
+    forward = flops["forward"] / 1e9 / len(trace.steps)
+    return 1.9 <= ratio <= 2.1, f"{forward:,.0f} GFLOP forward per step, ratio {ratio:.2f}"
+
+
+def fewer_optimizer_kernels_than_parameters(trace: Trace) -> tuple[bool, str]:
+    """The optimizer step launches some kernels, but fewer than there are parameter tensors (a fused optimizer)."""
+    steps = [op for s in trace.steps for op in s.ops if op.name.startswith("Optimizer.step#")]
+    kernels = sum(len(op.device_events) for op in steps) / len(trace.steps)
+    # the backward accumulates each parameter's gradient once: one AccumulateGrad per tensor
+    parameters = len(trace.ops_named("torch::autograd::AccumulateGrad")) / len(trace.steps)
+    return 0 < kernels < parameters, f"{kernels:g} kernels per step for {parameters:g} parameter tensors"
+
+
+def no_score_matrix(seq: int) -> Check:
+    """No GEMM takes a ``[seq, seq]`` operand: attention never builds its score matrix through a GEMM."""
+    def _check(trace: Trace):
+        from profiling_guide.analysis.trace_report import gemm_flops
+
+        big = [op.name for op in trace.step_ops if gemm_flops(op) and op.input_dims
+               and any(d[-2:] == [seq, seq] for d in op.input_dims if isinstance(d, list))]
+        attention = sorted({op.name for op in trace.step_ops if "attention" in op.name})
+        return not big, f"{len(big)} GEMMs with a [{seq}, {seq}] operand; attention ops: {', '.join(attention)}"
+    return _check
+
+
+def gemm_ops_share_above(share: float) -> Check:
+    """The kernels launched by GEMM ops take more than ``share`` of a trace's device time."""
+    def _check(trace: Trace):
+        from profiling_guide.analysis.trace_report import GEMM_OPERANDS
+
+        kernels = [k for step in trace.steps for k in step.kernels]
+        gemm = sum(k.dur_us for k in kernels if k.launch and k.launch.op and k.launch.op.name in GEMM_OPERANDS)
+        seen = gemm / sum(k.dur_us for k in kernels)
+        return seen > share, f"kernels launched by GEMM ops: {100 * seen:.0f}% of the device time"
+    return _check
+
+
+# ------------------------------------------------------------------ numbers in a table row
+def below_fraction_of(key: str, fraction: float, reference: float, unit: str) -> Check:
+    """``data[key]`` is below ``fraction`` of ``reference``; ``seen``: the value against the reference."""
+    def _check(data: dict):
+        return data[key] < fraction * reference, f"{data[key]:.0f} of {reference:.0f} {unit}"
+    return _check
+
+
+def less_after(key: str, before: str, after: str, unit: str) -> Check:
+    """``data[after][key]`` is less than ``data[before][key]`` (one measurement each, no spread)."""
+    def _check(data: dict):
+        was, now = data[before][key], data[after][key]
+        return now < was, f"{was:,.0f} {unit} → {now:,.0f} {unit}"
     return _check

@@ -43,6 +43,9 @@ class Prediction:
     check: Callable[..., tuple[bool, str]]
     source: str = ""  # where the expectation comes from, e.g. "original post (A100)"
     must_hold: bool = True
+    #: what the check reads, where it is not the data :func:`check` is given (one list may
+    #: then hold claims about several traces, or about a trace and some timings)
+    of: object = None
 
 
 @dataclass
@@ -108,10 +111,11 @@ def _source_html(source: str) -> str:
 
 
 def check(predictions: list[Prediction], data) -> Verdicts:
-    """Run every prediction's check on ``data`` (a Trace, or whatever the checks take)."""
+    """Run every prediction's check on ``data`` (a Trace, or whatever the checks take),
+    or on the prediction's own ``of`` where it names one."""
     out = Verdicts()
     for p in predictions:
-        holds, seen = p.check(data)
+        holds, seen = p.check(data if p.of is None else p.of)
         out.append(Verdict(p.claim, bool(holds), seen, p.source, p.must_hold))
     return echo(out)
 

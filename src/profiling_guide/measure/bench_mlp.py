@@ -32,6 +32,12 @@ Two floors, both in the result:
   vendor's dense bf16 peak, or its least HBM traffic at the datasheet
   bandwidth, whichever takes longer. Nothing runs faster.
 
+Its records (:class:`~profiling_guide.measure.bench_records.ShapeResult`,
+:class:`~profiling_guide.measure.bench_records.BenchmarkRun`, their JSON) are in
+:mod:`~profiling_guide.measure.bench_records`, its tables in
+:mod:`~profiling_guide.measure.bench_format`, its command line in
+:mod:`~profiling_guide.measure.bench_cli`.
+
 Command line::
 
     python -m profiling_guide.measure.bench_mlp [--batch 64 --seq 128 --dim 768 --hidden 3072]
@@ -41,16 +47,14 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
+import copy
+import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
-from profiling_guide import files
 from profiling_guide.analysis.roofline import datasheet_bound_us
 from profiling_guide.errors import GuideError
 from profiling_guide.kernels.models import (
@@ -58,6 +62,7 @@ from profiling_guide.kernels.models import (
     load_liger_geglu_mlp,
     mlp_flops,
 )
+from profiling_guide.measure.bench_records import BenchmarkRun, ShapeResult
 from profiling_guide.measure.capture import (
     gpu_facts,
     median_rotating_us,
@@ -67,12 +72,10 @@ from profiling_guide.measure.capture import (
 from profiling_guide.measure.timing import (
     REPEATS,
     Spread,
-    compare,
     cost_key,
     cpu_issue_time,
     reference_rates,
 )
-from profiling_guide.sizes import MAX_SIZE
 
 VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused", "fused-dual", "fused-packed", "fused-packed-tma")
 # "fused" ("auto") runs one of the designs below: left out of the default list so it is not timed twice.
@@ -175,128 +178,7 @@ GATE_UP_GEMMS_ALONE = "cuBLAS gate/up GEMMs alone"
 FLOORS = (GEMMS_ALONE, GATE_UP_GEMMS_ALONE)  # timed in the same passes as the variants, reported apart
 
 
-# ---------------------------------------------------------------- results
-def _spreads(d: dict) -> dict[str, Spread]:
-    return {name: Spread.from_dict(t) for name, t in d.items()}
-
-
-def _dicts(d: dict[str, Spread]) -> dict[str, dict]:
-    return {name: t.to_dict() for name, t in d.items()}
-
-
-@dataclass
-class ShapeResult:
-    """One shape of the benchmark: the workload, both floors, and each variant's times, errors and config.
-
-    :meth:`to_json` gives the dict the recordings and ``--sweep``'s JSON hold
-    (spreads as ``{median, q1, q3, repeats}``); :meth:`from_json` reads one
-    back, also one written before ``gate_up_gemms_alone_us`` existed.
-    """
-
-    rows: int
-    dim: int
-    hidden: int
-    flops: int
-    min_bytes: int  # weights, x and y once each
-    datasheet_bound_us: float | None
-    inputs: int  # rotating inputs, together at least twice the L2 cache
-    inputs_mb: float
-    gemms_alone_us: Spread | None = None  # cuBLAS's three GEMMs, nothing between them
-    gate_up_gemms_alone_us: Spread | None = None  # cuBLAS's gate and up GEMMs only
-    variants_us: dict[str, Spread] = field(default_factory=dict)  # device µs per forward
-    cpu_issue_us: dict[str, Spread] = field(default_factory=dict)  # host µs to issue one forward
-    errors: dict[str, str] = field(default_factory=dict)  # variant → one line: unavailable, failed, wrong output
-    wrong: list[str] = field(default_factory=list)
-    max_rel_error: dict[str, float | None] = field(default_factory=dict)  # vs eager
-    max_rel_error_fp64: dict[str, float | None] = field(default_factory=dict)  # vs a float64 reference
-    notes: dict[str, str] = field(default_factory=dict)
-    fused_configs: dict[str, str | None] = field(default_factory=dict)  # fused variant → the tile config it ran
-    references: dict | None = None  # in a sweep, the first shape carries the run's reference rates
-
-    def to_json(self) -> dict:
-        data = {
-            "rows": self.rows, "dim": self.dim, "hidden": self.hidden, "flops": self.flops,
-            "min_bytes": self.min_bytes, "datasheet_bound_us": self.datasheet_bound_us,
-            "inputs": self.inputs, "inputs_mb": self.inputs_mb,
-            "gemms_alone_us": self.gemms_alone_us.to_dict() if self.gemms_alone_us else None,
-            "gate_up_gemms_alone_us": self.gate_up_gemms_alone_us.to_dict() if self.gate_up_gemms_alone_us else None,
-            "variants_us": _dicts(self.variants_us), "cpu_issue_us": _dicts(self.cpu_issue_us),
-            "errors": dict(self.errors), "wrong": list(self.wrong), "max_rel_error": dict(self.max_rel_error),
-            "max_rel_error_fp64": dict(self.max_rel_error_fp64), "notes": dict(self.notes),
-            "fused_configs": dict(self.fused_configs),
-        }  # fmt: skip
-        if self.references is not None:
-            data["references"] = self.references
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> ShapeResult:
-        alone, gate_up = data.get("gemms_alone_us"), data.get("gate_up_gemms_alone_us")
-        return cls(
-            rows=data["rows"], dim=data["dim"], hidden=data["hidden"], flops=data["flops"],
-            min_bytes=data["min_bytes"], datasheet_bound_us=data.get("datasheet_bound_us"),
-            inputs=data["inputs"], inputs_mb=data["inputs_mb"],
-            gemms_alone_us=Spread.from_dict(alone) if alone else None,
-            gate_up_gemms_alone_us=Spread.from_dict(gate_up) if gate_up else None,
-            variants_us=_spreads(data.get("variants_us", {})), cpu_issue_us=_spreads(data.get("cpu_issue_us", {})),
-            errors=dict(data.get("errors", {})), wrong=list(data.get("wrong", [])),
-            max_rel_error=dict(data.get("max_rel_error", {})),
-            max_rel_error_fp64=dict(data.get("max_rel_error_fp64", {})),
-            notes=dict(data.get("notes", {})), fused_configs=dict(data.get("fused_configs", {})),
-            references=data.get("references"),
-        )  # fmt: skip
-
-
-# The measurement method, as run_benchmark's JSON states it.
-TIMING_METHOD = ("device time: median over repeats (each the median of CUDA-event times per forward), "
-                 "torch.no_grad(), inputs rotated through 2× the L2, GPU queue kept full, variants interleaved")
-# ShapeResult fields that run_benchmark's JSON holds at its top level (rows, dim, hidden: under "shape";
-# inputs, inputs_mb: under "timing").
-_TOP_LEVEL = ("flops", "min_bytes", "datasheet_bound_us", "gemms_alone_us", "gate_up_gemms_alone_us", "variants_us",
-              "cpu_issue_us", "errors", "wrong", "max_rel_error", "max_rel_error_fp64", "fused_configs", "notes")
-
-
-@dataclass
-class BenchmarkRun:
-    """One run of :func:`run_benchmark`: the GPU, the versions, the reference rates and one shape's results.
-
-    :meth:`to_json` gives the layout of ``bench_mlp.json`` (the headlines of
-    the docs read it) and of the chapters' ``bench`` recordings.
-    """
-
-    gpu: dict
-    versions: dict
-    batch: int
-    seq: int
-    references: dict
-    result: ShapeResult
-    rounds: int
-    repeats: int
-
-    def to_json(self) -> dict:
-        m = self.result.to_json()
-        return {
-            "gpu": self.gpu,
-            "versions": self.versions,
-            "shape": {"batch": self.batch, "seq": self.seq, "rows": m["rows"], "dim": m["dim"], "hidden": m["hidden"],
-                      "dtype": "bfloat16"},
-            "references": self.references,
-            **{k: m[k] for k in _TOP_LEVEL},
-            "timing": {"method": TIMING_METHOD, "rounds": self.rounds, "repeats": self.repeats,
-                       "inputs": m["inputs"], "inputs_mb": m["inputs_mb"]},
-        }  # fmt: skip
-
-    @classmethod
-    def from_json(cls, data: dict) -> BenchmarkRun:
-        shape, timing = data["shape"], data["timing"]
-        fields = {k: data[k] for k in _TOP_LEVEL if k in data}
-        result = ShapeResult.from_json({**fields, "rows": shape["rows"], "dim": shape["dim"], "hidden": shape["hidden"],
-                                        "inputs": timing["inputs"], "inputs_mb": timing["inputs_mb"]})  # fmt: skip
-        return cls(gpu=data["gpu"], versions=data["versions"], batch=shape["batch"], seq=shape["seq"],
-                   references=data["references"], result=result, rounds=timing["rounds"],
-                   repeats=timing["repeats"])  # fmt: skip
-
-
+# ---------------------------------------------------------------- timing
 def measure_shape(
     shape: tuple[int, ...],
     hidden: int,
@@ -441,8 +323,19 @@ def benchmark(
                         result=result, rounds=rounds, repeats=repeats)  # fmt: skip
 
 
+#: The benchmark of the chapters at the post's shape: every variant, in one run that each page reads.
+CHAPTER_VARIANTS = DEFAULT_VARIANTS
+CHAPTER_ROUNDS = 30
+
+_RUNS: dict[str, dict] = {}
+
+
 def run_benchmark(*args, **kwargs) -> dict:
     """:func:`benchmark` (same arguments) as JSON: ``BenchmarkRun.to_json()``, what the chapters record.
+
+    Measured once per process for the same arguments: every page of a build
+    that shows the benchmark reads the same run (each gets its own copy), as
+    every page reads the same :func:`~profiling_guide.measure.timing.reference_rates`.
 
     Keys: ``gpu``, ``versions``, ``shape``, ``references`` (see
     :func:`~profiling_guide.measure.timing.reference_rates`), ``variants_us`` (name →
@@ -454,7 +347,10 @@ def run_benchmark(*args, **kwargs) -> dict:
     eager) and ``max_rel_error_fp64`` (vs a float64 reference),
     ``fused_configs`` (variant → tile config), ``notes``, ``timing``.
     """
-    return benchmark(*args, **kwargs).to_json()
+    key = json.dumps([args, kwargs], sort_keys=True, default=repr)
+    if key not in _RUNS:
+        _RUNS[key] = benchmark(*args, **kwargs).to_json()
+    return copy.deepcopy(_RUNS[key])
 
 
 def sweep(
@@ -487,133 +383,7 @@ def sweep(
     return table
 
 
-# ---------------------------------------------------------------- command line
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    if value > MAX_SIZE:
-        raise argparse.ArgumentTypeError(f"{value} is larger than any size this benchmark can run (at most {MAX_SIZE})")
-    return value
+if __name__ == "__main__":  # imported here, not at the top: bench_cli imports this module
+    from profiling_guide.measure.bench_cli import main
 
-
-def _int_list(text: str) -> list[int]:
-    values = [_positive_int(part) for part in text.split(",") if part.strip()]
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
-
-
-def _variant_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected comma-separated variants from {', '.join(VARIANTS)}")
-    for name in names:
-        if name not in VARIANTS:
-            raise argparse.ArgumentTypeError(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
-    return names
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m profiling_guide.measure.bench_mlp",
-        description="Time the GeGLU MLP variants (bf16) against cuBLAS's bare GEMMs and the datasheet bound, in one run.",
-    )
-    p.add_argument("--batch", type=_positive_int, default=64)
-    p.add_argument("--seq", type=_positive_int, default=128)
-    p.add_argument("--dim", type=_positive_int, default=768)
-    p.add_argument("--hidden", type=_positive_int, default=3072)
-    p.add_argument("--variants", type=_variant_list, default=None,
-                   help=f"comma-separated, from {','.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})")
-    p.add_argument("--rounds", type=_positive_int, default=None,
-                   help="passes over the rotating inputs in one timing (default 20; 10 with --sweep)")
-    p.add_argument("--repeats", type=_positive_int, default=None,
-                   help="interleaved timings per variant behind each median and IQR (default 7; 5 with --sweep)")
-    p.add_argument("--sweep", action="store_true", help="all variants over --rows × --hiddens at --dim")
-    p.add_argument("--rows", type=_int_list, default=list(SWEEP_ROWS), help="sweep rows (batch·seq), comma-separated")
-    p.add_argument("--hiddens", type=_int_list, default=list(SWEEP_HIDDENS), help="sweep hidden sizes, comma-separated")
-    p.add_argument("--json", type=Path, default=None, metavar="OUT.json", help="write the results here (atomically)")
-    return p  # fmt: skip
-
-
-def write_json_atomic(path: Path, data) -> list[str]:
-    """Write ``data`` as JSON whole or not at all; returns where NaN or infinity was written as null."""
-    return files.write_json_atomic(path, data)
-
-
-def format_table(result: ShapeResult) -> str:
-    """variant | device µs (median, IQR) | × GEMMs alone | × datasheet bound, then the errors."""
-    alone, bound = result.gemms_alone_us, result.datasheet_bound_us
-    lines = [f"{'variant':<26} {'device µs (median, IQR)':>28} {'× GEMMs alone':>14} {'× datasheet bound':>18}"]
-    floors = [(GEMMS_ALONE, alone)]
-    if result.gate_up_gemms_alone_us:
-        floors.append((GATE_UP_GEMMS_ALONE, result.gate_up_gemms_alone_us))
-    for name, t in [*floors, *result.variants_us.items()]:
-        vs_bound = f"{t.median / bound:>18.2f}" if bound else f"{'–':>18}"
-        verdict = "" if name in FLOORS else f"  ({compare(t, alone).replace('tie', 'tie with GEMMs alone')})"
-        lines.append(f"{name:<26} {format(t, '.1f'):>28} {t.median / alone.median:>14.3f} {vs_bound}{verdict}")
-    if bound:
-        lines.append(f"{'datasheet bound':<26} {bound:>28.1f}")
-    for name, msg in result.errors.items():
-        lines.append(f"{name:<26} error: {msg}")
-    return "\n".join(lines)
-
-
-def format_sweep(rows: Sequence[ShapeResult], variants: Sequence[str]) -> str:
-    """rows | hidden | GEMMs alone | each variant's median device µs ('-' where it failed)."""
-    head = f"{'rows':>6} {'hidden':>6} {'GEMMs':>8} " + " ".join(f"{v:>12}" for v in variants)
-    lines = [head, "(median device µs per forward)"]
-    for r in rows:
-        cells = " ".join(f"{r.variants_us[v].median:>12.1f}" if v in r.variants_us else f"{'-':>12}" for v in variants)
-        lines.append(f"{r.rows:>6} {r.hidden:>6} {r.gemms_alone_us.median:>8.1f} {cells}")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
-    def progress(line: str) -> None:
-        print(line, flush=True)
-
-    try:
-        if args.json:  # before any GPU work: a path that cannot be written fails now, not after the run
-            files.check_writable(args.json)
-        _require_cuda()
-        variants = _check_variants(args.variants)
-        if args.sweep:
-            rows = sweep(args.rows, args.hiddens, args.dim, variants, rounds=args.rounds or 10,
-                         progress=progress, repeats=args.repeats or 5)  # fmt: skip
-            result = {"gpu": gpu_facts(), "versions": software_versions(), "references": rows[0]["references"],
-                      "dim": args.dim, "dtype": "bfloat16", "variants": variants, "sweep": rows}  # fmt: skip
-            print()
-            print(format_sweep([ShapeResult.from_json(r) for r in rows], variants))
-            wrong = sorted({name for r in rows for name in r["wrong"]})
-        else:
-            run = benchmark(args.batch, args.seq, args.dim, args.hidden, variants, rounds=args.rounds or 20,
-                            progress=progress, repeats=args.repeats or REPEATS)  # fmt: skip
-            print()
-            refs = run.references
-            print(f"{run.gpu['name']}, [{args.batch}, {args.seq}, {args.dim}] → {args.hidden}, bf16; "
-                  f"references {refs['gemm_tflops']['rate']:.0f} TFLOP/s, {refs['copy_tbps']['rate']:.2f} TB/s")
-            print(format_table(run.result))
-            for name, config in run.result.fused_configs.items():
-                print(f"{name} config: {config}")
-            wrong = run.result.wrong
-            result = run.to_json()
-        if args.json:
-            nulls = write_json_atomic(args.json, result)
-            print(f"wrote {args.json}" + (f" (NaN or infinity written as null at {', '.join(nulls)})" if nulls else ""))
-    except GuideError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if wrong:
-        print(f"error: wrong output from {', '.join(wrong)}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

@@ -47,6 +47,13 @@ def triton_kernels_compiled(jit_function) -> Callable[[], int]:
     return count
 
 
+def liger_geglu_kernels_compiled() -> int:
+    """How many variants of Liger's GeGLU forward kernel (``_geglu_tanh_forward_kernel``) Triton has compiled."""
+    from liger_kernel.ops.geglu import _geglu_tanh_forward_kernel
+
+    return triton_kernels_compiled(_geglu_tanh_forward_kernel)()
+
+
 def shape_sweep(
     forward: Callable[[torch.Tensor], object],
     shapes: Sequence[tuple[int, ...]],

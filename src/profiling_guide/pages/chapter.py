@@ -86,7 +86,9 @@ class Chapter:
         """The chapter ``example``, its sizes read from the command line.
 
         Each keyword is a flag with its default: an ``int`` becomes ``--name N``
-        (a positive size), a ``bool`` the switch ``--name``. Every chapter also
+        (a positive size), ``False`` the switch ``--name``, and ``True`` a switch
+        the page always has on (accepted so the original command line runs as is).
+        A ``str`` becomes ``--name TEXT``. Every chapter also
         takes ``--dtype`` (default ``bfloat16``) and ``--mode`` (``live``,
         ``replay`` or ``auto``, default ``$PROFILING_GUIDE_MODE``); ``--help``
         lists them. Under sphinx-gallery no flags are given and the defaults
@@ -108,13 +110,19 @@ class Chapter:
         title = next((line for line in doc if line.strip() and set(line.strip()) != {"="}), example)
         parser = example_parser(title)
         for name, default in defaults.items():
-            if isinstance(default, bool):
+            if default is True:  # the original command line's switch, for a page that always does it
+                parser.add_argument(f"--{name}", action="store_true", default=True,
+                                    help=f"accepted for the original command line: this page always does {name}")
+            elif isinstance(default, bool):
                 parser.add_argument(f"--{name}", action="store_true", help=f"switch on {name} (default off)")
             elif isinstance(default, int):
                 parser.add_argument(f"--{name}", type=positive_int, default=default,
                                     help=f"{name.replace('_', ' ')} (default {default})")
+            elif isinstance(default, str):
+                parser.add_argument(f"--{name}", default=default, help=f"{name.replace('_', ' ')} (default {default})")
             else:
-                raise GuideError(f"{name}={default!r}: a chapter's flag is a size (int) or a switch (bool)")
+                raise GuideError(f"{name}={default!r}: a chapter's flag is a size (int), a switch (bool) "
+                                 "or a word (str)")
         flags = parser.parse_args(argv)
         # The profiler warns once per run that it clears its events between steps; the trace is
         # complete either way, and the warning would land on the page.
@@ -314,6 +322,27 @@ class Chapter:
             extra = keep(prof) if keep else None
         return self.load(name, step, label=label, code=code, args=args, variant=variant, extra=extra)
 
+    def profile_own(self, name: str, profile: Callable[[], object], *, label: str, code: Iterable = ()) -> Recording:
+        """What a profile of your own wrote, kept as recording ``name`` (live), or that recording (replay).
+
+        ``profile()`` is the page's call of
+        :func:`~profiling_guide.report.profile_own.profile_callable` (or anything
+        that returns its result: ``.trace`` and ``.run_record`` paths). Live, it
+        runs with its output on the console; its trace becomes this chapter's
+        recording, and the timings, reference rates, steps and target of its run
+        record are kept in the chapter's. ``label`` is the ``record_function``
+        label of its steps. In replay ``profile`` never runs; the recording is
+        stale if ``profile``, ``code`` or the arguments changed since it was made.
+        """
+        extra = None
+        if self.live:
+            with to_console():
+                result = profile()
+            os.replace(result.trace, self.trace_file(name))
+            own = read_run_record(result.run_record)
+            extra = {k: own[k] for k in ("timings", "rates", "steps", "target") if k in own}
+        return self.load(name, profile, label=label, code=code, time_it=False, extra=extra)
+
     def reference_rates(self, gemm_shapes: Iterable[tuple[int, int, int]]) -> Recording:
         """The rates this GPU reaches, measured in this run (live) or recorded (replay): ``.values``.
 
@@ -324,13 +353,15 @@ class Chapter:
         """
         from profiling_guide.measure import timing
 
-        shapes = [list(shape) for shape in gemm_shapes]
+        shapes = [tuple(shape) for shape in gemm_shapes]
 
         def measure_references():
-            return timing.reference_rates([tuple(shape) for shape in shapes])
+            return timing.reference_rates(shapes)
 
-        return self.measure("references", measure_references, args={"gemm_shapes": shapes},
-                            code=[timing.reference_rates, timing._gemm_candidates, timing._copy_candidates])
+        # The shapes are part of the workload: in the fingerprint with the code that measures them.
+        return self.measure("references", measure_references,
+                            code=[f"gemm_shapes={shapes}", timing.reference_rates, timing._gemm_candidates,
+                                  timing._copy_candidates])
 
 
     def capture(
