@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -42,7 +43,7 @@ SITE = ROOT / "docs" / "_build" / "html"
 OFFLINE_GUARD = ROOT / "docs" / "_offline"  # a sitecustomize that refuses connections off this machine
 WHEELHOUSE = ROOT / "wheelhouse"
 
-SPHINX_ARGS = ("-W", "--keep-going", "-b", "html")
+SPHINX_ARGS = ("-W", "--keep-going", "-j", "auto", "-b", "html")
 # One build per GPU: "version" is its recordings folder, "url" its folder in the site.
 SWITCHER = ROOT / "docs" / "_static" / "switcher.json"
 
@@ -113,14 +114,25 @@ else:
 """
 
 
-def announce_mode(session: nox.Session) -> str | None:
-    """Say in one line whether this build measures live or replays; stop if it cannot do what was asked.
-
-    Returns the recordings folder of the GPU that measures live, or None in replay.
-    """
+def start_mode_probe(session: nox.Session) -> subprocess.Popen:
+    """The mode probe, started now in the session's Python: it needs torch and this checkout's src/ only."""
     probe = Path(session.create_tmp()) / "mode_probe.py"
     probe.write_text(MODE_PROBE)
-    out = session.run("python", str(probe), silent=True) or ""
+    env = os.environ | {"PATH": session.bin + os.pathsep + os.environ.get("PATH", ""),
+                        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen(["python", str(probe)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+
+
+def announce_mode(session: nox.Session, probe: subprocess.Popen | None = None) -> str | None:
+    """Say in one line whether this build measures live or replays; stop if it cannot do what was asked.
+
+    ``probe``: a :func:`start_mode_probe` already under way (it runs while pip installs).
+    Returns the recordings folder of the GPU that measures live, or None in replay.
+    """
+    if probe is None:
+        probe = start_mode_probe(session)
+    out, _ = probe.communicate()
     line = out.strip().splitlines()[-1] if out.strip() else "error: the mode probe printed nothing"
     if line.startswith("error: "):
         session.error(line.removeprefix("error: "))
@@ -129,19 +141,27 @@ def announce_mode(session: nox.Session) -> str | None:
     return live.group(1) if live else None
 
 
-def build_site(session: nox.Session, sphinx: tuple[str, ...]) -> None:
+def build_site(session: nox.Session, sphinx: tuple[str, ...], probe: subprocess.Popen | None = None) -> None:
     """Build the site once per GPU of docs/_static/switcher.json, the default build first.
 
     A build measures live only for the GPU this machine has (on a GPU with no
     build of its own, the default build does); the others replay their GPU's
-    recordings. A build that lives in a subfolder of the site is built beside it
-    (docs/_build/h200/html: myst-nb writes its notebooks next to the output
-    folder, which would put them inside the default build) and copied in.
+    recordings. The first build runs here, from docs/; every other build runs
+    beside it, in a process of its own (niced while a live build measures), from
+    a copy of docs/ (.docs-<gpu>/, so sphinx-gallery's generated pages do not
+    collide): a replay measures nothing, and each build reads and publishes its
+    own GPU's recordings only. A build that lives in a subfolder of the site is
+    built beside it (docs/_build/h200/html: myst-nb writes its notebooks next to
+    the output folder, which would put them inside the default build) and
+    copied in once both are done.
     """
-    live = announce_mode(session)
+    live = announce_mode(session, probe)
     builds = json.loads(SWITCHER.read_text())
     live_gpu = live if live in [b["version"] for b in builds] else builds[0]["version"]
-    for build in builds:
+    # the live build (or the default one) runs here; the others beside it
+    builds.sort(key=lambda b: b["version"] != live_gpu if live else False)
+    beside = []
+    for n, build in enumerate(builds):
         env = {"PROFILING_GUIDE_GPU": build["version"]}
         if live and build["version"] != live_gpu:
             env["PROFILING_GUIDE_MODE"] = "replay"
@@ -152,11 +172,69 @@ def build_site(session: nox.Session, sphinx: tuple[str, ...]) -> None:
         folder = Path(build["url"])
         out = SITE if folder == Path(".") else SITE.parent / folder / "html"
         how = "measures live" if live and build["version"] == live_gpu else "replays its recordings"
-        session.log(f"{build['name']} build ({build['version']}) {how}: {(SITE / folder).relative_to(ROOT)}")
+        where = (SITE / folder).relative_to(ROOT)
+        if n == 0:
+            session.log(f"{build['name']} build ({build['version']}) {how}: {where}")
+            foreground = (out, folder, env)
+            continue
+        session.log(f"{build['name']} build ({build['version']}) {how}, beside the first: {where} "
+                    f"(its log: {_beside_log(out).relative_to(ROOT)})")
+        beside.append((build, out, folder, _start_beside(session, sphinx, build, out, env, niced=bool(live))))
+    out, folder, env = foreground
+    try:
         session.run(*sphinx, *SPHINX_ARGS, "docs", str(out.relative_to(ROOT)), *session.posargs, env=env)
-        if out != SITE:
-            shutil.rmtree(SITE / folder, ignore_errors=True)
-            shutil.copytree(out, SITE / folder, ignore=shutil.ignore_patterns(".doctrees"))
+        for build, beside_out, _, job in beside:
+            if job.wait() != 0:
+                log = _beside_log(beside_out)
+                tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-40:])
+                session.error(f"the {build['name']} build failed; the end of {log.relative_to(ROOT)}:\n{tail}")
+            session.log(f"{build['name']} build ({build['version']}) done")
+    finally:
+        for *_, job in beside:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+    for built, where in [(out, folder), *((o, f) for _, o, f, _ in beside)]:
+        _copy_into_site(built, where)
+
+
+def _beside_log(out: Path) -> Path:
+    return out.parent / "build.log"
+
+
+def _mirror_source(version: str) -> Path:
+    """A source folder for a build beside another: a copy of docs/ without what the builds generate.
+
+    It sits beside docs/ (at the same depth), so the relative paths in the
+    pages (``../../src/...`` in a literalinclude) reach the same files. The
+    examples read their recordings from docs/recordings/ itself.
+    """
+    mirror = ROOT / f".docs-{version}"
+    shutil.rmtree(mirror, ignore_errors=True)
+    shutil.copytree(ROOT / "docs", mirror,
+                    ignore=shutil.ignore_patterns("_build", "auto_examples", "jupyter_execute", "sg_execution_times.rst"))
+    return mirror
+
+
+def _start_beside(session: nox.Session, sphinx: tuple[str, ...], build: dict, out: Path, env: dict,
+                  *, niced: bool) -> subprocess.Popen:
+    source = _mirror_source(build["version"])
+    log = _beside_log(out)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    bin_dir = session.bin  # the session's venv: its python and sphinx-build
+    full_env = os.environ | {"PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+                             "VIRTUAL_ENV": str(Path(bin_dir).parent)} | env
+    cmd = [*sphinx, *SPHINX_ARGS, str(source.relative_to(ROOT)), str(out.relative_to(ROOT)), *session.posargs]
+    cmd[0] = shutil.which(cmd[0], path=full_env["PATH"]) or cmd[0]
+    with open(log, "w") as handle:
+        return subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=handle, stderr=subprocess.STDOUT,
+                                preexec_fn=(lambda: os.nice(10)) if niced else None)
+
+
+def _copy_into_site(out: Path, folder: Path) -> None:
+    if out != SITE:
+        shutil.rmtree(SITE / folder, ignore_errors=True)
+        shutil.copytree(out, SITE / folder, ignore=shutil.ignore_patterns(".doctrees"))
 
 
 @nox.session
@@ -292,8 +370,10 @@ def docs_offline(session: nox.Session) -> None:
         session.error("wheelhouse/ is missing or empty: run `nox -s wheelhouse` on a connected machine "
                       "and copy wheelhouse/ into this checkout")
     _inherit_parent_venv(session)
-    out = session.run("python", "-m", "pip", "install", "--no-index", "--find-links", str(WHEELHOUSE),
-                      "-e", ".[docs,liger]", silent=True, success_codes=[0, 1]) or ""
+    probe = start_mode_probe(session)  # torch is already here: it need not wait for pip
+    # --no-compile: byte-compiling 85 packages takes longer than compiling, on import, the modules used
+    out = session.run("python", "-m", "pip", "install", "--no-index", "--no-compile", "--find-links",
+                      str(WHEELHOUSE), "-e", ".[docs,liger]", silent=True, success_codes=[0, 1]) or ""
     # pip also prints "ERROR: pip's dependency resolver does not currently take
     # into account ..." about packages it did not install, and still succeeds.
     failures = [line for line in out.splitlines()
@@ -310,4 +390,4 @@ def docs_offline(session: nox.Session) -> None:
     session.log("installed the docs build from wheelhouse/ (torch, triton: preinstalled)")
     # The same builds as `nox -s docs`; through this venv's python, which may
     # take sphinx from the machine's packages rather than install it here.
-    build_site(session, ("python", "-m", "sphinx"))
+    build_site(session, ("python", "-m", "sphinx"), probe)

@@ -346,7 +346,7 @@ class RecordingsTable(Directive):
         env = self.state.document.settings.env
         prefix = "../" * env.docname.count("/")
         rows = []
-        for folder in sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else ():
+        for folder in [root / BUILD_GPU] if (root / BUILD_GPU).is_dir() else ():
             names = sorted({f.name.split(".trace.json.gz")[0].split(".run.json")[0]
                             for pattern in RECORDING_PATTERNS for f in folder.glob(pattern)})
             for name in names:
@@ -440,9 +440,10 @@ RECORDING_PATTERNS = ("*.trace.json.gz", "*.run.json")
 
 
 def copy_recordings(app, exception) -> None:
-    """Put every recording at ``_recordings/<gpu-slug>/<file>`` in the HTML output.
+    """Put this build's GPU's recordings at ``_recordings/<gpu-slug>/<file>`` in the HTML output.
 
-    The example pages' banners link them there, relative to the page.
+    The example pages' banners link them there, relative to the page; each
+    GPU's build publishes its own.
     """
     if exception is not None or app.builder.format != "html":
         return
@@ -452,7 +453,7 @@ def copy_recordings(app, exception) -> None:
         shutil.rmtree(out)
     copied = 0
     for pattern in RECORDING_PATTERNS:
-        for src in sorted(root.glob(f"*/{pattern}")) if root.is_dir() else ():
+        for src in sorted((root / BUILD_GPU).glob(pattern)):
             dest = out / src.parent.name / src.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
@@ -528,11 +529,20 @@ class BuildTimes(Directive):
     """The live build's time per chapter, from this build's GPU's ``build_times.json``."""
 
     def run(self):
+        import _gallery_hooks
+
+        if _build_mode() == "live" and _gallery_hooks.CHAPTER_SECONDS:  # this very build's times
+            seconds = _gallery_hooks.CHAPTER_SECONDS
+            data = {"date": datetime.date.today().isoformat(), "total_seconds": sum(seconds.values()),
+                    "examples": {name: {"seconds": s} for name, s in seconds.items()}}
+            return self._table(data)
         path = _recordings_root() / BUILD_GPU / "build_times.json"
         if not path.is_file():
             para = nodes.paragraph(text=f"No live build of {THIS_BUILD['name']} has recorded its times yet.")
             return [para]
-        data = json.loads(path.read_text())
+        return self._table(json.loads(path.read_text()))
+
+    def _table(self, data: dict) -> list:
         lines = [f"Live build on {THIS_BUILD['name']}, {data.get('date', '?')}: "
                  f"{data.get('total_seconds', 0):.0f} s for the chapters.", "",
                  ".. list-table::", "   :header-rows: 1", "", "   * - chapter", "     - live seconds"]

@@ -249,13 +249,17 @@ tables.styled(ops[~ops.index.isin(eager_names)], precision=1)
 # ``dynamic=False`` (always specialise), the default (specialise, and after
 # the first new shape compile one graph with symbolic sizes) and
 # ``dynamic=True`` (symbolic from the start). Each setting runs in a fresh
-# Python process with empty compiler caches
-# (:func:`~profiling_guide.measure.sweep.recompile_in_fresh_process`), so none reuses
-# what another compiled; rows are in the order they ran.
+# Python process with empty compiler caches, so none reuses what another
+# compiled. The three processes start together (Python, torch, the CUDA
+# context and the model, none of it timed), then take turns: one runs its
+# shapes and exits before the next begins
+# (:func:`~profiling_guide.measure.sweep.recompile_in_fresh_processes`), so no
+# timed call shares the machine with another's compiles or GPU work. Rows are
+# in the order each setting ran them.
 
 from profiling_guide.measure.sweep import (
     SETTINGS,
-    recompile_in_fresh_process,
+    recompile_in_fresh_processes,
     shape_sweep,
 )
 
@@ -264,12 +268,11 @@ SHAPES = [(batch, s, dim) for s in SEQS]
 
 
 def recompilation():
-    return {setting: recompile_in_fresh_process(setting, SHAPES, hidden, dtype=chapter.flags.dtype)
-            for setting in SETTINGS}
+    return recompile_in_fresh_processes(list(SETTINGS), SHAPES, hidden, dtype=chapter.flags.dtype)
 
 
 recompile = chapter.measure("recompile", recompilation,
-                            code=[SimpleGeGLUMLP, shape_sweep, recompile_in_fresh_process])
+                            code=[SimpleGeGLUMLP, shape_sweep, recompile_in_fresh_processes])
 
 frames = []
 for setting, sweep_rows in recompile.values.items():

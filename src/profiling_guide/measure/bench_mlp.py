@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from profiling_guide.analysis.roofline import datasheet_bound_us
+from profiling_guide.analysis.roofline import datasheet_bound_us, datasheet_for
 from profiling_guide.errors import GuideError
 from profiling_guide.kernels.models import (
     SimpleGeGLUMLP,
@@ -189,6 +189,8 @@ def measure_shape(
     repeats: int = REPEATS,
     seed: int = 0,
     progress: Callable[[str], object] = print,
+    cpu_issue: bool = True,
+    calls_per_repeat: int | None = None,
 ) -> ShapeResult:
     """Check and time ``variants`` on inputs of ``shape`` (last dim = dim).
 
@@ -198,12 +200,18 @@ def measure_shape(
     over those passes. The same passes time the :data:`FLOORS`: the
     workload's three bare cuBLAS GEMMs (what a perfect fusion of everything
     else would reach with the library's GEMMs), and its gate and up GEMMs
-    alone (the products our fused kernel computes).
+    alone (the products our fused kernel computes). ``cpu_issue`` also times
+    each variant's CPU cost to issue one forward (profiler off).
+    ``calls_per_repeat`` times at least that many forwards per repeat, in
+    whole rounds over the rotating inputs, in place of ``rounds`` rounds: a
+    small shape rotates through many inputs, and needs fewer rounds.
     """
     dim = shape[-1]
     rows = math.prod(shape[:-1])
     x_bytes = rows * dim * DTYPE.itemsize
     n_inputs = _input_count(x_bytes)
+    if calls_per_repeat:
+        rounds = max(1, math.ceil(calls_per_repeat / n_inputs))
     # inputs, eager's g, u, h and y, and the float64 reference (x, g, u, y)
     need = n_inputs * x_bytes + rows * hidden * (4 * 2 + 3 * 8) + 3 * dim * hidden * (2 + 8)
     require_cuda_memory(need, f"the MLP benchmark at {rows} rows, dim {dim}, hidden {hidden}")
@@ -258,10 +266,11 @@ def measure_shape(
             result.gate_up_gemms_alone_us = spread
         else:
             result.variants_us[name] = spread
-            with torch.no_grad():
-                sizes = {"batch": shape[0], "seq": shape[1]} if len(shape) == 3 else {"rows": rows}
-                key = cost_key(name, sizes | {"dim": dim, "hidden": hidden, "dtype": "bfloat16"})
-                result.cpu_issue_us[name] = cpu_issue_time(lambda: fn(x), key=key)
+            if cpu_issue:
+                with torch.no_grad():
+                    sizes = {"batch": shape[0], "seq": shape[1]} if len(shape) == 3 else {"rows": rows}
+                    key = cost_key(name, sizes | {"dim": dim, "hidden": hidden, "dtype": "bfloat16"})
+                    result.cpu_issue_us[name] = cpu_issue_time(lambda: fn(x), key=key)
         if name.startswith("fused"):
             from profiling_guide.kernels import fused_mlp
 
@@ -325,7 +334,7 @@ def benchmark(
 
 #: The benchmark of the chapters at the post's shape: every variant, in one run that each page reads.
 CHAPTER_VARIANTS = DEFAULT_VARIANTS
-CHAPTER_ROUNDS = 30
+CHAPTER_ROUNDS = 20
 
 _RUNS: dict[str, dict] = {}
 
@@ -363,20 +372,33 @@ def sweep(
     *,
     repeats: int = 5,
     seed: int = 0,
+    rates: bool = True,
+    cpu_issue: bool = True,
+    calls_per_repeat: int | None = None,
 ) -> list[dict]:
     """Every variant at every (rows, hidden): one ``ShapeResult.to_json()`` per shape, the first with the references.
 
     ``torch.compile`` variants recompile for every shape (static shapes), and
     the fused kernels autotune once per shape: the first sweep takes minutes.
+    ``rates=False`` leaves out the measured reference rates (the references
+    then hold the datasheet alone) and ``cpu_issue=False`` each variant's CPU
+    cost: what a chart of device times over the floors does not need.
+    ``calls_per_repeat``: see :func:`measure_shape`.
     """
     _require_cuda()
     variants = _check_variants(variants)
     table = []
     for hidden in hiddens:
         for rows in rows_list:
-            references = _references(rows, dim, hidden, progress) if not table else table[0]["references"]
+            if table:
+                references = table[0]["references"]
+            elif rates:
+                references = _references(rows, dim, hidden, progress)
+            else:
+                references = {"datasheet": datasheet_for(torch.cuda.get_device_name())}
             result = measure_shape((rows, dim), hidden, variants, references=references, rounds=rounds,
-                                   repeats=repeats, seed=seed, progress=progress)  # fmt: skip
+                                   repeats=repeats, seed=seed, progress=progress, cpu_issue=cpu_issue,
+                                   calls_per_repeat=calls_per_repeat)  # fmt: skip
             if not table:
                 result.references = references
             table.append(result.to_json())

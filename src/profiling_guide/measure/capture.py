@@ -11,6 +11,7 @@ import ctypes
 import glob
 import os
 import statistics
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -100,14 +101,22 @@ def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5
     """
     for args in inputs[:warmup]:
         fn(*args)
+    # How long the host takes to issue one call, warm: the warm-up again, timed.
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for args in inputs[:warmup]:
+        fn(*args)
+    issue_ms = 1e3 * (time.perf_counter() - start) / len(inputs[:warmup])
     # Events made before timing starts: creating them inside the loop would add
     # the harness's own CPU time to every forward's, and on a slow host that
     # can be enough to let the GPU run dry between forwards.
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
              for _ in range(rounds * len(inputs))]
     calls = [args for _ in range(rounds) for args in inputs]
-    # Room to issue one round: 0.5 ms a forward, at least 5 ms (at ≤ 2 GHz, 2e6 cycles ≥ 1 ms).
-    sleep_cycles = int(2e6 * max(5.0, 0.5 * len(inputs)))
+    # Room to issue one round: half again what the host took per call, plus 1 ms, at
+    # least 2 ms (at ≤ 2 GHz, 2e6 cycles ≥ 1 ms). The host issues while the GPU sleeps:
+    # a longer sleep only keeps the GPU idle longer.
+    sleep_cycles = int(2e6 * max(2.0, 1.5 * issue_ms * len(inputs) + 1.0))
     torch.cuda.synchronize()
     for i, ((start, end), args) in enumerate(zip(pairs, calls)):
         if i % len(inputs) == 0:
