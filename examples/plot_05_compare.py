@@ -334,4 +334,4 @@ chapter.downloads()
 #
 # or only the benchmark, with the fused variants of the next chapter::
 #
-#     python -m profiling_guide.measure.bench_mlp --json bench.json
+#     profiling-guide bench-mlp --json bench.json

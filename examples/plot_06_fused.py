@@ -494,5 +494,5 @@ chapter.downloads()
 #
 #     python examples/plot_06_fused.py --batch 64 --seq 128 --dim 768 --hidden 3072
 #     python -m profiling_guide.kernels.fused_mlp --check          # correctness against float64
-#     python -m profiling_guide.measure.bench_mlp --json bench.json # the benchmark alone
-#     python -m profiling_guide.measure.bench_mlp --sweep           # the sweep alone
+#     profiling-guide bench-mlp --json bench.json       # the benchmark alone
+#     profiling-guide bench-mlp --sweep                 # the sweep alone

@@ -1,4 +1,4 @@
-"""The MLP benchmark's command line: ``python -m profiling_guide.measure.bench_mlp`` and ``profiling-guide bench-mlp``.
+"""The MLP benchmark's command line: ``profiling-guide bench-mlp`` (or ``python -m profiling_guide.measure.bench_cli``).
 
 One shape (``--batch --seq --dim --hidden``) or a ``--sweep`` over ``--rows``
 × ``--hiddens``; the table on stdout, the results as JSON with ``--json``.
@@ -62,7 +62,7 @@ def _variant_list(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m profiling_guide.measure.bench_mlp",
+        prog="profiling-guide bench-mlp",
         description="Time the GeGLU MLP variants (bf16) against cuBLAS's bare GEMMs and the datasheet bound, in one run.",
     )
     p.add_argument("--batch", type=_positive_int, default=64)
@@ -123,3 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: wrong output from {', '.join(wrong)}", file=sys.stderr)
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

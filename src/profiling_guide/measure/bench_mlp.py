@@ -40,9 +40,9 @@ Its records (:class:`~profiling_guide.measure.bench_records.ShapeResult`,
 
 Command line::
 
-    python -m profiling_guide.measure.bench_mlp [--batch 64 --seq 128 --dim 768 --hidden 3072]
+    profiling-guide bench-mlp [--batch 64 --seq 128 --dim 768 --hidden 3072]
         [--variants eager,compile,...] [--rounds 20] [--json OUT.json]
-    python -m profiling_guide.measure.bench_mlp --sweep [--rows 1024,4096 --hiddens 3072,8192] [--json OUT.json]
+    profiling-guide bench-mlp --sweep [--rows 1024,4096 --hiddens 3072,8192] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import sys
 from collections.abc import Callable, Sequence
 
 import torch
@@ -403,9 +402,3 @@ def sweep(
                 result.references = references
             table.append(result.to_json())
     return table
-
-
-if __name__ == "__main__":  # imported here, not at the top: bench_cli imports this module
-    from profiling_guide.measure.bench_cli import main
-
-    sys.exit(main())
