@@ -66,15 +66,29 @@ def test_the_tiny_linear_is_overhead_bound_on_both_gpus():
         assert all(summarize_step(s).busy_share < 0.5 for s in trace.steps)
 
 
-def test_the_same_eager_mlp_is_paced_by_the_host_on_the_h100_and_by_the_gpu_on_the_h200():
-    # Under the profiler the H100 machine's slower host leaves the GPU idle between kernels;
-    # the H200 machine's host runs ahead, and each launch waits longer than the one before.
-    h100 = Trace.load(H100 / "02_mlp_eager.eager.trace.json.gz")
-    h200 = Trace.load(H200 / "02_mlp_eager.eager.trace.json.gz")
-    assert pace_of(h100).bound == "overhead-bound" and pace_of(h200).bound == "device-bound"
-    assert all(summarize_step(s).gpu_idle_fraction > 0.2 for s in h100.steps)
-    growth = [summarize_step(s).delay_end_us - summarize_step(s).delay_start_us for s in h200.steps]
-    assert all(g > 15 for g in growth)
+EAGER_MLP = ["02_mlp_eager.eager", "03_mlp_compile.eager", "04_liger.eager", "05_compare.eager"]
+
+
+def test_the_same_eager_mlp_is_paced_by_the_host_in_some_recordings_and_by_the_gpu_in_others():
+    # One forward, recorded eight times (four chapters, two GPUs). Under the profiler, which side
+    # sets the pace depends on how far the host ran ahead in that run, and the verdict follows the
+    # evidence: where the GPU sets it, it idled less than in any run the host paced, and each
+    # launch waited longer than the one before.
+    paced: dict[str, list] = {"device-bound": [], "overhead-bound": []}
+    for folder in GPUS:
+        for name in EAGER_MLP:
+            trace = Trace.load(folder / f"{name}.trace.json.gz")
+            steps, bound = [summarize_step(s) for s in trace.steps], pace_of(trace).bound
+            if bound in paced:
+                paced[bound].append(steps)
+    assert paced["device-bound"] and paced["overhead-bound"]
+
+    def idle(steps):
+        return sum(s.gpu_idle_fraction * s.gpu_span_us for s in steps) / sum(s.gpu_span_us for s in steps)
+
+    assert max(idle(steps) for steps in paced["device-bound"]) < min(idle(steps) for steps in paced["overhead-bound"])
+    for steps in paced["device-bound"]:
+        assert all(s.delay_end_us > s.delay_start_us for s in steps)
 
 
 def test_without_the_profiler_the_timings_decide_the_pace():
