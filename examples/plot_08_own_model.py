@@ -120,11 +120,34 @@ from profiling_guide.pages.interactive_timeline import InteractiveTimeline
 InteractiveTimeline(trace, caption="one GPT-2 training step, profiled")
 
 # %%
+# Forward, backward, optimizer
+# ----------------------------
+# The backward runs on the autograd engine's thread, and its kernels' names
+# say nothing of the layer they belong to. The profiler ties each backward op
+# (an autograd node such as ``AddmmBackward0``) to the forward op whose output
+# it differentiates: a ``fwdbwd`` flow in the trace, which the report follows
+# (:mod:`~profiling_guide.analysis.backward`). First each phase's device time
+# per step, every kernel counted in the phase of the op that launched it:
+
+from profiling_guide.pages import tables
+
+tables.styled(report.phases.rename(columns={"device_us": "device µs per step",
+                                            "share": "device-time share"}), precision=1)
+
+# %%
+# Then each forward op with the backward op it caused, the costliest backward
+# first: its input shapes, how often per step, the device time each side
+# launched, and the backward's kernels, decoded.
+
+links = {"forward_op": "forward op", "shapes": "input shapes", "backward_op": "backward op",
+         "per_step": "per step", "forward_us": "forward µs", "backward_us": "backward µs",
+         "backward_kernels": "backward kernels"}
+tables.styled(report.backward.head(10).rename(columns=links), precision=1)
+
+# %%
 # The kernels that take the device's time, decoded, with their launches per
 # step and, where the trace gives a GEMM's shape or a memory-bound kernel's
 # bytes, the fraction of the reference rate they reach:
-
-from profiling_guide.pages import tables
 
 readable = {"per_step": "launches per step", "us_per_step": "µs per step",
             "share": "device-time share", "launched_by": "launched by",
@@ -161,6 +184,8 @@ from profiling_guide.analysis import checks, expect
 predictions = [
     expect.Prediction("the backward does twice the forward's GEMM FLOPs (±5%)",
                       checks.backward_twice_forward),
+    expect.Prediction("the backward takes more device time than the forward",
+                      checks.more_device_time("backward", "forward"), of=report.phases),
     expect.Prediction("fused AdamW: fewer optimizer kernels than parameter tensors",
                       checks.fewer_optimizer_kernels_than_parameters),
     expect.Prediction("attention is fused (SDPA): no [seq, seq] score matrix through a GEMM",

@@ -114,3 +114,11 @@ def test_timings_compare_only_outside_their_spreads():
     assert not holds(checks.compares("a", "b", "faster"), {"a": fast, "b": near})
     assert checks.compares("a", "c", "faster")({"a": fast}) == (False, "not measured: c")
     assert holds(checks.faster_than_each("a", ["b"]), {"a": fast, "b": slow})
+
+
+def test_the_backward_of_a_gpt2_step_takes_more_device_time_than_its_forward(gpt2, mlp_eager):
+    from profiling_guide.analysis.backward import phase_shares
+
+    assert holds(checks.more_device_time("backward", "forward"), phase_shares(gpt2.steps))
+    assert not holds(checks.more_device_time("forward", "backward"), phase_shares(gpt2.steps))
+    assert not holds(checks.more_device_time("backward", "forward"), phase_shares(mlp_eager.steps))

@@ -346,6 +346,14 @@ def gemm_ops_share_above(share: float) -> Check:
     return _check
 
 
+def more_device_time(phase: str, than: str) -> Check:
+    """In a table of :func:`~profiling_guide.analysis.backward.phase_shares`, ``phase`` takes more device time than ``than``."""
+    def _check(phases):
+        mine, theirs = phases["device_us"].get(phase, 0.0), phases["device_us"].get(than, 0.0)
+        return mine > theirs, f"{phase} {mine:,.0f} µs against {than} {theirs:,.0f} µs per step"
+    return _check
+
+
 # ------------------------------------------------------------------ numbers in a table row
 def below_fraction_of(key: str, fraction: float, reference: float, unit: str) -> Check:
     """``data[key]`` is below ``fraction`` of ``reference``; ``seen``: the value against the reference."""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiling_guide.analysis.backward import forward_backward, phase_shares
 from profiling_guide.analysis.pace import (  # noqa: F401 - the report's API
     Pace,
     StepSummary,
@@ -80,6 +81,11 @@ class TraceReport:
     checks: list[Check]
     rates: dict | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    #: device time per step in forward, backward and optimizer (:func:`~profiling_guide.analysis.backward.phase_shares`)
+    phases: pd.DataFrame | None = None
+    #: forward op → backward op → kernels (:func:`~profiling_guide.analysis.backward.forward_backward`);
+    #: empty where the trace has no backward
+    backward: pd.DataFrame | None = None
 
 
 # ------------------------------------------------------------------- steps
@@ -549,5 +555,7 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         checks=health_checks(trace, steps, summaries, run_record),
         rates=rates,
         counts={"cpu_ops": len(trace.ops), "runtime_calls": len(trace.runtime_calls),
-                "device_events": len(trace.device_events)},
+                "device_events": len(trace.device_events), "backward_links": len(trace.backward_links)},
+        phases=phase_shares(steps),
+        backward=forward_backward(trace, steps, top=top),
     )

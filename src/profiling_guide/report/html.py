@@ -133,6 +133,28 @@ def _memory(report: TraceReport) -> str:
     return _table(["name", "kind", "per step", "bytes / step", "µs / step", "GB/s", "launched by", "via"], rows)
 
 
+def _phases(report: TraceReport) -> str:
+    rows = [_cell(phase) + _cell(_num(r.device_us), num=True) + _cell(f"{r.share:.1%}", num=True)
+            for phase, r in report.phases.iterrows()]
+    return (_table(["phase", "device µs / step", "share of device time"], rows)
+            + '<p class="pg-note">Each kernel, memset and memcpy counts in the phase of the op that launched it: '
+            "optimizer under <code>Optimizer.step#</code> or <code>Optimizer.zero_grad#</code>, backward under the "
+            "autograd engine (<code>autograd::engine::evaluate_function</code>), forward otherwise.</p>")
+
+
+def _backward(report: TraceReport) -> str:
+    rows = [_cell(r.forward_op, cls="name") + _cell(r.shapes, cls="name") + _cell(r.backward_op, cls="name")
+            + _cell(_count(r.per_step), num=True) + _cell(_num(r.forward_us), num=True)
+            + _cell(_num(r.backward_us), num=True) + _cell(r.backward_kernels, title=r.backward_kernels, cls="name")
+            for r in report.backward.itertuples()]
+    return (_table(["forward op", "its input shapes", "backward op", "per step", "forward device µs / step",
+                    "backward device µs / step", "backward kernels (most time first)"], rows)
+            + f'<p class="pg-note">{report.counts.get("backward_links", 0):,} links in the trace: the profiler\'s '
+            "<code>fwdbwd</code> flows join each backward op (run on the autograd engine's thread) to the forward "
+            "op whose output it differentiates. Device time counts what each op launched, with what nests in it; "
+            "rows by backward device time.</p>")
+
+
 def _checks(report: TraceReport) -> str:
     items = "".join(f'<li class="pg-check pg-{c.level}"><span class="pg-badge">{c.level}</span> '
                     f"<b>{html.escape(c.title)}</b>: {html.escape(c.detail)}</li>" for c in report.checks)
@@ -157,6 +179,10 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
         ("timeline", f"Timeline of {step_title}",
          timeline_html(step) + f'<p class="pg-note">{fmt_us(step.dur_us)} on the CPU; lanes: CPU ops by nesting '
          "depth, CUDA runtime calls, one lane per GPU stream. Choose another step with <code>--step N</code>.</p>"),
+        *([("phases", "Forward, backward, optimizer", _phases(report))]
+          if report.phases is not None and len(report.phases) > 1 else []),
+        *([("backward", "Forward → backward", _backward(report))]
+          if report.backward is not None and not report.backward.empty else []),
         ("kernels", "Top kernels by device time", _kernels(report)),
         ("ops", "Top CPU ops by self time", _ops(report)),
         ("memory", "Memsets and memcpys", _memory(report)),

@@ -16,6 +16,11 @@ The trace holds four kinds of timed event that matter here:
   A launch and the work it started share a ``correlation`` id: that is how a
   kernel is traced back to the Python line that caused it.
 * Steps: the ``ProfilerStep#N`` intervals of the profiler's *active* phase.
+
+In a training step the profiler also links each backward op to the forward op
+it differentiates: a ``fwdbwd`` flow (``ph`` ``s`` at the forward op's start,
+``f`` at the backward op's, one ``id``). :attr:`Trace.backward_links` holds
+those pairs, and the backward op's :attr:`CpuOp.forward_op` its forward op.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ class CpuOp:
     runtime_calls: list[RuntimeCall] = field(default_factory=list, repr=False)
     depth: int = 0
     step: int | None = None
+    #: For an op of the backward pass (an autograd node such as ``AddmmBackward0``): the forward
+    #: op whose output it differentiates, from the trace's ``fwdbwd`` flow; else None.
+    forward_op: CpuOp | None = field(default=None, repr=False)
 
     @property
     def end_us(self) -> float:
@@ -264,10 +272,15 @@ class Trace:
         check = _Checker(source)
         names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
         shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
+        flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
         for index, ev in events:
             if type(ev) is not dict:
                 check.fail(index, f"expected an object, got {_show(ev)}")
             if ev.get("ph") != "X":
+                if ev.get("cat") == "fwdbwd" and ev.get("ph") in ("s", "f"):
+                    flow = check.key(ev.get("id"), "'id'", index)
+                    point = (check.key(ev.get("tid"), "'tid'", index), check.number(ev, "ts", index))
+                    flows.setdefault(flow, {})[ev["ph"]] = point
                 continue
             cat = ev.get("cat")
             if type(cat) is not str:
@@ -317,6 +330,7 @@ class Trace:
             found.sort(key=attrgetter("start_us"))
         self._nest()
         self._link_launches()
+        self.backward_links = self._link_backward(flows)
         self.steps = self._find_steps()
 
     def _nest(self) -> None:
@@ -376,6 +390,32 @@ class Trace:
             if call is not None:
                 ev.launch = call
                 call.device_events.append(ev)
+
+    def _link_backward(self, flows: dict) -> list[tuple[CpuOp, CpuOp]]:
+        """``(forward op, backward op)`` for each ``fwdbwd`` flow whose two ends start an op.
+
+        A flow's end lies at the start of its op, on its thread; where ops nest
+        and start together there, the end is the op that carries the sequence
+        number the backward op was given (else the innermost one).
+        """
+        wanted = {point for ends in flows.values() for point in ends.values()}
+        starting: dict = {}
+        for op in self.ops:  # by start, outermost first: the last one at a time is the innermost
+            if (op.tid, op.start_us) in wanted:
+                starting.setdefault((op.tid, op.start_us), []).append(op)
+        links = []
+        for ends in flows.values():
+            forward_ops, backward_ops = starting.get(ends.get("s")), starting.get(ends.get("f"))
+            if not forward_ops or not backward_ops:
+                continue
+            backward = next((op for op in reversed(backward_ops) if "Sequence number" in op.args), backward_ops[-1])
+            number = backward.args.get("Sequence number")
+            forward = next((op for op in reversed(forward_ops) if number is not None
+                            and op.args.get("Sequence number") == number), forward_ops[-1])
+            backward.forward_op = forward
+            links.append((forward, backward))
+        links.sort(key=lambda pair: pair[1].start_us)
+        return links
 
     def _find_steps(self) -> list[Step]:
         steps = []
