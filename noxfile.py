@@ -142,18 +142,18 @@ def announce_mode(session: nox.Session, probe: subprocess.Popen | None = None) -
 
 
 def build_site(session: nox.Session, sphinx: tuple[str, ...], probe: subprocess.Popen | None = None) -> None:
-    """Build the site once per GPU of docs/_static/switcher.json, the default build first.
+    """Build the site once per GPU of docs/_static/switcher.json: the live build (or the default one) first.
 
     A build measures live only for the GPU this machine has (on a GPU with no
     build of its own, the default build does); the others replay their GPU's
     recordings. The first build runs here, from docs/; every other build runs
-    beside it, in a process of its own (niced while a live build measures), from
-    a copy of docs/ (.docs-<gpu>/, so sphinx-gallery's generated pages do not
-    collide): a replay measures nothing, and each build reads and publishes its
-    own GPU's recordings only. A build that lives in a subfolder of the site is
-    built beside it (docs/_build/h200/html: myst-nb writes its notebooks next to
-    the output folder, which would put them inside the default build) and
-    copied in once both are done.
+    at the same time, in a process of its own (niced while a live build
+    measures), from a copy of docs/ (.docs-<gpu>/, so sphinx-gallery's generated
+    pages do not collide): a replay measures nothing, and each build reads and
+    publishes its own GPU's recordings only. A build that lives in a subfolder
+    of the site is built outside it (docs/_build/h200/html: myst-nb writes its
+    notebooks next to the output folder, which would put them inside the
+    default build) and copied in once all are done.
     """
     live = announce_mode(session, probe)
     builds = json.loads(SWITCHER.read_text())
