@@ -74,6 +74,9 @@ from profiling_guide.pages.chapter import Chapter
 chapter = Chapter.from_command_line("08_own_model",
                                     bf16_only_because="the GPT-2 step above is written in bf16")
 chapter.banner()
+
+# %%
+
 train = chapter.profile_own("train", profile_train_step, label="gpt2_train_step", code=[make_step])
 
 # %%

@@ -68,6 +68,9 @@ def test_the_backward_table_puts_the_costliest_backward_first_with_its_kernels(g
     mm = table[(table.forward_op == "aten::mm") & (table.backward_op == "MmBackward0")].iloc[0]
     assert mm.per_step == 1 and mm.shapes == "4096×768 · 768×50257"  # the LM head, the one aten::mm of the step
     assert mm.backward_us > mm.forward_us  # dX and dW: two GEMMs of the forward's size
+    # the embedding's backward sorts and scatters through a dozen kernels: four are named
+    embedding = table[table.backward_op == "EmbeddingBackward0"].iloc[0]
+    assert embedding.backward_kernels.count(", ") == 3 and embedding.backward_kernels.endswith(" more")
     # the rows account for every linked backward op's device time
     linked = sum(ev.dur_us for f, b in gpt2.backward_links if b.step is not None for ev in b.device_events)
     assert table["backward_us"].sum() == pytest.approx(linked / len(gpt2.steps))

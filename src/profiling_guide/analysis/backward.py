@@ -28,6 +28,7 @@ from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, Step, Trace
 
 PHASES = ("forward", "backward", "optimizer")
+KERNELS_SHOWN = 4  # a backward's kernels named in its row, most time first
 UNLINKED = "no launch in the trace"  # device work whose launch the profiler did not record
 _OPTIMIZER_MARKS = ("Optimizer.step#", "Optimizer.zero_grad#")
 _ENGINE_MARK = "autograd::engine::evaluate_function"
@@ -68,6 +69,12 @@ def _shapes(op: CpuOp) -> str:
     return " · ".join("×".join(map(str, d)) for d in dims) or "–"
 
 
+def _most_time(kernels: dict[str, float], shown: int = KERNELS_SHOWN) -> str:
+    names = sorted(kernels, key=kernels.get, reverse=True)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more if names else "–"
+
+
 def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -> pd.DataFrame:
     """Each kind of forward → backward link in the steps: what the backward of a forward op costs.
 
@@ -76,7 +83,7 @@ def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -
     (links per step), ``forward_us`` and ``backward_us`` (device µs per step
     launched by the forward op and by the backward op, each with what nests
     in it), ``backward_kernels`` (the backward's kernels, decoded, most
-    time first). Empty for a trace without backward links.
+    time first, the first :data:`KERNELS_SHOWN` named). Empty for a trace without backward links.
     """
     numbers = {s.number for s in steps}
     rows: dict[tuple, list] = {}
@@ -92,8 +99,7 @@ def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -
             row[3][decode(ev.name).short] += ev.dur_us
     n = max(len(steps), 1)
     df = pd.DataFrame(
-        [(f, shapes, b, count / n, fwd_us / n, bwd_us / n,
-          ", ".join(sorted(kernels, key=kernels.get, reverse=True)) or "–")
+        [(f, shapes, b, count / n, fwd_us / n, bwd_us / n, _most_time(kernels))
          for (f, shapes, b), (count, fwd_us, bwd_us, kernels) in rows.items()],
         columns=["forward_op", "shapes", "backward_op", "per_step", "forward_us", "backward_us", "backward_kernels"],
     )
