@@ -503,6 +503,12 @@ def write_sample_reports(app, exception) -> None:
 _CDN_BLOCK = re.compile(r"^\.\. container::\n\n  \.\. raw:: html\n\n(?:    .*\n|\n)*?(?=  \.\. list-table::)", re.M)
 
 
+def _build_times_record(seconds: dict[str, float]) -> dict:
+    """What ``build_times.json`` holds, and what "About this build" shows: this build's seconds per chapter."""
+    return {"gpu": BUILD_GPU, "date": datetime.date.today().isoformat(), "total_seconds": round(sum(seconds.values()), 1),
+            "examples": {name: {"seconds": round(s, 1)} for name, s in seconds.items()}}
+
+
 def write_build_times(app, exception) -> None:
     """A live build keeps each chapter's time beside its recordings, and the console gets the total.
 
@@ -520,9 +526,8 @@ def write_build_times(app, exception) -> None:
         return
     from profiling_guide.files import write_json_atomic
 
-    record = {"gpu": BUILD_GPU, "date": datetime.date.today().isoformat(), "total_seconds": round(total, 1),
-              "examples": {name: {"seconds": round(s, 1)} for name, s in seconds.items()}}
-    write_json_atomic(_recordings_root() / BUILD_GPU / "build_times.json", record, sort_keys=False)
+    write_json_atomic(_recordings_root() / BUILD_GPU / "build_times.json", _build_times_record(seconds),
+                      sort_keys=False)
 
 
 class BuildTimes(Directive):
@@ -532,10 +537,7 @@ class BuildTimes(Directive):
         import _gallery_hooks
 
         if _build_mode() == "live" and _gallery_hooks.CHAPTER_SECONDS:  # this very build's times
-            seconds = _gallery_hooks.CHAPTER_SECONDS
-            data = {"date": datetime.date.today().isoformat(), "total_seconds": sum(seconds.values()),
-                    "examples": {name: {"seconds": s} for name, s in seconds.items()}}
-            return self._table(data)
+            return self._table(_build_times_record(_gallery_hooks.CHAPTER_SECONDS))
         path = _recordings_root() / BUILD_GPU / "build_times.json"
         if not path.is_file():
             para = nodes.paragraph(text=f"No live build of {THIS_BUILD['name']} has recorded its times yet.")

@@ -6,7 +6,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import H100, recording
+from conftest import GPUS, H100, recording
 
 from profiling_guide.analysis.trace_report import (
     analyse,
@@ -88,8 +88,6 @@ def test_memsets_of_cublas_are_listed_with_their_bytes(eager_report):
 
 def chapter_reports():
     """The report of every chapter recording of both GPUs, with its run record."""
-    from conftest import GPUS
-
     for folder in GPUS:
         for path in sorted(folder.glob("0*.trace.json.gz")):
             yield path, analyse(Trace.load(path), run_record=read_run_record(path))

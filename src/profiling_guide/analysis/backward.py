@@ -54,8 +54,7 @@ def phase_shares(steps: list[Step]) -> pd.DataFrame:
     spent: dict[str, float] = defaultdict(float)
     for step in steps:
         for ev in step.device_events:
-            op = ev.launch.op if ev.launch is not None else None
-            spent[phase_of(op) if ev.launch is not None else UNLINKED] += ev.dur_us
+            spent[phase_of(ev.launch.op) if ev.launch is not None else UNLINKED] += ev.dur_us
     total = sum(spent.values())
     order = [p for p in (*PHASES, UNLINKED) if p in spent]
     n = max(len(steps), 1)

@@ -289,9 +289,10 @@ def copies_on_device(trace: Trace) -> tuple[bool, str]:
 
 # ------------------------------------------------------------------ a training step
 def in_backward(op) -> bool:
-    """The op runs in the backward pass: under the autograd engine's ``evaluate_function`` annotation."""
-    names = [op.name, *(a.name for a in op.ancestors())]
-    return any(n.startswith("autograd::engine::evaluate_function") for n in names)
+    """The op runs in the backward pass (:func:`~profiling_guide.analysis.backward.phase_of`)."""
+    from profiling_guide.analysis.backward import phase_of
+
+    return phase_of(op) == "backward"
 
 
 def gemm_flops_by_phase(trace: Trace) -> dict[str, float]:
