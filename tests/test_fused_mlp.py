@@ -208,10 +208,85 @@ def test_packed_tma_refuses_rows_the_tma_unit_cannot_address():
     assert fm.max_rel_error(fm.geglu(x, wg, wu, design="packed"), fm.reference_h(x, wg, wu)) < 2e-3
 
 
-def test_calling_the_module_where_autograd_needs_gradients_is_refused():
-    mlp = fm.FusedGeGLUMLP(32, 48, dtype=torch.float16)
-    with pytest.raises(GuideError, match="torch.no_grad"):
+# ---------------------------------------------------------------- training: the fused backward
+def grads_float64(mlp, x, dy):
+    """x's and the three weights' gradients of the whole MLP, in float64 through torch's autograd."""
+    x64 = x.double().requires_grad_()
+    ws = [m.weight.detach().double().requires_grad_() for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
+    y = (F.gelu(x64 @ ws[0].T, approximate="tanh") * (x64 @ ws[1].T)) @ ws[2].T
+    return torch.autograd.grad(y, (x64, *ws), dy.double())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
+def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, dtype):
+    from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads
+
+    gen = torch.Generator().manual_seed(M + dim)
+    dy = torch.randn(M, dim, generator=gen).to(dtype)
+    wd = (torch.randn(dim, hidden, generator=gen) / hidden**0.5).to(dtype)
+    gu = (2 * torch.randn(M, 2 * hidden, generator=gen)).to(dtype)  # g spans gelu's curved part and its tails
+    dgu = geglu_backward(dy, wd, gu)
+    dg, du = reference_grads(dy.double() @ wd.double(), gu[:, 0::2], gu[:, 1::2])
+    assert fm.max_rel_error(dgu[:, 0::2], dg) < 2 * TOLERANCE[dtype]
+    assert fm.max_rel_error(dgu[:, 1::2], du) < 2 * TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
+def test_saving_gate_up_keeps_g_and_u_interleaved_as_the_packed_weight(design):
+    x, wg, wu = weights(33, 40, 72, torch.float32)
+    h, gu = fm.geglu(x, wg, wu, design=design, save_gate_up=True)
+    assert gu.shape == (33, 144)
+    assert fm.max_rel_error(gu[:, 0::2], x.double() @ wg.double().T) < 1e-5
+    assert fm.max_rel_error(gu[:, 1::2], x.double() @ wu.double().T) < 1e-5
+    assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
+@pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
+def test_the_fused_mlp_trains_with_the_gradients_of_float64_autograd(M, dim, hidden, design, dtype):
+    torch.manual_seed(M)
+    simple = SimpleGeGLUMLP(dim, hidden, dtype=dtype)
+    mlp = fm.FusedGeGLUMLP.from_mlp(simple, design=design)
+    x = torch.randn(2, M, dim).to(dtype).requires_grad_()  # 3-D input: the module flattens it
+    dy = torch.randn(2, M, dim).to(dtype)
+    y = mlp(x)
+    assert fm.max_rel_error(y, reference_mlp(mlp, x.detach().reshape(-1, dim)).reshape(y.shape)) < 2 * TOLERANCE[dtype]
+    y.backward(dy)
+    want = grads_float64(mlp, x.detach().reshape(-1, dim), dy.reshape(-1, dim))
+    got = (x.grad.reshape(-1, dim), mlp.gate_proj.weight.grad, mlp.up_proj.weight.grad, mlp.down_proj.weight.grad)
+    for name, g, w in zip(("x", "gate", "up", "down"), got, want):
+        assert g.shape == w.shape and g.dtype == dtype, name
+        # a few roundings more than the forward: dgu, then a GEMM over it
+        assert fm.max_rel_error(g, w) < 4 * TOLERANCE[dtype], name
+
+
+def test_the_fused_mlp_saves_less_for_backward_than_eager():
+    M, dim, hidden = 17, 32, 48
+    simple = SimpleGeGLUMLP(dim, hidden, dtype=torch.float32)
+    fused = fm.FusedGeGLUMLP.from_mlp(simple, design="packed")
+    x = torch.randn(M, dim, requires_grad=True)
+
+    def saved_elements(mlp):
+        seen = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t) or t, lambda t: t):
+            mlp(x)
+        # activations only: x (the caller's) and the weights are not the layer's to keep
+        mine = {t.data_ptr(): t.numel() for t in seen if t.data_ptr() not in
+                {x.data_ptr(), *(p.data_ptr() for p in mlp.parameters())} and t.shape[0] == M}
+        return sum(mine.values())
+
+    assert saved_elements(simple) == 4 * M * hidden  # g, u, gelu(g), h
+    assert saved_elements(fused) == 3 * M * hidden  # gu (g and u), h
+
+
+def test_training_with_the_dual_design_is_refused_in_one_line():
+    mlp = fm.FusedGeGLUMLP(32, 48, dtype=torch.float16, design="dual")
+    with pytest.raises(GuideError, match="trains with a packed design.*torch.no_grad"):
         mlp(torch.randn(2, 32).half())
+    with torch.no_grad():
+        assert mlp(torch.randn(2, 32).half()).shape == (2, 32)
 
 
 def test_cpu_tensors_are_refused_without_the_interpreter():

@@ -62,7 +62,8 @@ Supported: bfloat16 and float16 (the fast path, fp32 accumulation), and
 float32 (computed in true fp32, no TF32: correct but slow; useful to check the
 logic). Tensors on a CUDA device, or CPU tensors when ``TRITON_INTERPRET=1``
 was set before this module was imported (Triton's interpreter, used by the
-tests). Forward only.
+tests). Trainable: :class:`GeGLUFunction` is the forward and the fused backward
+(:mod:`profiling_guide.kernels.geglu_backward`).
 
 ``python -m profiling_guide.kernels.fused_mlp --check`` runs the GPU tests
 (``tests/test_fused_mlp_gpu.py``): every design against a float64 reference
@@ -122,6 +123,11 @@ def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
     hidden, dim = w_gate.shape
     with torch.no_grad():
         return torch.stack((w_gate, w_up), dim=1).reshape(2 * hidden, dim).contiguous()
+
+
+def packed_design(design: str) -> bool:
+    """Whether ``design`` reads the packed weight (and so can save g and u for a backward)."""
+    return design in PACKED_DESIGNS
 
 
 def choose_design(x2d: torch.Tensor, hidden: int) -> str:
@@ -185,7 +191,8 @@ def geglu(
     design: str = AUTO,
     packed_weight: torch.Tensor | None = None,
     config: dict | triton.Config | None = None,
-) -> torch.Tensor:
+    save_gate_up: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``gelu_tanh(x2d @ w_gate.T) * (x2d @ w_up.T)`` in one kernel: returns h ``[M, hidden]``.
 
     ``x2d`` is ``[M, dim]``, the weights ``[hidden, dim]`` as ``nn.Linear``
@@ -196,6 +203,9 @@ def geglu(
     (``{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
     "num_warps": 8, "num_stages": 4}`` or a ``triton.Config``) instead of
     autotuning. Any M ≥ 0 and any dim/hidden work; loads and stores are masked.
+    ``save_gate_up=True`` (the packed designs) returns ``(h, gu)``: gu
+    ``[M, 2·hidden]`` holds g and u as the GEMM computed them, interleaved like
+    the packed weight's rows, for the backward (:class:`GeGLUFunction`).
     """
     if design != AUTO and design not in LAUNCHERS:
         raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")
@@ -222,6 +232,8 @@ def geglu(
     if design == AUTO:
         design = choose_design(x2d, hidden)
     packed = design in PACKED_DESIGNS
+    if save_gate_up and not packed:
+        raise GuideError(f"save_gate_up needs a packed design ({', '.join(PACKED_DESIGNS)}), got {design!r}")
     if packed and packed_weight is None:
         packed_weight = pack_gate_up(w_gate, w_up)
     elif packed and (
@@ -242,12 +254,14 @@ def geglu(
         raise GuideError(problem)
     config = None if config is None else _as_config(config)
 
-    if M == 0 or hidden == 0:
-        return torch.empty((M, hidden), device=x2d.device, dtype=x2d.dtype)
-    if dim == 0:  # no K steps: g = u = 0 and gelu(0)·0 = 0
-        return torch.zeros((M, hidden), device=x2d.device, dtype=x2d.dtype)
+    if M == 0 or hidden == 0 or dim == 0:  # no K steps: g = u = 0 and gelu(0)·0 = 0
+        h = torch.zeros((M, hidden), device=x2d.device, dtype=x2d.dtype)
+        return (h, torch.zeros((M, 2 * hidden), device=x2d.device, dtype=x2d.dtype)) if save_gate_up else h
     weights = (packed_weight,) if packed else (w_gate, w_up)
-    return LAUNCHERS[design](x2d, *weights, config=config)
+    if not save_gate_up:
+        return LAUNCHERS[design](x2d, *weights, config=config)
+    gu = torch.empty((M, 2 * hidden), device=x2d.device, dtype=x2d.dtype)
+    return LAUNCHERS[design](x2d, *weights, config=config, gu=gu), gu
 
 
 def _check_device(*tensors: torch.Tensor) -> None:
@@ -284,6 +298,53 @@ def _as_config(config: dict | triton.Config) -> triton.Config:
     return triton.Config(tiles, num_warps=warps, num_stages=stages)
 
 
+class GeGLUFunction(torch.autograd.Function):
+    """The fused MLP as one autograd node: forward through our kernels, backward through one more and three GEMMs.
+
+    Forward: the packed gate/up kernel stores h *and* gu (g and u interleaved,
+    ``[M, 2·hidden]``), then cuBLAS's down GEMM. Saved for backward: x (the
+    caller's, no copy), gu and h: 3·M·hidden elements, against eager's 4 (g,
+    u, gelu(g) and h). gu is saved rather than recomputed: recomputing it
+    would run the gate/up GEMM again, the step's largest, while keeping it
+    costs one extra store of 2·M·hidden elements.
+
+    Backward, given dy:
+
+    1. ``dgu = geglu_backward(dy, Wd, gu)``: dh = dy @ Wd with the GeGLU's
+       derivative in its epilogue (:mod:`~profiling_guide.kernels.geglu_backward`);
+       dh never reaches memory.
+    2. ``dWd = dy.T @ h`` (cuBLAS).
+    3. ``dx = dgu @ packed`` (cuBLAS, K = 2·hidden): gate's and up's dx in one GEMM.
+    4. ``dW_packed = dgu.T @ x`` (cuBLAS): gate's and up's weight gradients in
+       one GEMM, as the packed weight's even and odd rows.
+
+    Seven kernels for the step's nine GEMMs' worth of work, where eager runs
+    nine GEMMs and the elementwise kernels between them.
+    """
+
+    @staticmethod
+    def forward(ctx, x2d, w_gate, w_up, w_down, packed, design):
+        h, gu = geglu(x2d, w_gate, w_up, design=design, packed_weight=packed, save_gate_up=True)
+        ctx.save_for_backward(x2d, packed, w_down, gu, h)
+        return F.linear(h, w_down)
+
+    @staticmethod
+    def backward(ctx, dy):
+        from profiling_guide.kernels.geglu_backward import geglu_backward
+
+        x2d, packed, w_down, gu, h = ctx.saved_tensors
+        needs_x, needs_gate, needs_up, needs_down = ctx.needs_input_grad[:4]
+        dy = dy.contiguous()
+        dgu = geglu_backward(dy, w_down, gu)
+        dx = dgu @ packed if needs_x else None
+        dw_down = dy.T @ h if needs_down else None
+        dw_gate = dw_up = None
+        if needs_gate or needs_up:
+            # rows 2j and 2j+1 of the packed gradient are gate's and up's row j
+            dw_gate, dw_up = (dgu.T @ x2d).view(-1, 2, x2d.shape[1]).unbind(1)
+        return dx, dw_gate, dw_up, dw_down, None, None
+
+
 class FusedGeGLUMLP(nn.Module):
     """``down(gelu_tanh(gate(x)) * up(x))`` with gate, up and the GeGLU in one Triton kernel.
 
@@ -291,8 +352,10 @@ class FusedGeGLUMLP(nn.Module):
     (``gate_proj``, ``up_proj``, ``down_proj``, bias-free), so
     ``fused.load_state_dict(simple.state_dict())`` works. ``design="packed"``
     keeps an interleaved copy of the gate and up weights (not in the state
-    dict), rebuilt when either weight changes. Forward only: calling it where
-    autograd would need gradients of the fused part is an error.
+    dict), rebuilt when either weight changes. Trainable with the packed
+    designs: where autograd needs gradients, the forward runs through
+    :class:`GeGLUFunction` (which also saves g and u for its fused backward);
+    under ``torch.no_grad()`` it stores h alone.
 
     ``design_ran`` is the design the last forward ran (what ``"auto"``
     chose), None before the first.
@@ -349,22 +412,23 @@ class FusedGeGLUMLP(nn.Module):
         return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        wg, wu = self.gate_proj.weight, self.up_proj.weight
-        if torch.is_grad_enabled() and (x.requires_grad or wg.requires_grad or wu.requires_grad):
-            raise GuideError(
-                "FusedGeGLUMLP is forward-only (its Triton kernel has no backward): call it under "
-                "torch.no_grad() or torch.inference_mode()"
-            )
+        wg, wu, wd = self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight
         if x.shape[-1:] != (self.dim,):
             raise GuideError(f"FusedGeGLUMLP(dim={self.dim}) needs inputs [..., {self.dim}], got {list(x.shape)}")
         leading = x.shape[:-1]
         x2d = x.reshape(-1, self.dim)
         design = choose_design(x2d, self.hidden) if self.design == AUTO else self.design
         packed = self.packed_weight() if design in PACKED_DESIGNS else None
-        h = geglu(x2d, wg, wu, design=design, packed_weight=packed)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (x, wg, wu, wd)):
+            if not packed_design(design):
+                raise GuideError(f"FusedGeGLUMLP trains with a packed design ({', '.join(PACKED_DESIGNS)}), "
+                                 f"not {design!r}: build it with design='auto', or call it under torch.no_grad()")
+            y = GeGLUFunction.apply(x2d, wg, wu, wd, packed, design)
+        else:
+            h = geglu(x2d, wg, wu, design=design, packed_weight=packed)
+            # The down projection is a plain GEMM with nothing to fuse: cuBLAS (see the module docstring).
+            y = F.linear(h, wd)
         self.design_ran = design
-        # The down projection is a plain GEMM with nothing to fuse: cuBLAS (see the module docstring).
-        y = F.linear(h, self.down_proj.weight)
         return y.reshape(*leading, self.dim)
 
     def captured(self, example_x: torch.Tensor) -> CapturedForward:

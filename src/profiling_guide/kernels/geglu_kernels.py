@@ -207,6 +207,18 @@ def _gelu_tanh_times(g, u, FAST_TANH: tl.constexpr):
         return g / (1.0 + tl.exp(-two_z)) * u
 
 
+@triton.jit
+def _store_gate_up(gu_ptr, acc, offs_m, offs_w, M, N, stride_gum):
+    """Store the packed accumulator (g and u interleaved, ``[BLOCK_M, 2·BLOCK_N]``) to gu, masked at the edges."""
+    mask = (offs_m[:, None] < M) & (offs_w[None, :] < 2 * N)
+    tl.store(gu_ptr + offs_m[:, None] * stride_gum + offs_w[None, :], acc.to(gu_ptr.dtype.element_ty), mask=mask)
+
+
+def _check_gate_up_out(gu: torch.Tensor | None, M: int, N: int, x2d: torch.Tensor) -> None:
+    if gu is not None:
+        assert gu.shape == (M, 2 * N) and gu.stride(1) == 1 and gu.dtype == x2d.dtype, "gu must be [M, 2N] rows"
+
+
 # ---------------------------------------------------------------- design "dual"
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
 @triton.heuristics({"EVEN_K": _even_k})
@@ -290,13 +302,14 @@ def geglu_dual(x2d: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, *,
 @triton.heuristics({"EVEN_K": _even_k})
 @triton.jit
 def _geglu_packed_gemm_kernel(
-    x_ptr, w_ptr, h_ptr,  #
+    x_ptr, w_ptr, h_ptr, gu_ptr,  #
     M, N, K,  #
     stride_xm, stride_xk,  #
     stride_wn, stride_wk,  #
     stride_hm, stride_hn,  #
+    stride_gum,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
-    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
+    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, SAVE_GU: tl.constexpr,
 ):
     """h[M, N] = gelu_tanh(g) * u from one dot per K step against the packed [2N, K] weight.
 
@@ -329,14 +342,22 @@ def _geglu_packed_gemm_kernel(
     # acc[:, 2j] is g[:, j] and acc[:, 2j+1] is u[:, j]: view the pairs as a
     # last axis of size 2 and split it. Each thread already holds both columns
     # of a pair, so this is a renaming of registers, not a data movement.
+    if SAVE_GU:  # training: keep g and u, interleaved as computed, for the backward
+        _store_gate_up(gu_ptr, acc, offs_m, offs_w, M, N, stride_gum)
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
     h = _gelu_tanh_times(g, u, FAST_TANH)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Config | None = None) -> torch.Tensor:
-    """h ``[M, hidden]`` from x ``[M, dim]`` and ``pack_gate_up(w_gate, w_up)`` ``[2·hidden, dim]``."""
+def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Config | None = None,
+                 gu: torch.Tensor | None = None) -> torch.Tensor:
+    """h ``[M, hidden]`` from x ``[M, dim]`` and ``pack_gate_up(w_gate, w_up)`` ``[2·hidden, dim]``.
+
+    ``gu`` (``[M, 2·hidden]``, contiguous rows), if given, also receives g and
+    u as the GEMM computed them, interleaved like the packed weight's rows
+    (column 2j is g[:, j], 2j+1 is u[:, j]): what the backward reads.
+    """
     assert x2d.shape[1] == w_packed.shape[1] and w_packed.shape[0] % 2 == 0, "incompatible dimensions"
     assert x2d.dtype == w_packed.dtype, "incompatible dtypes"
     M, K = x2d.shape
@@ -347,13 +368,16 @@ def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Co
     def grid(META):
         return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
+    _check_gate_up_out(gu, M, N, x2d)
     _launch(_geglu_packed_gemm_kernel, grid, pinned_config(config, x2d.dtype),
-            x2d, w_packed, h,  #
+            x2d, w_packed, h, gu,  #
             M, N, K,  #
             x2d.stride(0), x2d.stride(1),  #
             w_packed.stride(0), w_packed.stride(1),  #
             h.stride(0), h.stride(1),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
+            0 if gu is None else gu.stride(0),  #
+            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype),  #
+            SAVE_GU=gu is not None)  # fmt: skip
     return h
 
 
@@ -362,11 +386,11 @@ def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Co
 @triton.autotune(configs=[tma_config(c) for c in CONFIGS], key=["M", "N", "K"])
 @triton.jit
 def _geglu_packed_tma_gemm_kernel(
-    x_desc, w_desc, h_desc,  #
-    M, N, K,  #
+    x_desc, w_desc, h_desc, gu_ptr,  #
+    M, N, K, stride_gum,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
     NUM_PROGRAMS: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,  #
-    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SAVE_GU: tl.constexpr,
 ):
     """The packed design, persistent, with tiles moved by the TMA unit (Hopper and later).
 
@@ -404,14 +428,18 @@ def _geglu_packed_tma_gemm_kernel(
 
         tile_id_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        if SAVE_GU:  # training: g and u for the backward, stored from registers (no staging tile)
+            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            offs_w = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
+            _store_gate_up(gu_ptr, acc, offs_m, offs_w, M, N, stride_gum)
         g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
         h = _gelu_tanh_times(g, u, FAST_TANH)
         h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h.to(h_desc.dtype))
 
 
 def geglu_packed_tma(x2d: torch.Tensor, w_packed: torch.Tensor, *,
-                     config: triton.Config | None = None) -> torch.Tensor:
-    """As :func:`geglu_packed`, persistent and fed by the TMA unit: rows must be 16-byte aligned."""
+                     config: triton.Config | None = None, gu: torch.Tensor | None = None) -> torch.Tensor:
+    """As :func:`geglu_packed` (``gu`` too), persistent and fed by the TMA unit: rows must be 16-byte aligned."""
     assert x2d.shape[1] == w_packed.shape[1] and w_packed.shape[0] % 2 == 0, "incompatible dimensions"
     assert x2d.dtype == w_packed.dtype, "incompatible dtypes"
     M, K = x2d.shape
@@ -427,11 +455,12 @@ def geglu_packed_tma(x2d: torch.Tensor, w_packed: torch.Tensor, *,
         return (min(num_programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
     config = pinned_config(config, x2d.dtype)
+    _check_gate_up_out(gu, M, N, x2d)
     _launch(_geglu_packed_tma_gemm_kernel, grid, None if config is None else tma_config(config),
-            x_desc, w_desc, h_desc,  #
-            M, N, K,  #
+            x_desc, w_desc, h_desc, gu,  #
+            M, N, K, 0 if gu is None else gu.stride(0),  #
             NUM_PROGRAMS=num_programs, INPUT_PRECISION=_input_precision(x2d.dtype),  #
-            FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
+            FAST_TANH=_fast_tanh(x2d.dtype), SAVE_GU=gu is not None)  # fmt: skip
     return h
 
 

@@ -1,0 +1,153 @@
+"""The GeGLU's backward in the epilogue of one GEMM: from dy to the gradients of g and u.
+
+The MLP's forward is ``g, u = x @ Wg.T, x @ Wu.T``, ``h = gelu_tanh(g) * u``,
+``y = h @ Wd.T``. Its backward, given dy ``[M, dim]``:
+
+* ``dh = dy @ Wd`` (a GEMM, ``[M, hidden]``), then
+* ``dg = dh · u · gelu_tanh'(g)`` and ``du = dh · gelu_tanh(g)`` (elementwise),
+* the weights' gradients ``dWd = dy.T @ h``, ``dWg = dg.T @ x``, ``dWu = du.T @ x``,
+  and the input's ``dx = dg @ Wg + du @ Wu``.
+
+Eager runs the elementwise part as separate kernels that read dh, g, u and
+gelu(g) back from memory and write dg and du. Here it is the epilogue of the
+dh GEMM: each program computes one ``[BLOCK_M, BLOCK_N]`` tile of dh in fp32
+registers, loads the matching tile of g and u (saved by the forward,
+interleaved as the packed weight's rows: column 2j is g[:, j], 2j+1 is
+u[:, j]), and stores dg and du interleaved the same way. dh itself never
+reaches memory.
+
+The interleaved dgu ``[M, 2·hidden]`` is what the rest of the backward
+wants: ``dgu @ pack_gate_up(Wg, Wu)`` is dx for gate and up in one GEMM
+(``K = 2·hidden``), and ``dgu.T @ x`` is the packed weight's gradient, gate
+and up in one GEMM, whose even and odd rows are dWg and dWu.
+
+Inputs are bfloat16 or float16 (fp32 accumulation), or float32 (true fp32
+products), on a CUDA device or on the CPU under ``TRITON_INTERPRET=1``, as
+for the forward kernels (:mod:`profiling_guide.kernels.geglu_kernels`, whose
+configs, tile order and launcher this module shares).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from profiling_guide.kernels.geglu_kernels import (
+    CONFIGS,
+    _even_k,
+    _fast_tanh,
+    _input_precision,
+    _launch,
+    _tile_coordinates,
+    pinned_config,
+)
+
+SQRT_2_OVER_PI = 0.7978845608028654
+GELU_CUBIC = 0.044715
+
+
+@triton.jit
+def _geglu_grads(g, u, dh, FAST_TANH: tl.constexpr):
+    """``(dh · u · gelu_tanh'(g), dh · gelu_tanh(g))`` on fp32 values: the backward's epilogue.
+
+    With t = tanh(z), z = √(2/π)·(g + 0.044715·g³):
+    gelu_tanh(g) = 0.5·g·(1 + t) and
+    gelu_tanh'(g) = 0.5·(1 + t) + 0.5·g·(1 - t²)·√(2/π)·(1 + 3·0.044715·g²).
+    ``FAST_TANH`` uses the hardware's ``tanh.approx.f32`` as the forward does;
+    otherwise t = 2·sigmoid(2z) - 1 from exp alone (the interpreter, fp32).
+    """
+    z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)
+    if FAST_TANH:
+        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=tl.float32,
+                                      is_pure=True, pack=1)  # fmt: skip
+    else:
+        t = 2.0 / (1.0 + tl.exp(-2.0 * z)) - 1.0
+    half_one_plus_t = 0.5 + 0.5 * t
+    gelu = g * half_one_plus_t
+    # d z / d g = √(2/π)·(1 + 3·0.044715·g²) = 0.7978… + 0.1070…·g²
+    dgelu = half_one_plus_t + 0.5 * g * (1.0 - t * t) * (0.7978845608028654 + 0.10703222440890037 * g * g)
+    return dh * u * dgelu, dh * gelu
+
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+@triton.heuristics({"EVEN_K": _even_k})
+@triton.jit
+def _geglu_backward_gemm_kernel(
+    dy_ptr, wd_ptr, gu_ptr, dgu_ptr,  #
+    M, N, K,  #
+    stride_dym, stride_dyk,  #
+    stride_wdk, stride_wdn,  #
+    stride_gum, stride_dgum,  #
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
+    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
+):
+    """dgu[M, 2N] from dh = dy[M, K] @ Wd[K, N] (Wd as nn.Linear stores the down weight) and the saved gu[M, 2N]."""
+    pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # columns of dh
+    offs_k = tl.arange(0, BLOCK_K)
+    rows = offs_m % M  # wrapped, not masked, as in the forward kernels: the masked store drops them
+    cols = offs_n % N
+    dy_ptrs = dy_ptr + rows[:, None] * stride_dym + offs_k[None, :] * stride_dyk  # [BLOCK_M, BLOCK_K]
+    wd_ptrs = wd_ptr + offs_k[:, None] * stride_wdk + cols[None, :] * stride_wdn  # [BLOCK_K, BLOCK_N]
+
+    dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(dy_ptrs)
+            b = tl.load(wd_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(dy_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(wd_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        dh = tl.dot(a, b, dh, input_precision=INPUT_PRECISION)
+        dy_ptrs += BLOCK_K * stride_dyk
+        wd_ptrs += BLOCK_K * stride_wdk
+
+    # The epilogue: g and u of this tile (interleaved pairs), the GeGLU's
+    # derivative on the fp32 dh, and dg, du stored interleaved the same way.
+    offs_p = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)  # columns of gu and dgu
+    mask = (offs_m[:, None] < M) & (offs_p[None, :] < 2 * N)
+    gu = tl.load(gu_ptr + offs_m[:, None] * stride_gum + offs_p[None, :], mask=mask, other=0.0)
+    g, u = tl.split(tl.reshape(gu.to(tl.float32), (BLOCK_M, BLOCK_N, 2)))
+    dg, du = _geglu_grads(g, u, dh, FAST_TANH)
+    dgu = tl.reshape(tl.join(dg, du), (BLOCK_M, 2 * BLOCK_N))
+    tl.store(dgu_ptr + offs_m[:, None] * stride_dgum + offs_p[None, :], dgu.to(dgu_ptr.dtype.element_ty), mask=mask)
+
+
+def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *,
+                   config: triton.Config | None = None) -> torch.Tensor:
+    """dgu ``[M, 2·hidden]`` (dg and du interleaved) from dy ``[M, dim]``, the down weight ``[dim, hidden]`` and gu.
+
+    ``gu`` is what the forward saved (:func:`~profiling_guide.kernels.geglu_kernels.geglu_packed`'s
+    ``gu``): g and u interleaved, ``[M, 2·hidden]``. ``config`` pins the tiles
+    (BLOCK_N counts columns of dh); by default the autotuner picks them per shape.
+    """
+    M, K = dy2d.shape
+    assert w_down.shape[0] == K and gu.shape == (M, 2 * w_down.shape[1]), "incompatible dimensions"
+    assert dy2d.dtype == w_down.dtype == gu.dtype, "incompatible dtypes"
+    assert gu.stride(1) == 1, "gu must have contiguous rows"
+    N = w_down.shape[1]
+    assert M > 0 and N > 0, "empty output"
+    dgu = torch.empty((M, 2 * N), device=dy2d.device, dtype=dy2d.dtype)
+
+    def grid(META):
+        return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
+
+    _launch(_geglu_backward_gemm_kernel, grid, pinned_config(config, dy2d.dtype),
+            dy2d, w_down, gu, dgu,  #
+            M, N, K,  #
+            dy2d.stride(0), dy2d.stride(1),  #
+            w_down.stride(0), w_down.stride(1),  #
+            gu.stride(0), dgu.stride(0),  #
+            INPUT_PRECISION=_input_precision(dy2d.dtype), FAST_TANH=_fast_tanh(dy2d.dtype))  # fmt: skip
+    return dgu
+
+
+def reference_grads(dh: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dg, du)`` in float64 through torch's autograd of ``gelu_tanh(g) * u``: what the epilogue must match."""
+    g64 = g.double().requires_grad_()
+    u64 = u.double().requires_grad_()
+    h = torch.nn.functional.gelu(g64, approximate="tanh") * u64
+    return torch.autograd.grad(h, (g64, u64), dh.double())
