@@ -2,6 +2,9 @@
 
 One shape (``--batch --seq --dim --hidden``) or a ``--sweep`` over ``--rows``
 × ``--hiddens``; the table on stdout, the results as JSON with ``--json``.
+``--backward`` also times the training step at that shape (forward and
+backward, :mod:`~profiling_guide.measure.bench_step`), kept under
+``training_step`` in the JSON.
 Exit status: 0, 1 when a variant gave wrong output, 2 on an error.
 """
 
@@ -26,6 +29,7 @@ from profiling_guide.measure.bench_mlp import (
     sweep,
 )
 from profiling_guide.measure.bench_records import ShapeResult, write_json_atomic
+from profiling_guide.measure.bench_step import format_training_step, measure_training_step
 from profiling_guide.measure.capture import gpu_facts, software_versions
 from profiling_guide.measure.timing import REPEATS
 from profiling_guide.sizes import MAX_SIZE
@@ -76,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive_int, default=None,
                    help="interleaved timings per variant behind each median and IQR (default 7; 5 with --sweep)")
     p.add_argument("--sweep", action="store_true", help="all variants over --rows × --hiddens at --dim")
+    p.add_argument("--backward", action="store_true",
+                   help="also time the training step (forward + backward, no optimizer) of eager, compile, liger and "
+                        "fused against cuBLAS's nine GEMMs of the step, with each variant's memory; one shape, not --sweep")
     p.add_argument("--rows", type=_int_list, default=list(SWEEP_ROWS), help="sweep rows (batch·seq), comma-separated")
     p.add_argument("--hiddens", type=_int_list, default=list(SWEEP_HIDDENS), help="sweep hidden sizes, comma-separated")
     p.add_argument("--json", type=Path, default=None, metavar="OUT.json", help="write the results here (atomically)")
@@ -91,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.json:  # before any GPU work: a path that cannot be written fails now, not after the run
             files.check_writable(args.json)
+        if args.backward and args.sweep:
+            raise GuideError("--backward times the training step at one shape: leave out --sweep, or run the two apart")
         _require_cuda()
         variants = _check_variants(args.variants)
         if args.sweep:
@@ -113,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name} config: {config}")
             wrong = run.result.wrong
             result = run.to_json()
+            if args.backward:
+                step = measure_training_step(args.batch, args.seq, args.dim, args.hidden, progress=progress,
+                                             rounds=args.rounds or 10, repeats=args.repeats or REPEATS)  # fmt: skip
+                print()
+                print(format_training_step(step))
+                wrong = [*wrong, *step["wrong"]]
+                result["training_step"] = step
         if args.json:
             nulls = write_json_atomic(args.json, result)
             print(f"wrote {args.json}" + (f" (NaN or infinity written as null at {', '.join(nulls)})" if nulls else ""))
