@@ -217,35 +217,43 @@ def grads_float64(mlp, x, dy):
     return torch.autograd.grad(y, (x64, *ws), dy.double())
 
 
+BACKWARD_SHAPES = [*SHAPES, (40, 64, 96)]  # the last one TMA can address in fp16 (rows of 16-byte multiples)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
-@pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
-def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, dtype):
+@pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
+@pytest.mark.parametrize("M,dim,hidden", BACKWARD_SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in BACKWARD_SHAPES])
+def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, design, dtype):
     from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads
 
+    if design == "packed-tma" and (dim * dtype.itemsize % 16 or hidden * dtype.itemsize % 16):
+        pytest.skip("rows the TMA unit cannot address: the module runs 'packed' there")
     gen = torch.Generator().manual_seed(M + dim)
     dy = torch.randn(M, dim, generator=gen).to(dtype)
     wd = (torch.randn(dim, hidden, generator=gen) / hidden**0.5).to(dtype)
     gu = (2 * torch.randn(M, 2 * hidden, generator=gen)).to(dtype)  # g spans gelu's curved part and its tails
-    dgu = geglu_backward(dy, wd, gu)
-    dg, du = reference_grads(dy.double() @ wd.double(), gu[:, 0::2], gu[:, 1::2])
-    assert fm.max_rel_error(dgu[:, 0::2], dg) < 2 * TOLERANCE[dtype]
-    assert fm.max_rel_error(dgu[:, 1::2], du) < 2 * TOLERANCE[dtype]
+    dgu = geglu_backward(dy, wd, gu, design=design)
+    dg, du = reference_grads(dy.double() @ wd.double(), gu[:, :hidden], gu[:, hidden:])
+    assert fm.max_rel_error(dgu[:, :hidden], dg) < 2 * TOLERANCE[dtype]
+    assert fm.max_rel_error(dgu[:, hidden:], du) < 2 * TOLERANCE[dtype]
 
 
 @pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
-def test_saving_gate_up_keeps_g_and_u_interleaved_as_the_packed_weight(design):
+def test_saving_gate_up_keeps_g_then_u_side_by_side(design):
     x, wg, wu = weights(33, 40, 72, torch.float32)
     h, gu = fm.geglu(x, wg, wu, design=design, save_gate_up=True)
     assert gu.shape == (33, 144)
-    assert fm.max_rel_error(gu[:, 0::2], x.double() @ wg.double().T) < 1e-5
-    assert fm.max_rel_error(gu[:, 1::2], x.double() @ wu.double().T) < 1e-5
+    assert fm.max_rel_error(gu[:, :72], x.double() @ wg.double().T) < 1e-5
+    assert fm.max_rel_error(gu[:, 72:], x.double() @ wu.double().T) < 1e-5
     assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 @pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
-@pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
+@pytest.mark.parametrize("M,dim,hidden", BACKWARD_SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in BACKWARD_SHAPES])
 def test_the_fused_mlp_trains_with_the_gradients_of_float64_autograd(M, dim, hidden, design, dtype):
+    if design == "packed-tma" and (dim * dtype.itemsize % 16 or hidden * dtype.itemsize % 16):
+        pytest.skip("rows the TMA unit cannot address: packed-tma refuses them (tested above)")
     torch.manual_seed(M)
     simple = SimpleGeGLUMLP(dim, hidden, dtype=dtype)
     mlp = fm.FusedGeGLUMLP.from_mlp(simple, design=design)
@@ -257,7 +265,7 @@ def test_the_fused_mlp_trains_with_the_gradients_of_float64_autograd(M, dim, hid
     want = grads_float64(mlp, x.detach().reshape(-1, dim), dy.reshape(-1, dim))
     got = (x.grad.reshape(-1, dim), mlp.gate_proj.weight.grad, mlp.up_proj.weight.grad, mlp.down_proj.weight.grad)
     for name, g, w in zip(("x", "gate", "up", "down"), got, want):
-        assert g.shape == w.shape and g.dtype == dtype, name
+        assert g.shape == w.shape and g.dtype == dtype and g.is_contiguous(), name
         # a few roundings more than the forward: dgu, then a GEMM over it
         assert fm.max_rel_error(g, w) < 4 * TOLERANCE[dtype], name
 
@@ -278,7 +286,7 @@ def test_the_fused_mlp_saves_less_for_backward_than_eager():
         return sum(mine.values())
 
     assert saved_elements(simple) == 4 * M * hidden  # g, u, gelu(g), h
-    assert saved_elements(fused) == 3 * M * hidden  # gu (g and u), h
+    assert saved_elements(fused) == 3 * M * hidden  # gu = [g | u], h
 
 
 def test_training_with_the_dual_design_is_refused_in_one_line():

@@ -141,21 +141,24 @@ def test_a_captured_forward_costs_the_cpu_no_more_than_eager():
 
 
 # ---------------------------------------------------------------- training: the fused backward
-BACKWARD_CASES = [(dtype, shape) for dtype in (torch.bfloat16, torch.float16) for shape in CHECK_SHAPES]
+BACKWARD_CASES = [(design, dtype, shape) for dtype in (torch.bfloat16, torch.float16) for shape in CHECK_SHAPES
+                  for design in fm.PACKED_DESIGNS]  # fmt: skip
 
 
-@pytest.mark.parametrize("dtype,shape", BACKWARD_CASES, ids=[case_id(("bwd", d, s)) for d, s in BACKWARD_CASES])
-def test_the_backward_epilogue_matches_autograd_in_float64(dtype, shape):
+@pytest.mark.parametrize("design,dtype,shape", BACKWARD_CASES, ids=[case_id(c) for c in BACKWARD_CASES])
+def test_the_backward_epilogue_matches_autograd_in_float64(design, dtype, shape):
     from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads
 
     M, dim, hidden = shape
+    if design == "packed-tma" and (dim % 8 or hidden % 8):
+        pytest.skip("rows the TMA unit cannot address: the module runs 'packed' there")
     gen = torch.Generator(device="cuda").manual_seed(M)
     dy = torch.randn(M, dim, device="cuda", dtype=dtype, generator=gen)
     wd = torch.randn(dim, hidden, device="cuda", dtype=dtype, generator=gen) / hidden**0.5
     gu = 2 * torch.randn(M, 2 * hidden, device="cuda", dtype=dtype, generator=gen)
-    dgu = geglu_backward(dy, wd, gu)
-    dg, du = reference_grads(dy.double() @ wd.double(), gu[:, 0::2], gu[:, 1::2])
-    for name, got, want in (("dg", dgu[:, 0::2], dg), ("du", dgu[:, 1::2], du)):
+    dgu = geglu_backward(dy, wd, gu, design=design)
+    dg, du = reference_grads(dy.double() @ wd.double(), gu[:, :hidden], gu[:, hidden:])
+    for name, got, want in (("dg", dgu[:, :hidden], dg), ("du", dgu[:, hidden:], du)):
         err = fm.max_rel_error(got, want)
         assert err <= fm.CHECK_TOLERANCE[dtype], f"{name}: max rel error {err:.2e}"
 

@@ -301,7 +301,7 @@ def _as_config(config: dict | triton.Config) -> triton.Config:
 class GeGLUFunction(torch.autograd.Function):
     """The fused MLP as one autograd node: forward through our kernels, backward through one more and three GEMMs.
 
-    Forward: the packed gate/up kernel stores h *and* gu (g and u interleaved,
+    Forward: the packed gate/up kernel stores h *and* gu (``[g | u]``,
     ``[M, 2·hidden]``), then cuBLAS's down GEMM. Saved for backward: x (the
     caller's, no copy), gu and h: 3·M·hidden elements, against eager's 4 (g,
     u, gelu(g) and h). gu is saved rather than recomputed: recomputing it
@@ -310,39 +310,40 @@ class GeGLUFunction(torch.autograd.Function):
 
     Backward, given dy:
 
-    1. ``dgu = geglu_backward(dy, Wd, gu)``: dh = dy @ Wd with the GeGLU's
-       derivative in its epilogue (:mod:`~profiling_guide.kernels.geglu_backward`);
-       dh never reaches memory.
+    1. ``dgu = geglu_backward(dy, Wd, gu)`` = ``[dg | du]``: dh = dy @ Wd with
+       the GeGLU's derivative in its epilogue
+       (:mod:`~profiling_guide.kernels.geglu_backward`); dh never reaches memory.
     2. ``dWd = dy.T @ h`` (cuBLAS).
-    3. ``dx = dgu @ packed`` (cuBLAS, K = 2·hidden): gate's and up's dx in one GEMM.
-    4. ``dW_packed = dgu.T @ x`` (cuBLAS): gate's and up's weight gradients in
-       one GEMM, as the packed weight's even and odd rows.
+    3. ``dx = dgu @ stacked`` (cuBLAS, K = 2·hidden; ``stacked`` is
+       ``[Wg; Wu]``, ``[2·hidden, dim]``): gate's and up's dx in one GEMM.
+    4. ``[dWg; dWu] = dgu.T @ x`` (cuBLAS): both weights' gradients in one
+       GEMM, each a contiguous half of its output.
 
     Seven kernels for the step's nine GEMMs' worth of work, where eager runs
     nine GEMMs and the elementwise kernels between them.
     """
 
     @staticmethod
-    def forward(ctx, x2d, w_gate, w_up, w_down, packed, design):
+    def forward(ctx, x2d, w_gate, w_up, w_down, packed, stacked, design):
         h, gu = geglu(x2d, w_gate, w_up, design=design, packed_weight=packed, save_gate_up=True)
-        ctx.save_for_backward(x2d, packed, w_down, gu, h)
+        ctx.save_for_backward(x2d, stacked, w_down, gu, h)
+        ctx.design = design
         return F.linear(h, w_down)
 
     @staticmethod
     def backward(ctx, dy):
         from profiling_guide.kernels.geglu_backward import geglu_backward
 
-        x2d, packed, w_down, gu, h = ctx.saved_tensors
+        x2d, stacked, w_down, gu, h = ctx.saved_tensors
         needs_x, needs_gate, needs_up, needs_down = ctx.needs_input_grad[:4]
         dy = dy.contiguous()
-        dgu = geglu_backward(dy, w_down, gu)
-        dx = dgu @ packed if needs_x else None
+        dgu = geglu_backward(dy, w_down, gu, design=ctx.design)
+        dx = dgu @ stacked if needs_x else None
         dw_down = dy.T @ h if needs_down else None
         dw_gate = dw_up = None
         if needs_gate or needs_up:
-            # rows 2j and 2j+1 of the packed gradient are gate's and up's row j
-            dw_gate, dw_up = (dgu.T @ x2d).view(-1, 2, x2d.shape[1]).unbind(1)
-        return dx, dw_gate, dw_up, dw_down, None, None
+            dw_gate, dw_up = (dgu.T @ x2d).chunk(2)  # [dWg; dWu]: two contiguous halves
+        return dx, dw_gate, dw_up, dw_down, None, None, None
 
 
 class FusedGeGLUMLP(nn.Module):
@@ -370,8 +371,9 @@ class FusedGeGLUMLP(nn.Module):
         self.gate_proj = nn.Linear(dim, hidden, bias=False, device=device, dtype=dtype)
         self.up_proj = nn.Linear(dim, hidden, bias=False, device=device, dtype=dtype)
         self.down_proj = nn.Linear(hidden, dim, bias=False, device=device, dtype=dtype)
-        self._packed: torch.Tensor | None = None
-        self._packed_key: tuple | None = None
+        # copies of the gate and up weights (not in the state dict), rebuilt when either weight changes
+        self._copies: dict[str, torch.Tensor] = {}
+        self._copy_keys: dict[str, tuple] = {}
 
     @classmethod
     def from_mlp(cls, mlp: nn.Module, design: str = AUTO) -> FusedGeGLUMLP:
@@ -399,17 +401,25 @@ class FusedGeGLUMLP(nn.Module):
         on every call; the weak references make sure a freed weight whose
         address was reused is not mistaken for the old one.
         """
+        return self._weight_copy("packed", pack_gate_up)
+
+    def stacked_weight(self) -> torch.Tensor:
+        """``[Wg; Wu]`` (``[2·hidden, dim]``), what the backward's dx GEMM reads; cached as :meth:`packed_weight` is."""
+        return self._weight_copy("stacked", lambda wg, wu: torch.cat((wg, wu)))
+
+    def _weight_copy(self, kind: str, build) -> torch.Tensor:
         wg, wu = self.gate_proj.weight, self.up_proj.weight
-        key = self._packed_key
+        key = self._copy_keys.get(kind)
         fresh = (
             key is not None
             and key[0]() is wg and key[1] == (wg._version, wg.data_ptr())
             and key[2]() is wu and key[3] == (wu._version, wu.data_ptr())
         )  # fmt: skip
         if not fresh:
-            self._packed = pack_gate_up(wg.detach(), wu.detach())
-            self._packed_key = (weakref.ref(wg), (wg._version, wg.data_ptr()), weakref.ref(wu), (wu._version, wu.data_ptr()))
-        return self._packed
+            with torch.no_grad():
+                self._copies[kind] = build(wg.detach(), wu.detach())
+            self._copy_keys[kind] = (weakref.ref(wg), (wg._version, wg.data_ptr()), weakref.ref(wu), (wu._version, wu.data_ptr()))
+        return self._copies[kind]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         wg, wu, wd = self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight
@@ -423,7 +433,7 @@ class FusedGeGLUMLP(nn.Module):
             if not packed_design(design):
                 raise GuideError(f"FusedGeGLUMLP trains with a packed design ({', '.join(PACKED_DESIGNS)}), "
                                  f"not {design!r}: build it with design='auto', or call it under torch.no_grad()")
-            y = GeGLUFunction.apply(x2d, wg, wu, wd, packed, design)
+            y = GeGLUFunction.apply(x2d, wg, wu, wd, packed, self.stacked_weight(), design)
         else:
             h = geglu(x2d, wg, wu, design=design, packed_weight=packed)
             # The down projection is a plain GEMM with nothing to fuse: cuBLAS (see the module docstring).

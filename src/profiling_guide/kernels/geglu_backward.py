@@ -11,15 +11,18 @@ The MLP's forward is ``g, u = x @ Wg.T, x @ Wu.T``, ``h = gelu_tanh(g) * u``,
 Eager runs the elementwise part as separate kernels that read dh, g, u and
 gelu(g) back from memory and write dg and du. Here it is the epilogue of the
 dh GEMM: each program computes one ``[BLOCK_M, BLOCK_N]`` tile of dh in fp32
-registers, loads the matching tile of g and u (saved by the forward,
-interleaved as the packed weight's rows: column 2j is g[:, j], 2j+1 is
-u[:, j]), and stores dg and du interleaved the same way. dh itself never
-reaches memory.
+registers, loads the matching tiles of g and u (saved by the forward side by
+side, ``gu = [g | u]``, ``[M, 2·hidden]``), and stores dg and du the same
+way, ``dgu = [dg | du]``. dh itself never reaches memory.
 
-The interleaved dgu ``[M, 2·hidden]`` is what the rest of the backward
-wants: ``dgu @ pack_gate_up(Wg, Wu)`` is dx for gate and up in one GEMM
-(``K = 2·hidden``), and ``dgu.T @ x`` is the packed weight's gradient, gate
-and up in one GEMM, whose even and odd rows are dWg and dWu.
+That layout is what the rest of the backward wants: ``dgu @ [Wg; Wu]`` (the
+two weights stacked, ``[2·hidden, dim]``) is dx for gate and up in one GEMM
+(``K = 2·hidden``), and ``dgu.T @ x`` is ``[dWg; dWu]`` in one GEMM, whose
+two halves are already the weights' gradients, contiguous: nothing to copy.
+
+Two designs, as for the forward: ``"packed"`` (pointers, one program per
+tile, any shape) and ``"packed-tma"`` (Hopper: persistent, tiles moved by the
+TMA unit).
 
 Inputs are bfloat16 or float16 (fp32 accumulation), or float32 (true fp32
 products), on a CUDA device or on the CPU under ``TRITON_INTERPRET=1``, as
@@ -32,6 +35,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from profiling_guide.kernels.geglu_kernels import (
     CONFIGS,
@@ -42,10 +46,6 @@ from profiling_guide.kernels.geglu_kernels import (
     _tile_coordinates,
     pinned_config,
 )
-
-SQRT_2_OVER_PI = 0.7978845608028654
-GELU_CUBIC = 0.044715
-
 
 @triton.jit
 def _geglu_grads(g, u, dh, FAST_TANH: tl.constexpr):
@@ -70,6 +70,7 @@ def _geglu_grads(g, u, dh, FAST_TANH: tl.constexpr):
     return dh * u * dgelu, dh * gelu
 
 
+# ---------------------------------------------------------------- design "packed": pointers, one program per tile
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
 @triton.heuristics({"EVEN_K": _even_k})
 @triton.jit
@@ -82,7 +83,7 @@ def _geglu_backward_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
     EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
 ):
-    """dgu[M, 2N] from dh = dy[M, K] @ Wd[K, N] (Wd as nn.Linear stores the down weight) and the saved gu[M, 2N]."""
+    """dgu = [dg | du] ``[M, 2N]`` from dh = dy[M, K] @ Wd[K, N] and the saved gu = [g | u]."""
     pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # columns of dh
@@ -105,43 +106,117 @@ def _geglu_backward_gemm_kernel(
         dy_ptrs += BLOCK_K * stride_dyk
         wd_ptrs += BLOCK_K * stride_wdk
 
-    # The epilogue: g and u of this tile (interleaved pairs), the GeGLU's
-    # derivative on the fp32 dh, and dg, du stored interleaved the same way.
-    offs_p = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)  # columns of gu and dgu
-    mask = (offs_m[:, None] < M) & (offs_p[None, :] < 2 * N)
-    gu = tl.load(gu_ptr + offs_m[:, None] * stride_gum + offs_p[None, :], mask=mask, other=0.0)
-    g, u = tl.split(tl.reshape(gu.to(tl.float32), (BLOCK_M, BLOCK_N, 2)))
+    # The epilogue: this tile's g and u, the GeGLU's derivative on the fp32 dh, dg and du stored.
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    gu_ptrs = gu_ptr + offs_m[:, None] * stride_gum + offs_n[None, :]
+    g = tl.load(gu_ptrs, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(gu_ptrs + N, mask=mask, other=0.0).to(tl.float32)
     dg, du = _geglu_grads(g, u, dh, FAST_TANH)
-    dgu = tl.reshape(tl.join(dg, du), (BLOCK_M, 2 * BLOCK_N))
-    tl.store(dgu_ptr + offs_m[:, None] * stride_dgum + offs_p[None, :], dgu.to(dgu_ptr.dtype.element_ty), mask=mask)
+    dgu_ptrs = dgu_ptr + offs_m[:, None] * stride_dgum + offs_n[None, :]
+    tl.store(dgu_ptrs, dg.to(dgu_ptr.dtype.element_ty), mask=mask)
+    tl.store(dgu_ptrs + N, du.to(dgu_ptr.dtype.element_ty), mask=mask)
 
 
-def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *,
+# ---------------------------------------------------------------- design "packed-tma": TMA, persistent
+def _set_block_shapes(nargs) -> None:
+    """Pre-hook: the descriptors' tile shapes follow the config being run."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["dy_desc"].block_shape = [bm, bk]
+    nargs["wd_desc"].block_shape = [bk, bn]
+    for name in ("g_desc", "u_desc", "dg_desc", "du_desc"):
+        nargs[name].block_shape = [bm, bn]
+
+
+def _tma_config(config: triton.Config) -> triton.Config:
+    return triton.Config({**config.kwargs, "FLATTEN": True}, num_warps=config.num_warps,
+                         num_stages=config.num_stages, pre_hook=_set_block_shapes)  # fmt: skip
+
+
+@triton.autotune(configs=[_tma_config(c) for c in CONFIGS], key=["M", "N", "K"])
+@triton.jit
+def _geglu_backward_tma_kernel(
+    dy_desc, wd_desc, g_desc, u_desc, dg_desc, du_desc,  #
+    M, N, K,  #
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
+    NUM_PROGRAMS: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, FLATTEN: tl.constexpr,
+):
+    """The same tile work, persistent (one program per SM), every tile moved by the TMA unit.
+
+    g, u, dg and du are each described as an ``[M, N]`` view of their half of
+    gu or dgu, so a tile hanging over column N is clipped by the hardware at
+    its own half's edge and never spills into the other half.
+    """
+    start_pid = tl.program_id(0)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    tile_id_c = start_pid - NUM_PROGRAMS  # the epilogue's own counter: see the forward's packed-tma kernel
+    for tile_id in tl.range(start_pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
+        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_steps):
+            a = dy_desc.load([off_m, ki * BLOCK_K])  # [BLOCK_M, BLOCK_K]
+            b = wd_desc.load([ki * BLOCK_K, off_n])  # [BLOCK_K, BLOCK_N]
+            dh = tl.dot(a, b, dh, input_precision=INPUT_PRECISION)
+
+        tile_id_c += NUM_PROGRAMS
+        pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        g = g_desc.load([off_m, off_n]).to(tl.float32)
+        u = u_desc.load([off_m, off_n]).to(tl.float32)
+        dg, du = _geglu_grads(g, u, dh, FAST_TANH)
+        dg_desc.store([off_m, off_n], dg.to(dg_desc.dtype))
+        du_desc.store([off_m, off_n], du.to(du_desc.dtype))
+
+
+KERNELS = {"packed": _geglu_backward_gemm_kernel, "packed-tma": _geglu_backward_tma_kernel}
+
+
+def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *, design: str = "packed",
                    config: triton.Config | None = None) -> torch.Tensor:
-    """dgu ``[M, 2·hidden]`` (dg and du interleaved) from dy ``[M, dim]``, the down weight ``[dim, hidden]`` and gu.
+    """dgu = ``[dg | du]`` ``[M, 2·hidden]`` from dy ``[M, dim]``, the down weight ``[dim, hidden]`` and gu.
 
     ``gu`` is what the forward saved (:func:`~profiling_guide.kernels.geglu_kernels.geglu_packed`'s
-    ``gu``): g and u interleaved, ``[M, 2·hidden]``. ``config`` pins the tiles
-    (BLOCK_N counts columns of dh); by default the autotuner picks them per shape.
+    ``gu``): ``[g | u]``, ``[M, 2·hidden]``. ``design`` is ``"packed"`` (any
+    shape) or ``"packed-tma"`` (Hopper and later; dim and hidden multiples of
+    8 in 16-bit dtypes: the TMA unit's 16-byte alignment, for the halves of gu
+    and dgu too). ``config`` pins the tiles (BLOCK_N counts columns of dh);
+    by default the autotuner picks them per shape.
     """
     M, K = dy2d.shape
     assert w_down.shape[0] == K and gu.shape == (M, 2 * w_down.shape[1]), "incompatible dimensions"
     assert dy2d.dtype == w_down.dtype == gu.dtype, "incompatible dtypes"
-    assert gu.stride(1) == 1, "gu must have contiguous rows"
+    assert gu.stride(1) == 1 and dy2d.stride(1) == 1, "gu and dy must have contiguous rows"
+    assert design in KERNELS, f"unknown design {design!r}"
     N = w_down.shape[1]
-    assert M > 0 and N > 0, "empty output"
+    assert M > 0 and N > 0 and K > 0, "empty operands"
     dgu = torch.empty((M, 2 * N), device=dy2d.device, dtype=dy2d.dtype)
+    config = pinned_config(config, dy2d.dtype)
+    constants = {"INPUT_PRECISION": _input_precision(dy2d.dtype), "FAST_TANH": _fast_tanh(dy2d.dtype)}
+    if design == "packed":
+
+        def grid(META):
+            return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
+
+        _launch(_geglu_backward_gemm_kernel, grid, config,
+                dy2d, w_down, gu, dgu,  #
+                M, N, K,  #
+                dy2d.stride(0), dy2d.stride(1),  #
+                w_down.stride(0), w_down.stride(1),  #
+                gu.stride(0), dgu.stride(0), **constants)  # fmt: skip
+        return dgu
+    num_programs = torch.cuda.get_device_properties(dy2d.device).multi_processor_count if dy2d.is_cuda else 3
+    # the tile shapes here are placeholders: each config's pre-hook sets its own
+    views = (dy2d, w_down, gu[:, :N], gu[:, N:], dgu[:, :N], dgu[:, N:])
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in views]
 
     def grid(META):
-        return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
+        return (min(num_programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
-    _launch(_geglu_backward_gemm_kernel, grid, pinned_config(config, dy2d.dtype),
-            dy2d, w_down, gu, dgu,  #
-            M, N, K,  #
-            dy2d.stride(0), dy2d.stride(1),  #
-            w_down.stride(0), w_down.stride(1),  #
-            gu.stride(0), dgu.stride(0),  #
-            INPUT_PRECISION=_input_precision(dy2d.dtype), FAST_TANH=_fast_tanh(dy2d.dtype))  # fmt: skip
+    _launch(_geglu_backward_tma_kernel, grid, None if config is None else _tma_config(config),
+            *descs, M, N, K, NUM_PROGRAMS=num_programs, **constants)  # fmt: skip
     return dgu
 
 

@@ -208,10 +208,12 @@ def _gelu_tanh_times(g, u, FAST_TANH: tl.constexpr):
 
 
 @triton.jit
-def _store_gate_up(gu_ptr, acc, offs_m, offs_w, M, N, stride_gum):
-    """Store the packed accumulator (g and u interleaved, ``[BLOCK_M, 2·BLOCK_N]``) to gu, masked at the edges."""
-    mask = (offs_m[:, None] < M) & (offs_w[None, :] < 2 * N)
-    tl.store(gu_ptr + offs_m[:, None] * stride_gum + offs_w[None, :], acc.to(gu_ptr.dtype.element_ty), mask=mask)
+def _store_gate_up(gu_ptr, g, u, offs_m, offs_n, M, N, stride_gum):
+    """Store this tile's g and u to gu ``[M, 2·N]`` = ``[g | u]``: g in columns [0, N), u in [N, 2N); masked."""
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    ptrs = gu_ptr + offs_m[:, None] * stride_gum + offs_n[None, :]
+    tl.store(ptrs, g.to(gu_ptr.dtype.element_ty), mask=mask)
+    tl.store(ptrs + N, u.to(gu_ptr.dtype.element_ty), mask=mask)
 
 
 def _check_gate_up_out(gu: torch.Tensor | None, M: int, N: int, x2d: torch.Tensor) -> None:
@@ -342,9 +344,9 @@ def _geglu_packed_gemm_kernel(
     # acc[:, 2j] is g[:, j] and acc[:, 2j+1] is u[:, j]: view the pairs as a
     # last axis of size 2 and split it. Each thread already holds both columns
     # of a pair, so this is a renaming of registers, not a data movement.
-    if SAVE_GU:  # training: keep g and u, interleaved as computed, for the backward
-        _store_gate_up(gu_ptr, acc, offs_m, offs_w, M, N, stride_gum)
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+    if SAVE_GU:  # training: keep g and u for the backward
+        _store_gate_up(gu_ptr, g, u, offs_m, offs_n, M, N, stride_gum)
     h = _gelu_tanh_times(g, u, FAST_TANH)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -355,8 +357,8 @@ def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Co
     """h ``[M, hidden]`` from x ``[M, dim]`` and ``pack_gate_up(w_gate, w_up)`` ``[2·hidden, dim]``.
 
     ``gu`` (``[M, 2·hidden]``, contiguous rows), if given, also receives g and
-    u as the GEMM computed them, interleaved like the packed weight's rows
-    (column 2j is g[:, j], 2j+1 is u[:, j]): what the backward reads.
+    u as the GEMM computed them, side by side: ``gu = [g | u]`` (g in the first
+    hidden columns): what the backward reads.
     """
     assert x2d.shape[1] == w_packed.shape[1] and w_packed.shape[0] % 2 == 0, "incompatible dimensions"
     assert x2d.dtype == w_packed.dtype, "incompatible dtypes"
@@ -428,11 +430,11 @@ def _geglu_packed_tma_gemm_kernel(
 
         tile_id_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        if SAVE_GU:  # training: g and u for the backward, stored from registers (no staging tile)
-            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            offs_w = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
-            _store_gate_up(gu_ptr, acc, offs_m, offs_w, M, N, stride_gum)
         g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+        if SAVE_GU:  # training: g and u for the backward, stored from registers (no staging tiles)
+            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            _store_gate_up(gu_ptr, g, u, offs_m, offs_n, M, N, stride_gum)
         h = _gelu_tanh_times(g, u, FAST_TANH)
         h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h.to(h_desc.dtype))
 
