@@ -29,7 +29,7 @@ from profiling_guide.measure.bench_mlp import (
     sweep,
 )
 from profiling_guide.measure.bench_records import ShapeResult, write_json_atomic
-from profiling_guide.measure.bench_step import format_training_step, measure_training_step
+from profiling_guide.measure.bench_step import STEP_VARIANTS, format_training_step, measure_training_step
 from profiling_guide.measure.capture import gpu_facts, software_versions
 from profiling_guide.measure.timing import REPEATS
 from profiling_guide.sizes import MAX_SIZE
@@ -64,6 +64,14 @@ def _variant_list(text: str) -> list[str]:
     return names
 
 
+def _step_variant_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    for name in names or [""]:
+        if name not in STEP_VARIANTS:
+            raise argparse.ArgumentTypeError(f"unknown training-step variant {name!r}: choose from {', '.join(STEP_VARIANTS)}")
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="profiling-guide bench-mlp",
@@ -85,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "fused against cuBLAS's nine GEMMs of the step, with each variant's memory; one shape, not --sweep")
     p.add_argument("--rows", type=_int_list, default=list(SWEEP_ROWS), help="sweep rows (batch·seq), comma-separated")
     p.add_argument("--hiddens", type=_int_list, default=list(SWEEP_HIDDENS), help="sweep hidden sizes, comma-separated")
+    p.add_argument("--step-variants", type=_step_variant_list, default=list(STEP_VARIANTS),
+                   help=f"with --backward: comma-separated, from {','.join(STEP_VARIANTS)} (default: all)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT.json", help="write the results here (atomically)")
     return p  # fmt: skip
 
@@ -123,8 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             wrong = run.result.wrong
             result = run.to_json()
             if args.backward:
-                step = measure_training_step(args.batch, args.seq, args.dim, args.hidden, progress=progress,
-                                             rounds=args.rounds or 10, repeats=args.repeats or REPEATS)  # fmt: skip
+                step = measure_training_step(args.batch, args.seq, args.dim, args.hidden, args.step_variants,
+                                             progress=progress, rounds=args.rounds or 10,
+                                             repeats=args.repeats or REPEATS)  # fmt: skip
                 print()
                 print(format_training_step(step))
                 wrong = [*wrong, *step["wrong"]]
