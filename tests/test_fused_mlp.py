@@ -232,10 +232,14 @@ def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, desig
     dy = torch.randn(M, dim, generator=gen).to(dtype)
     wd = (torch.randn(dim, hidden, generator=gen) / hidden**0.5).to(dtype)
     gu = (2 * torch.randn(M, 2 * hidden, generator=gen)).to(dtype)  # g spans gelu's curved part and its tails
-    dgu = geglu_backward(dy, wd, gu, design=design)
     dg, du = reference_grads(dy.double() @ wd.double(), gu[:, :hidden], gu[:, hidden:])
-    assert fm.max_rel_error(dgu[:, :hidden], dg) < 2 * TOLERANCE[dtype]
-    assert fm.max_rel_error(dgu[:, hidden:], du) < 2 * TOLERANCE[dtype]
+    for prefetch in (False, True):  # g and u loaded after the K loop, or before it
+        config = {**gk.INTERPRETER_CONFIG.kwargs, "num_warps": 1, "num_stages": 1}
+        pinned = fm._as_config(config)
+        pinned.kwargs["PREFETCH"] = prefetch
+        dgu = geglu_backward(dy, wd, gu, design=design, config=pinned)
+        assert fm.max_rel_error(dgu[:, :hidden], dg) < 2 * TOLERANCE[dtype], prefetch
+        assert fm.max_rel_error(dgu[:, hidden:], du) < 2 * TOLERANCE[dtype], prefetch
 
 
 @pytest.mark.parametrize("design", fm.PACKED_DESIGNS)

@@ -39,6 +39,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from profiling_guide.kernels.geglu_kernels import (
     CONFIGS,
+    INTERPRETED,
     _even_k,
     _fast_tanh,
     _input_precision,
@@ -71,7 +72,22 @@ def _geglu_grads(g, u, dh, FAST_TANH: tl.constexpr):
 
 
 # ---------------------------------------------------------------- design "packed": pointers, one program per tile
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+def _with_prefetch(configs: list[triton.Config]) -> list[triton.Config]:
+    """Each config twice: g and u loaded after the K loop, and loaded before it (PREFETCH).
+
+    The epilogue moves as many bytes as the GEMM's own operands: at the
+    guide's shape an SM spends about as long loading g and u and storing dg
+    and du as computing its dh tile. Loaded before the K loop, g and u arrive
+    while the tensor cores work, at the cost of holding them in registers
+    through it; the autotuner measures which wins.
+    """
+    # the interpreter runs one config (the tests pin the other)
+    choices = (True,) if INTERPRETED else (False, True)
+    return [triton.Config({**c.kwargs, "PREFETCH": p}, num_warps=c.num_warps, num_stages=c.num_stages)
+            for c in configs for p in choices]  # fmt: skip
+
+
+@triton.autotune(configs=_with_prefetch(CONFIGS), key=["M", "N", "K"])
 @triton.heuristics({"EVEN_K": _even_k})
 @triton.jit
 def _geglu_backward_gemm_kernel(
@@ -81,7 +97,7 @@ def _geglu_backward_gemm_kernel(
     stride_wdk, stride_wdn,  #
     stride_gum, stride_dgum,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
-    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
+    EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """dgu = [dg | du] ``[M, 2N]`` from dh = dy[M, K] @ Wd[K, N] and the saved gu = [g | u]."""
     pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -93,6 +109,11 @@ def _geglu_backward_gemm_kernel(
     dy_ptrs = dy_ptr + rows[:, None] * stride_dym + offs_k[None, :] * stride_dyk  # [BLOCK_M, BLOCK_K]
     wd_ptrs = wd_ptr + offs_k[:, None] * stride_wdk + cols[None, :] * stride_wdn  # [BLOCK_K, BLOCK_N]
 
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    gu_ptrs = gu_ptr + offs_m[:, None] * stride_gum + offs_n[None, :]
+    if PREFETCH:  # issued now, waited for at their first use, after the K loop
+        g = tl.load(gu_ptrs, mask=mask, other=0.0)
+        u = tl.load(gu_ptrs + N, mask=mask, other=0.0)
     dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
@@ -107,11 +128,10 @@ def _geglu_backward_gemm_kernel(
         wd_ptrs += BLOCK_K * stride_wdk
 
     # The epilogue: this tile's g and u, the GeGLU's derivative on the fp32 dh, dg and du stored.
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    gu_ptrs = gu_ptr + offs_m[:, None] * stride_gum + offs_n[None, :]
-    g = tl.load(gu_ptrs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(gu_ptrs + N, mask=mask, other=0.0).to(tl.float32)
-    dg, du = _geglu_grads(g, u, dh, FAST_TANH)
+    if not PREFETCH:
+        g = tl.load(gu_ptrs, mask=mask, other=0.0)
+        u = tl.load(gu_ptrs + N, mask=mask, other=0.0)
+    dg, du = _geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
     dgu_ptrs = dgu_ptr + offs_m[:, None] * stride_dgum + offs_n[None, :]
     tl.store(dgu_ptrs, dg.to(dgu_ptr.dtype.element_ty), mask=mask)
     tl.store(dgu_ptrs + N, du.to(dgu_ptr.dtype.element_ty), mask=mask)
@@ -128,17 +148,20 @@ def _set_block_shapes(nargs) -> None:
 
 
 def _tma_config(config: triton.Config) -> triton.Config:
-    return triton.Config({**config.kwargs, "FLATTEN": True}, num_warps=config.num_warps,
+    # The tile loop is flattened (its next tile's loads overlap this tile's epilogue) in
+    # the configs that do not prefetch; the prefetching ones keep it a plain loop.
+    return triton.Config({**config.kwargs, "FLATTEN": not config.kwargs["PREFETCH"]}, num_warps=config.num_warps,
                          num_stages=config.num_stages, pre_hook=_set_block_shapes)  # fmt: skip
 
 
-@triton.autotune(configs=[_tma_config(c) for c in CONFIGS], key=["M", "N", "K"])
+@triton.autotune(configs=[_tma_config(c) for c in _with_prefetch(CONFIGS)], key=["M", "N", "K"])
 @triton.jit
 def _geglu_backward_tma_kernel(
     dy_desc, wd_desc, g_desc, u_desc, dg_desc, du_desc,  #
     M, N, K,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
     NUM_PROGRAMS: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, FLATTEN: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """The same tile work, persistent (one program per SM), every tile moved by the TMA unit.
 
@@ -154,6 +177,9 @@ def _geglu_backward_tma_kernel(
         pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        if PREFETCH:  # this tile's g and u requested before its K loop
+            g = g_desc.load([off_m, off_n])
+            u = u_desc.load([off_m, off_n])
         dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_steps):
             a = dy_desc.load([off_m, ki * BLOCK_K])  # [BLOCK_M, BLOCK_K]
@@ -164,9 +190,10 @@ def _geglu_backward_tma_kernel(
         pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        g = g_desc.load([off_m, off_n]).to(tl.float32)
-        u = u_desc.load([off_m, off_n]).to(tl.float32)
-        dg, du = _geglu_grads(g, u, dh, FAST_TANH)
+        if not PREFETCH:
+            g = g_desc.load([off_m, off_n])
+            u = u_desc.load([off_m, off_n])
+        dg, du = _geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
         dg_desc.store([off_m, off_n], dg.to(dg_desc.dtype))
         du_desc.store([off_m, off_n], du.to(du_desc.dtype))
 
@@ -194,6 +221,9 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
     assert M > 0 and N > 0 and K > 0, "empty operands"
     dgu = torch.empty((M, 2 * N), device=dy2d.device, dtype=dy2d.dtype)
     config = pinned_config(config, dy2d.dtype)
+    if config is not None and "PREFETCH" not in config.kwargs:  # a pinned config of the forward's kind
+        config = triton.Config({**config.kwargs, "PREFETCH": False}, num_warps=config.num_warps,
+                               num_stages=config.num_stages)  # fmt: skip
     constants = {"INPUT_PRECISION": _input_precision(dy2d.dtype), "FAST_TANH": _fast_tanh(dy2d.dtype)}
     if design == "packed":
 
