@@ -147,21 +147,35 @@ def _set_block_shapes(nargs) -> None:
         nargs[name].block_shape = [bm, bn]
 
 
+def _tma_configs(configs: list[triton.Config]) -> list[triton.Config]:
+    """Each config with one persistent program per SM, and with two (PROGRAMS_PER_SM).
+
+    Two programs on one SM, where their tiles fit in its shared memory and
+    registers together, overlap one's epilogue (g and u loaded, dg and du
+    stored: memory) with the other's K loop (tensor cores); the autotuner
+    measures which wins. The tile loop is flattened, so a program's next loads
+    are in flight during its own epilogue.
+    """
+    choices = (1,) if INTERPRETED else (1, 2)
+    return [triton.Config({**c.kwargs, "PROGRAMS_PER_SM": n, "FLATTEN": True}, num_warps=c.num_warps,
+                          num_stages=c.num_stages, pre_hook=_set_block_shapes)
+            for c in configs for n in choices]  # fmt: skip
+
+
 def _tma_config(config: triton.Config) -> triton.Config:
-    # The tile loop is flattened (its next tile's loads overlap this tile's epilogue) in
-    # the configs that do not prefetch; the prefetching ones keep it a plain loop.
-    return triton.Config({**config.kwargs, "FLATTEN": not config.kwargs["PREFETCH"]}, num_warps=config.num_warps,
-                         num_stages=config.num_stages, pre_hook=_set_block_shapes)  # fmt: skip
+    """A pinned config for the TMA kernel: one program per SM unless it says otherwise."""
+    kwargs = {"PROGRAMS_PER_SM": 1, **config.kwargs, "FLATTEN": True}
+    kwargs.pop("PREFETCH", None)
+    return triton.Config(kwargs, num_warps=config.num_warps, num_stages=config.num_stages, pre_hook=_set_block_shapes)
 
 
-@triton.autotune(configs=[_tma_config(c) for c in _with_prefetch(CONFIGS)], key=["M", "N", "K"])
+@triton.autotune(configs=_tma_configs(CONFIGS), key=["M", "N", "K"])
 @triton.jit
 def _geglu_backward_tma_kernel(
     dy_desc, wd_desc, g_desc, u_desc, dg_desc, du_desc,  #
     M, N, K,  #
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,  #
-    NUM_PROGRAMS: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, FLATTEN: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, FLATTEN: tl.constexpr,
 ):
     """The same tile work, persistent (one program per SM), every tile moved by the TMA unit.
 
@@ -170,29 +184,26 @@ def _geglu_backward_tma_kernel(
     its own half's edge and never spills into the other half.
     """
     start_pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)  # PROGRAMS_PER_SM per SM (the launcher's grid)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_steps = tl.cdiv(K, BLOCK_K)
-    tile_id_c = start_pid - NUM_PROGRAMS  # the epilogue's own counter: see the forward's packed-tma kernel
-    for tile_id in tl.range(start_pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
+    tile_id_c = start_pid - num_programs  # the epilogue's own counter: see the forward's packed-tma kernel
+    for tile_id in tl.range(start_pid, num_tiles, num_programs, flatten=FLATTEN):
         pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if PREFETCH:  # this tile's g and u requested before its K loop
-            g = g_desc.load([off_m, off_n])
-            u = u_desc.load([off_m, off_n])
         dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_steps):
             a = dy_desc.load([off_m, ki * BLOCK_K])  # [BLOCK_M, BLOCK_K]
             b = wd_desc.load([ki * BLOCK_K, off_n])  # [BLOCK_K, BLOCK_N]
             dh = tl.dot(a, b, dh, input_precision=INPUT_PRECISION)
 
-        tile_id_c += NUM_PROGRAMS
+        tile_id_c += num_programs
         pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if not PREFETCH:
-            g = g_desc.load([off_m, off_n])
-            u = u_desc.load([off_m, off_n])
+        g = g_desc.load([off_m, off_n])
+        u = u_desc.load([off_m, off_n])
         dg, du = _geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
         dg_desc.store([off_m, off_n], dg.to(dg_desc.dtype))
         du_desc.store([off_m, off_n], du.to(du_desc.dtype))
@@ -237,16 +248,17 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
                 w_down.stride(0), w_down.stride(1),  #
                 gu.stride(0), dgu.stride(0), **constants)  # fmt: skip
         return dgu
-    num_programs = torch.cuda.get_device_properties(dy2d.device).multi_processor_count if dy2d.is_cuda else 3
+    sms = torch.cuda.get_device_properties(dy2d.device).multi_processor_count if dy2d.is_cuda else 3
     # the tile shapes here are placeholders: each config's pre-hook sets its own
     views = (dy2d, w_down, gu[:, :N], gu[:, N:], dgu[:, :N], dgu[:, N:])
     descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in views]
 
     def grid(META):
-        return (min(num_programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
+        tiles = triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])
+        return (min(META["PROGRAMS_PER_SM"] * sms, tiles),)
 
     _launch(_geglu_backward_tma_kernel, grid, None if config is None else _tma_config(config),
-            *descs, M, N, K, NUM_PROGRAMS=num_programs, **constants)  # fmt: skip
+            *descs, M, N, K, **constants)  # fmt: skip
     return dgu
 
 
