@@ -63,7 +63,8 @@ def phase_shares(steps: list[Step]) -> pd.DataFrame:
                         index=pd.Index(order, name="phase"))
 
 
-def _shapes(op: CpuOp) -> str:
+def shapes_text(op: CpuOp) -> str:
+    """An op's recorded input shapes in one line, e.g. ``8192×768 · 3072×768`` ('–' when none were recorded)."""
     dims = [d for d in op.input_dims if isinstance(d, list) and d]
     return " · ".join("×".join(map(str, d)) for d in dims) or "–"
 
@@ -89,7 +90,7 @@ def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -
     for forward, backward in trace.backward_links:
         if backward.step not in numbers:
             continue
-        key = (forward.name, _shapes(forward), backward.name)
+        key = (forward.name, shapes_text(forward), backward.name)
         row = rows.setdefault(key, [0, 0.0, 0.0, defaultdict(float)])
         row[0] += 1
         row[1] += sum(ev.dur_us for ev in forward.device_events)

@@ -369,3 +369,41 @@ def less_after(key: str, before: str, after: str, unit: str) -> Check:
         was, now = data[before][key], data[after][key]
         return now < was, f"{was:,.0f} {unit} → {now:,.0f} {unit}"
     return _check
+
+
+# ------------------------------------------------------------------ a training step
+def median_at_most(name: str, times_floor: float, floor: str) -> Check:
+    """``data[name]``'s median is at most ``times_floor`` × ``data[floor]``'s (both Spreads)."""
+    def _check(data: dict[str, Spread]):
+        if name not in data:
+            return False, f"{name} not measured"
+        ratio = data[name].median / data[floor].median
+        return ratio <= times_floor, f"{name} {data[name]:.1f} µs = {ratio:.3f}× {floor} {data[floor]:.1f} µs"
+    return _check
+
+
+def gemm_work_per_step(n: float) -> Check:
+    """Each run's GEMMs (a table per run from :func:`~profiling_guide.analysis.training.step_gemms`) add up to
+    ``n`` linears' FLOPs."""
+    def _check(tables: dict):
+        done = {name: float(t["gemms"].sum()) for name, t in tables.items()}
+        seen = ", ".join(f"{name} {v:g}" for name, v in done.items())
+        return all(abs(v - n) < 1e-9 for v in done.values()), f"GEMM FLOPs in linears' units: {seen}"
+    return _check
+
+
+def saved_tensors(name: str, count: int, shape: list[int], dtype: str) -> Check:
+    """``data[name]`` (the tensors a variant saved for backward) holds ``count`` tensors of ``shape`` and ``dtype``."""
+    def _check(data: dict):
+        found = [t for t in data.get(name, []) if list(t["shape"]) == list(shape) and t["dtype"] == dtype]
+        shapes = ", ".join("×".join(map(str, t["shape"])) for t in data.get(name, [])) or "none"
+        return len(found) == count, f"{name} saved {shapes}"
+    return _check
+
+
+def at_most_as_much(key: str, name: str, than: str, unit: str = "MB") -> Check:
+    """``data[name][key] <= data[than][key]`` (one measurement each, no spread)."""
+    def _check(data: dict):
+        a, b = data[name][key], data[than][key]
+        return a <= b, f"{name} {a:,.0f} {unit} against {than} {b:,.0f} {unit}"
+    return _check

@@ -407,6 +407,10 @@ class FusedGeGLUMLP(nn.Module):
         """``[Wg; Wu]`` (``[2·hidden, dim]``), what the backward's dx GEMM reads; cached as :meth:`packed_weight` is."""
         return self._weight_copy("stacked", lambda wg, wu: torch.cat((wg, wu)))
 
+    def weight_copies(self) -> list[torch.Tensor]:
+        """The cached copies of the gate and up weights (packed, stacked): weights, not activations."""
+        return list(self._copies.values())
+
     def _weight_copy(self, kind: str, build) -> torch.Tensor:
         wg, wu = self.gate_proj.weight, self.up_proj.weight
         key = self._copy_keys.get(kind)

@@ -164,3 +164,57 @@ def plot_compare(traces: dict[str, Trace], *, steps: dict[str, int] | None = Non
     for ax in axes[:-1]:
         ax.set_xlabel("")
     return fig
+
+
+# One color per forward op, its forward and its backward kernels alike (tab10 without its grey).
+OWNER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"]
+NO_OWNER_COLOR = "#9a9a9a"
+
+
+def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None):
+    """The GPU's kernels of one training step per run, each colored by the forward op it belongs to.
+
+    A forward kernel takes the color of the top-level forward op that launched
+    it; a backward kernel the color of the forward op its backward op
+    differentiates (:func:`~profiling_guide.analysis.training.kernel_owner`):
+    so each forward op's own kernels and its backward's share one color. Its
+    bar is labelled ``F1`` / ``B1``, ... by that op's place in the forward;
+    gray is work of no forward op (gradient accumulation). One row per run,
+    on one time axis from each step's first kernel.
+    """
+    from profiling_guide.analysis.training import kernel_owner
+    from profiling_guide.analysis.backward import shapes_text
+
+    chosen = {label: _step(t, (steps or {}).get(label)) for label, t in traces.items()}
+    firsts = {label: min((k.start_us for k in s.kernels), default=s.start_us) for label, s in chosen.items()}
+    span = max(max((k.end_us for k in s.kernels), default=firsts[label]) - firsts[label] for label, s in chosen.items())
+    fig, axes = plt.subplots(len(traces), 1, figsize=(WIDTH_IN, 1.05 * len(traces) + 1.0), layout="constrained",
+                             sharex=True)
+    axes = [axes] if len(traces) == 1 else list(axes)
+    width_in = WIDTH_IN * 0.8
+    for ax, (label, s) in zip(axes, chosen.items()):
+        owners: dict = {}  # forward op → its number, in forward order
+        bars = []
+        for k in s.kernels:
+            phase, op = kernel_owner(k)
+            if op is not None and op not in owners:
+                owners[op] = len(owners) + 1
+            n = owners.get(op)
+            color = OWNER_COLORS[(n - 1) % len(OWNER_COLORS)] if n else NO_OWNER_COLOR
+            tag = (f"F{n}" if phase == "forward" else f"B{n}") if n else "acc"
+            bars.append((k.start_us - firsts[label], k.dur_us, tag, color))
+        _draw_bars(ax, 0, [(a, b, c, d) for a, b, c, d in bars], span, width_in)
+        ax.set_yticks([0], [label], fontsize=8)
+        ax.set_ylim(-0.6, 0.6)
+        for side in ("top", "right", "left"):
+            ax.spines[side].set_visible(False)
+        ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+        ax.set_axisbelow(True)
+        handles = [Patch(color=OWNER_COLORS[(n - 1) % len(OWNER_COLORS)],
+                         label=f"{n} {short_op(op.name)} {shapes_text(op)}") for op, n in owners.items()]
+        ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 0.62), fontsize=6.5, frameon=False,
+                  ncols=min(3, max(len(handles), 1)), borderaxespad=0.0)
+    axes[-1].set_xlim(0, span * 1.02)
+    axes[-1].tick_params(axis="x", labelsize=9)
+    axes[-1].set_xlabel("µs since the step's first kernel · Fn: forward op n's kernels · Bn: its backward's", fontsize=9)
+    return fig

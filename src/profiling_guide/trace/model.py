@@ -171,6 +171,17 @@ class Step:
         return max([self.end_us] + [ev.end_us for ev in self.device_events])
 
 
+@dataclass(eq=False, slots=True)
+class MemoryEvent:
+    """One allocation (``bytes`` > 0) or free (< 0) by a device's caching allocator (``profile_memory=True``)."""
+
+    start_us: float
+    bytes: int
+    total_allocated: int  # the allocator's total after this event
+    device_type: int  # as the profiler numbers them: 0 the CPU, 1 CUDA
+    device: int
+
+
 _DEVICE_KINDS = {"kernel": "kernel", "gpu_memset": "memset", "gpu_memcpy": "memcpy"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 _OP_CATS = {"cpu_op", "user_annotation"}
@@ -269,6 +280,8 @@ class Trace:
         self.ops: list[CpuOp] = []
         self.runtime_calls: list[RuntimeCall] = []
         self.device_events: list[DeviceEvent] = []
+        # the caching allocators' events, by time (a trace profiled with profile_memory=True)
+        self.memory_events: list[MemoryEvent] = []
         check = _Checker(source)
         names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
         shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
@@ -277,6 +290,15 @@ class Trace:
             if type(ev) is not dict:
                 check.fail(index, f"expected an object, got {_show(ev)}")
             if ev.get("ph") != "X":
+                if ev.get("name") == "[memory]" and ev.get("ph") == "i":
+                    margs = ev.get("args")
+                    if type(margs) is not dict:
+                        check.fail(index, f"a [memory] event needs 'args', got {_show(margs)}")
+                    self.memory_events.append(MemoryEvent(
+                        check.number(ev, "ts", index), int(check.number(margs, "Bytes", index)),
+                        int(check.number(margs, "Total Allocated", index)),
+                        int(check.number(margs, "Device Type", index)), int(check.number(margs, "Device Id", index))))
+                    continue
                 if ev.get("cat") == "fwdbwd" and ev.get("ph") in ("s", "f"):
                     flow = check.key(ev.get("id"), "'id'", index)
                     point = (check.key(ev.get("tid"), "'tid'", index), check.number(ev, "ts", index))
@@ -324,6 +346,7 @@ class Trace:
                     if key in args:
                         args[key] = shared.setdefault(repr(args[key]), args[key])
                 self.device_events.append(DeviceEvent(name, ts, dur, stream, _DEVICE_KINDS[cat], correlation, args))
+        self.memory_events.sort(key=attrgetter("start_us"))
         for found in (self.ops, self.runtime_calls, self.device_events):
             # by start, longest first (two stable sorts are faster than one on tuples)
             found.sort(key=attrgetter("dur_us"), reverse=True)
