@@ -395,6 +395,19 @@ def headline_rows(bench: dict) -> list[tuple[str, str]]:
         ("eager", median("eager")),
         ("torch.compile", median("compile")),
         ("Liger", median("liger")),
+        *_training_rows(bench.get("training_step")),
+    ]
+
+
+def _training_rows(step: dict | None) -> list[tuple[str, str]]:
+    """The training step's headline rows (``bench-mlp --backward``), where the benchmark has them."""
+    if not step or "nine_gemms_us" not in step:
+        return []
+    floor, ours = step["nine_gemms_us"], step["variants_us"].get("fused")
+    return [
+        ("training step: cuBLAS's nine GEMMs alone", _spread(floor, "µs")),
+        ("training step: ours (forward + backward)",
+         f"{ours['median']:,.1f} µs, {ours['median'] / floor['median']:.2f}× the nine GEMMs" if ours else "–"),
     ]
 
 

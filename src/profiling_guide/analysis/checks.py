@@ -8,6 +8,7 @@ The claim's words stay on the page; how it is checked lives here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from profiling_guide.spread import Spread, compare, ratio_words
@@ -392,12 +393,13 @@ def gemm_work_per_step(n: float) -> Check:
     return _check
 
 
-def saved_tensors(name: str, count: int, shape: list[int], dtype: str) -> Check:
-    """``data[name]`` (the tensors a variant saved for backward) holds ``count`` tensors of ``shape`` and ``dtype``."""
+def saved_tensors(name: str, count: int, elements: int, dtype: str) -> Check:
+    """``data[name]`` (the tensors a variant saved for backward) holds ``count`` tensors of ``elements`` elements
+    and ``dtype``, whatever their shapes (``[batch, seq, hidden]`` or ``[rows, hidden]``)."""
     def _check(data: dict):
-        found = [t for t in data.get(name, []) if list(t["shape"]) == list(shape) and t["dtype"] == dtype]
+        found = [t for t in data.get(name, []) if math.prod(t["shape"]) == elements and t["dtype"] == dtype]
         shapes = ", ".join("×".join(map(str, t["shape"])) for t in data.get(name, [])) or "none"
-        return len(found) == count, f"{name} saved {shapes}"
+        return len(found) == count, f"{name} saved {shapes} ({dtype})"
     return _check
 
 

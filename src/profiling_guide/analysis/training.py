@@ -108,20 +108,23 @@ def step_gemms(trace: Trace, *, rows: int, dim: int, hidden: int, references: di
 def step_memory(trace: Trace, step: Step) -> dict:
     """The CUDA caching allocator over ``step``, in MB: ``held_at_backward`` and ``peak`` above the step's start.
 
-    ``held_at_backward``: allocated when the step's first backward op starts,
-    less what was allocated before the step's first allocation: the tensors
-    the forward saved for backward, and its output. ``peak``: the highest
-    total in the step, less the same. ``allocations``: how many the step made.
+    Both are above the step's low point before its backward: the step may
+    first free the last step's gradients (``optimizer.zero_grad()``, or
+    ``.grad = None``). ``held_at_backward``: allocated when the step's first
+    backward op starts, above that low: the tensors the forward saved for
+    backward, and its output. ``peak``: the highest total in the step, above
+    it. ``allocations``: how many allocations the step made.
     Needs a trace profiled with ``profile_memory=True``; None without one.
     """
     events = [e for e in trace.memory_events if e.device_type == 1 and step.start_us <= e.start_us <= step.device_end_us]
     if not events:
         return None
-    base = events[0].total_allocated - events[0].bytes
     backward = [op.start_us for op in step.ops if not op.annotation and phase_of(op) == "backward"]
     first_backward = min(backward) if backward else step.device_end_us
     before = [e for e in events if e.start_us < first_backward]
-    held = (before[-1].total_allocated if before else base) - base
+    start = events[0].total_allocated - events[0].bytes
+    base = min([start, *(e.total_allocated for e in before)])
+    held = (before[-1].total_allocated if before else start) - base
     return {"held_at_backward_mb": held / 1e6, "peak_mb": (max(e.total_allocated for e in events) - base) / 1e6,
             "allocations": sum(1 for e in events if e.bytes > 0)}
 
