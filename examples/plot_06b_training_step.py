@@ -36,7 +36,8 @@ dtype, device = chapter.dtype, chapter.device
 rows, element = batch * seq, dtype.itemsize
 # weights, grads and copies of four variants; x, dy and each step's activations and gradients
 chapter.require_memory(element * (4 * 5 * dim * hidden + rows * (6 * dim + 12 * hidden)),
-                       f"four MLP training steps at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
+                       f"four MLP training steps at batch {batch} × seq {seq} × dim {dim} × "
+                       f"hidden {hidden}")
 chapter.banner()
 
 # %%
@@ -54,12 +55,13 @@ fused = FusedGeGLUMLP.from_mlp(mlp)
 x = torch.randn(batch, seq, dim, device=device, dtype=dtype, requires_grad=True)
 dy = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 
-VARIANTS = {"eager": mlp, "compile": torch.compile(mlp, dynamic=False), "liger": liger.module, "fused": fused}
+VARIANTS = {"eager": mlp, "compile": torch.compile(mlp, dynamic=False), "liger": liger.module,
+            "fused": fused}
 print(liger.note)
 
 
 def training_step(module):
-    """One forward and backward; every gradient set afresh, as ``optimizer.zero_grad()`` leaves them."""
+    """One forward and backward; every gradient set afresh, as ``zero_grad()`` leaves them."""
     params = list(module.parameters())
 
     def step():
@@ -97,8 +99,9 @@ def profile_steps(step, label, trace_file):
     return prof
 
 
-runs = {name: chapter.profile(name, training_step(module), profiler=profile_steps, label="train_step",
-                              warm_up=True, code=[SimpleGeGLUMLP, FusedGeGLUMLP, training_step],
+runs = {name: chapter.profile(name, training_step(module), profiler=profile_steps,
+                              label="train_step", warm_up=True,
+                              code=[SimpleGeGLUMLP, FusedGeGLUMLP, training_step],
                               args={"variant": name}, variant=f"{name}-train")
         for name, module in VARIANTS.items()}
 
@@ -124,8 +127,9 @@ def benchmark():
     return bench_step.run_training_step(batch, seq, dim, hidden)
 
 
-bench = chapter.measure("bench", benchmark, code=[bench_step.measure_training_step, bench_step.nine_gemms,
-                                                   bench_step.training_step, FusedGeGLUMLP])
+bench = chapter.measure("bench", benchmark,
+                        code=[bench_step.measure_training_step, bench_step.nine_gemms,
+                              bench_step.training_step, FusedGeGLUMLP])
 result = bench.values
 times = {name: Spread.from_dict(t) for name, t in result["variants_us"].items()}
 floor = Spread.from_dict(result["nine_gemms_us"])
@@ -146,11 +150,13 @@ step_table = pd.DataFrame([
         "against eager": compare(times[name], times["eager"]),
         "saved MB": result["memory"][name]["saved_mb"],
         "peak MB": result["memory"][name]["peak_mb"],
-        "worst gradient error vs eager": max(v for v in result["max_rel_error"][name].values() if v is not None),
+        "worst gradient error vs eager": max(v for v in result["max_rel_error"][name].values()
+                                             if v is not None),
     }
     for name in times
 ]).set_index("variant")
-tables.styled(step_table, precision=3, caption=f"cuBLAS's nine GEMMs alone: {spread_cell(floor)} µs per step")
+tables.styled(step_table, precision=3,
+              caption=f"cuBLAS's nine GEMMs alone: {spread_cell(floor)} µs per step")
 
 # %%
 # Where a step's device time goes: forward, backward
@@ -175,7 +181,8 @@ tables.styled(phases, precision=1)
 # [3072, 768]`` product is the down projection's backward: two GEMMs, dX
 # and dW. Ours has one backward op for the whole MLP, ``GeGLUFunctionBackward``.
 
-links = pd.concat({name: forward_backward(run.trace, run.trace.steps, top=None) for name, run in runs.items()})
+links = pd.concat({name: forward_backward(run.trace, run.trace.steps, top=None)
+                   for name, run in runs.items()})
 tables.styled(links, precision=1)
 
 # %%
@@ -239,9 +246,11 @@ def saved_for_backward():
 
 
 saved = chapter.measure("saved", saved_for_backward, code=[SimpleGeGLUMLP, FusedGeGLUMLP]).values
-tables.styled(pd.DataFrame([{"variant": name, "saved tensors": ", ".join("×".join(map(str, t["shape"])) for t in ts),
-                             "count": len(ts), "MB": sum(t["MB"] for t in ts)} for name, ts in saved.items()]
-                           ).set_index("variant"), precision=1)
+saved_table = pd.DataFrame([
+    {"variant": name, "saved tensors": ", ".join("×".join(map(str, t["shape"])) for t in ts),
+     "count": len(ts), "MB": sum(t["MB"] for t in ts)}
+    for name, ts in saved.items()]).set_index("variant")
+tables.styled(saved_table, precision=1)
 
 # %%
 # The same question asked of the allocator. The trace's memory events give
@@ -275,6 +284,10 @@ def memory_snapshots():
     return summaries
 
 
+# %%
+# The trace's figures and the snapshots' side by side, with the lines that
+# allocated the largest blocks the forward still holds.
+
 snapshots = chapter.measure("snapshot", memory_snapshots, code=[snapshot_summary, SimpleGeGLUMLP,
                                                                 FusedGeGLUMLP]).values
 memory = {name: step_memory(run.trace, run.trace.steps[0]) for name, run in runs.items()}
@@ -302,16 +315,19 @@ from profiling_guide.analysis import checks, expect
 per_variant = {name: {"held": memory[name]["held_at_backward_mb"]} for name in runs}
 verdicts = expect.check([
     expect.Prediction("eager saves four [rows, hidden] bf16 tensors: g, u, gelu(g), h",
-                      checks.saved_tensors("eager", 4, rows * hidden, "bfloat16"), "autograd's formulas", of=saved),
+                      checks.saved_tensors("eager", 4, rows * hidden, "bfloat16"),
+                      "autograd's formulas", of=saved),
     expect.Prediction("ours saves no more than eager (trace: held when the backward starts)",
-                      checks.at_most_as_much("held", "fused", "eager"), "this design", of=per_variant),
+                      checks.at_most_as_much("held", "fused", "eager"), "this design",
+                      of=per_variant),
     expect.Prediction("every variant's GEMMs add up to nine linears' FLOPs",
                       checks.gemm_work_per_step(9), "the chain rule", of=gemms),
     expect.Prediction("ours is faster than eager, compile and Liger, outside the spreads",
                       checks.faster_than_each("fused", ["eager", "compile", "liger"]), "this run",
                       must_hold=False, of=times),
     expect.Prediction("ours takes at most 1.05× the time of cuBLAS's nine GEMMs alone",
-                      checks.median_at_most("fused", 1.05, "nine GEMMs"), "the target", must_hold=False,
+                      checks.median_at_most("fused", 1.05, "nine GEMMs"), "the target",
+                      must_hold=False,
                       of=times | {"nine GEMMs": floor}),
 ], None)
 verdicts
@@ -330,7 +346,8 @@ verdicts.require()
 dh_role = "down's dX: dh = dy·Wd"
 ours_dh = gemms["fused"].loc[gemms["fused"]["role"] == dh_role, "µs"].sum()
 cublas_dh = gemms["eager"].loc[gemms["eager"]["role"] == dh_role, "µs"].sum()
-Facts(f"ours: {ours_dh:.1f} µs for dh with its epilogue, which also reads g and u and writes dg and du; "
+Facts(f"ours: {ours_dh:.1f} µs for dh with its epilogue, which also reads g and u and writes "
+      f"dg and du; "
       f"cuBLAS: {cublas_dh:.1f} µs for dh alone ({ours_dh / cublas_dh:.2f}×)")
 
 # %%
