@@ -325,6 +325,7 @@ class GeGLUFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x2d, w_gate, w_up, w_down, packed, stacked, design):
+        """y = down(h) of x2d ``[M, dim]``; saves x2d, the stacked weights, the down weight, gu and h."""
         h, gu = geglu(x2d, w_gate, w_up, design=design, packed_weight=packed, save_gate_up=True)
         ctx.save_for_backward(x2d, stacked, w_down, gu, h)
         ctx.design = design
@@ -332,6 +333,7 @@ class GeGLUFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        """The gradients of x2d, the gate, up and down weights (None where autograd needs none)."""
         from profiling_guide.kernels.geglu_backward import geglu_backward
 
         x2d, stacked, w_down, gu, h = ctx.saved_tensors
