@@ -355,8 +355,12 @@ Facts(f"ours: {ours_dh:.1f} µs for dh with its epilogue, which also reads g and
 # four ``[rows, hidden]`` bf16 tensors, about as many bytes as the HBM moves
 # in the time the tensor cores take for the product. Written in Triton, each
 # program runs its K loop and then its epilogue, one after the other, so the
-# two costs add instead of overlapping. Overlapping them needs two groups of
-# warps taking turns on one SM (one computing while the other runs its
+# two costs add instead of overlapping. Two things Triton can ask for were
+# tried and measured by the autotuner, which kept neither on the H100: g and
+# u loaded before the K loop (``PREFETCH``), and two persistent programs per
+# SM (``PROGRAMS_PER_SM=2``), so that one's epilogue could run beside the
+# other's K loop. Overlapping them for sure needs two groups of warps taking
+# turns on one SM's tensor cores (one computing while the other runs its
 # epilogue): the ping-pong schedule, which Triton's language cannot express
 # and Gluon can.
 
