@@ -147,13 +147,13 @@ step_table = pd.DataFrame([
         "variant": name,
         "device µs per step": spread_cell(times[name]),
         "× nine GEMMs": times[name].median / floor.median,
-        "against eager": compare(times[name], times["eager"]),
+        "against eager": compare(times[name], times["eager"]) if name != "eager" else "–",
         "saved MB": result["memory"][name]["saved_mb"],
         "peak MB": result["memory"][name]["peak_mb"],
         "worst gradient error vs eager": max(v for v in result["max_rel_error"][name].values()
                                              if v is not None),
     }
-    for name in times
+    for name in VARIANTS if name in times
 ]).set_index("variant")
 tables.styled(step_table, precision=3,
               caption=f"cuBLAS's nine GEMMs alone: {spread_cell(floor)} µs per step")
@@ -186,9 +186,16 @@ links = pd.concat({name: forward_backward(run.trace, run.trace.steps, top=None)
 tables.styled(links, precision=1)
 
 # %%
+# The phase table's backward also holds work tied to no forward op: the
+# autograd engine summing the two gradients that reach x (from gate and from
+# up), and setting each weight's gradient. It is left out of this table.
+#
 # The same links on the GPU's timeline: one step of each variant, each
-# kernel colored by the forward op it belongs to. ``F2`` is forward op 2's
-# own kernel and ``B2`` a kernel of its backward, in the same color.
+# kernel colored by the forward op it belongs to, numbered in forward order
+# in the legend. A bar wide enough for a tag says ``F1`` (forward op 1's own
+# kernel) or ``B1`` (a kernel of its backward). The gaps are the profiled
+# step's: the GPU waits for launches, the profiler's own cost included,
+# which the device times in the table above leave out.
 
 from profiling_guide.pages import timeline
 
@@ -280,6 +287,8 @@ def memory_snapshots():
         after_step = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
         del y
+        for t in (x, *module.parameters()):  # or the next variant's snapshot would see them
+            t.grad = None
         summaries[name] = snapshot_summary(after_forward, after_step)
     return summaries
 

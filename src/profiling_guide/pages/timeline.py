@@ -222,5 +222,6 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
                   ncols=min(3, max(len(handles), 1)), borderaxespad=0.0, handlelength=1.0, columnspacing=1.0)
     axes[-1].set_xlim(0, span * 1.02)
     axes[-1].tick_params(axis="x", labelsize=9)
-    axes[-1].set_xlabel("µs since the step's first kernel · Fn: forward op n's kernels · Bn: its backward's", fontsize=9)
+    axes[-1].set_xlabel("µs since the step's first kernel · Fn / Bn: forward op n's kernels / its backward's",
+                        fontsize=8)
     return fig
