@@ -186,9 +186,9 @@ links = pd.concat({name: forward_backward(run.trace, run.trace.steps, top=None)
 tables.styled(links, precision=1)
 
 # %%
-# The phase table's backward also holds work tied to no forward op: the
-# autograd engine summing the two gradients that reach x (from gate and from
-# up), and setting each weight's gradient. It is left out of this table.
+# The phase table's backward also holds work tied to no forward op, which
+# this table leaves out: the autograd engine summing the two gradients that
+# reach x (from gate and from up; ours computes one).
 #
 # The same links on the GPU's timeline: one step of each variant, each
 # kernel colored by the forward op it belongs to, numbered in forward order

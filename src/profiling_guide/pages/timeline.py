@@ -184,7 +184,7 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
     differentiates (:func:`~profiling_guide.analysis.training.kernel_owner`):
     so each forward op's own kernels and its backward's share one color. Its
     bar is labelled ``F1`` / ``B1``, ... by that op's place in the forward;
-    gray is work of no forward op (gradient accumulation). One row per run,
+    gray is work of no forward op (the engine summing two gradients of one tensor). One row per run,
     on one time axis from each step's first kernel.
     """
     from profiling_guide.analysis.training import kernel_owner
