@@ -169,7 +169,7 @@ def plot_compare(traces: dict[str, Trace], *, steps: dict[str, int] | None = Non
 # One color per forward op, its forward and its backward kernels alike (tab10 without its grey).
 OWNER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"]
 NO_OWNER_COLOR = "#9a9a9a"
-LEGEND_CHARS = 42  # three legend entries side by side fit the figure's width
+LEGEND_CHARS = 64  # two legend entries side by side fit the figure's width
 
 
 def _short(text: str, limit: int) -> str:
@@ -193,7 +193,7 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
     chosen = {label: _step(t, (steps or {}).get(label)) for label, t in traces.items()}
     firsts = {label: min((k.start_us for k in s.kernels), default=s.start_us) for label, s in chosen.items()}
     span = max(max((k.end_us for k in s.kernels), default=firsts[label]) - firsts[label] for label, s in chosen.items())
-    fig, axes = plt.subplots(len(traces), 1, figsize=(WIDTH_IN, 1.5 * len(traces) + 0.8), layout="constrained",
+    fig, axes = plt.subplots(len(traces), 1, figsize=(WIDTH_IN, 1.7 * len(traces) + 0.8), layout="constrained",
                              sharex=True)
     axes = [axes] if len(traces) == 1 else list(axes)
     width_in = WIDTH_IN * 0.8
@@ -218,8 +218,10 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
         handles = [Patch(color=OWNER_COLORS[(n - 1) % len(OWNER_COLORS)],
                          label=_short(f"{n} {short_op(op.name)} {shapes_text(op)}", LEGEND_CHARS))
                    for op, n in owners.items()]
+        if any(color == NO_OWNER_COLOR for *_, color in bars):
+            handles.append(Patch(color=NO_OWNER_COLOR, label="acc: of no forward op"))
         ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 0.55), fontsize=6.5, frameon=False,
-                  ncols=min(3, max(len(handles), 1)), borderaxespad=0.0, handlelength=1.0, columnspacing=1.0)
+                  ncols=min(2, max(len(handles), 1)), borderaxespad=0.0, handlelength=1.0, columnspacing=1.0)
     axes[-1].set_xlim(0, span * 1.02)
     axes[-1].tick_params(axis="x", labelsize=9)
     axes[-1].set_xlabel("µs since the step's first kernel · Fn / Bn: forward op n's kernels / its backward's",
