@@ -220,14 +220,19 @@ def grads_float64(mlp, x, dy):
 BACKWARD_SHAPES = [*SHAPES, (40, 64, 96)]  # the last one TMA can address in fp16 (rows of 16-byte multiples)
 
 
+def skip_rows_tma_cannot_address(design, dim, hidden, dtype):
+    """Skip a packed-tma case whose rows are not 16-byte multiples: the module runs 'packed' there."""
+    if design == "packed-tma" and (dim * dtype.itemsize % 16 or hidden * dtype.itemsize % 16):
+        pytest.skip("rows the TMA unit cannot address: the module runs 'packed' there")
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 @pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
 @pytest.mark.parametrize("M,dim,hidden", BACKWARD_SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in BACKWARD_SHAPES])
 def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, design, dtype):
     from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads
 
-    if design == "packed-tma" and (dim * dtype.itemsize % 16 or hidden * dtype.itemsize % 16):
-        pytest.skip("rows the TMA unit cannot address: the module runs 'packed' there")
+    skip_rows_tma_cannot_address(design, dim, hidden, dtype)
     gen = torch.Generator().manual_seed(M + dim)
     dy = torch.randn(M, dim, generator=gen).to(dtype)
     wd = (torch.randn(dim, hidden, generator=gen) / hidden**0.5).to(dtype)
@@ -256,8 +261,7 @@ def test_saving_gate_up_keeps_g_then_u_side_by_side(design):
 @pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
 @pytest.mark.parametrize("M,dim,hidden", BACKWARD_SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in BACKWARD_SHAPES])
 def test_the_fused_mlp_trains_with_the_gradients_of_float64_autograd(M, dim, hidden, design, dtype):
-    if design == "packed-tma" and (dim * dtype.itemsize % 16 or hidden * dtype.itemsize % 16):
-        pytest.skip("rows the TMA unit cannot address: packed-tma refuses them (tested above)")
+    skip_rows_tma_cannot_address(design, dim, hidden, dtype)
     torch.manual_seed(M)
     simple = SimpleGeGLUMLP(dim, hidden, dtype=dtype)
     mlp = fm.FusedGeGLUMLP.from_mlp(simple, design=design)

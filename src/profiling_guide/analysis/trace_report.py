@@ -111,8 +111,8 @@ def _dims(value) -> list[int] | None:
     return value if isinstance(value, list) and value and all(isinstance(d, int) for d in value) else None
 
 
-def gemm_flops(op) -> float | None:
-    """FLOPs of a GEMM op from its recorded shapes (``2·M·K·N``, times the batch for ``bmm``), else None."""
+def gemm_shape(op) -> tuple[int, int, int, int] | None:
+    """``(batch, M, K, N)`` of a GEMM op from its recorded shapes (batch 1 but for ``bmm``), else None."""
     where = GEMM_OPERANDS.get(op.name)
     dims = op.input_dims
     if where is None or len(dims) <= max(where):
@@ -120,8 +120,16 @@ def gemm_flops(op) -> float | None:
     a, b = _dims(dims[where[0]]), _dims(dims[where[1]])
     if a is None or b is None or len(a) != len(b) or len(a) not in (2, 3) or a[-1] != b[-2]:
         return None
-    batch = a[0] if len(a) == 3 else 1
-    return 2.0 * batch * a[-2] * a[-1] * b[-1]
+    return (a[0] if len(a) == 3 else 1), a[-2], a[-1], b[-1]
+
+
+def gemm_flops(op) -> float | None:
+    """FLOPs of a GEMM op from its recorded shapes (``2·M·K·N``, times the batch for ``bmm``), else None."""
+    shape = gemm_shape(op)
+    if shape is None:
+        return None
+    batch, m, k, n = shape
+    return 2.0 * batch * m * k * n
 
 
 def _tensor_bytes(op) -> list[int]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import pandas as pd
 
 from profiling_guide.analysis.backward import phase_of
+from profiling_guide.analysis.trace_report import GEMM_OPERANDS, gemm_shape
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Step, Trace
 
-GEMM_OPS = ("aten::mm", "aten::addmm")
 # Our own autograd Function (profiling_guide.kernels.fused_mlp.GeGLUFunction) launches
 # its Triton GEMMs itself: their shapes are read from its recorded inputs.
 FUSED_FORWARD, FUSED_BACKWARD = "GeGLUFunction", "GeGLUFunctionBackward"
@@ -35,7 +35,8 @@ def _chain(op: CpuOp | None) -> list[CpuOp]:
 def gemm_dims(kernel: DeviceEvent) -> tuple[int, int, int] | None:
     """``(M, K, N)`` of the product ``kernel`` computes, from its launching op's recorded shapes; None if not a GEMM.
 
-    ``aten::mm(A[M, K], B[K, N])`` and ``aten::addmm(bias, A, B)``; our fused
+    A 2-D product of :data:`~profiling_guide.analysis.trace_report.GEMM_OPERANDS`
+    (``aten::mm(A[M, K], B[K, N])``, ``aten::addmm(bias, A, B)``, ...); our fused
     forward (x ``[M, K]``, gate and up weights ``[N, K]`` each: one ``[M, 2N]``
     product) and its backward's Triton kernel (dy ``[M, K]`` times the down
     weight ``[K, N]`` of the forward op it is linked to).
@@ -43,12 +44,9 @@ def gemm_dims(kernel: DeviceEvent) -> tuple[int, int, int] | None:
     if kernel.kind != "kernel" or kernel.launch is None or kernel.launch.op is None:
         return None
     op = kernel.launch.op
-    if op.name in GEMM_OPS:
-        dims = op.input_dims
-        a, b = (dims[1], dims[2]) if op.name == "aten::addmm" else (dims[0], dims[1])
-        if len(a) == 2 and len(b) == 2:
-            return a[0], a[1], b[1]
-        return None
+    if op.name in GEMM_OPERANDS:
+        shape = gemm_shape(op)
+        return shape[1:] if shape is not None and shape[0] == 1 else None
     if op.name == FUSED_FORWARD and len(op.input_dims) >= 2:
         (m, k), (n, _) = op.input_dims[0][-2:], op.input_dims[1]
         return m, k, 2 * n

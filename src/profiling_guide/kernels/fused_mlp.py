@@ -204,8 +204,8 @@ def geglu(
     "num_warps": 8, "num_stages": 4}`` or a ``triton.Config``) instead of
     autotuning. Any M ≥ 0 and any dim/hidden work; loads and stores are masked.
     ``save_gate_up=True`` (the packed designs) returns ``(h, gu)``: gu
-    ``[M, 2·hidden]`` holds g and u as the GEMM computed them, interleaved like
-    the packed weight's rows, for the backward (:class:`GeGLUFunction`).
+    ``[M, 2·hidden]`` holds g and u as the GEMM computed them, side by side
+    (``[g | u]``), for the backward (:class:`GeGLUFunction`).
     """
     if design != AUTO and design not in LAUNCHERS:
         raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")

@@ -54,22 +54,21 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _variant_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected comma-separated variants from {', '.join(VARIANTS)}")
-    for name in names:
-        if name not in VARIANTS:
-            raise argparse.ArgumentTypeError(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
-    return names
+def _names_from(choices: Sequence[str], kind: str):
+    """An argparse type: comma-separated names, each one of ``choices`` (``kind`` names them in errors)."""
+    def parse(text: str) -> list[str]:
+        names = [part.strip() for part in text.split(",") if part.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind}s from {', '.join(choices)}")
+        for name in names:
+            if name not in choices:
+                raise argparse.ArgumentTypeError(f"unknown {kind} {name!r}: choose from {', '.join(choices)}")
+        return names
+    return parse
 
 
-def _step_variant_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    for name in names or [""]:
-        if name not in STEP_VARIANTS:
-            raise argparse.ArgumentTypeError(f"unknown training-step variant {name!r}: choose from {', '.join(STEP_VARIANTS)}")
-    return names
+_variant_list = _names_from(VARIANTS, "variant")
+_step_variant_list = _names_from(STEP_VARIANTS, "training-step variant")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,12 +39,12 @@ import torch.nn.functional as F
 
 from profiling_guide.errors import GuideError
 from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
+from profiling_guide.measure.bench_mlp import DTYPE, _rel_error, build_variant
 from profiling_guide.measure.capture import median_rotating_us, require_cuda_memory
 from profiling_guide.measure.timing import REPEATS, Spread
 
 STEP_VARIANTS = ("eager", "compile", "liger", "fused")
 NINE_GEMMS = "cuBLAS's nine GEMMs alone"
-DTYPE = torch.bfloat16
 # max|grad - grad_eager| / max|grad_eager| above this is a wrong backward: bf16
 # gradients of two correct implementations differ by a few bf16 ulps (~1 %).
 WRONG_GRADIENT = 5e-2
@@ -52,10 +52,7 @@ GRADIENTS = ("x", "gate", "up", "down")
 
 
 def _build(name: str, mlp: SimpleGeGLUMLP) -> tuple[torch.nn.Module, str | None]:
-    from profiling_guide.measure.bench_mlp import build_variant
-
-    if name not in STEP_VARIANTS:
-        raise GuideError(f"unknown training-step variant {name!r}: choose from {', '.join(STEP_VARIANTS)}")
+    """Variant ``name`` (one of :data:`STEP_VARIANTS`) sharing ``mlp``'s weights, as the forward benchmark builds it."""
     return build_variant(name, mlp)
 
 
@@ -107,12 +104,6 @@ def _gradients(module, x: torch.Tensor, dy: torch.Tensor) -> list[torch.Tensor]:
     x = x.detach().clone().requires_grad_()
     training_step(module)(x, dy)
     return [x.grad, *(p.grad for p in _parameters(module))]
-
-
-def _rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    want = want.double()
-    scale = want.abs().max().item() or 1.0
-    return (got.double() - want).abs().max().item() / scale
 
 
 def _memory(step: Callable, module, x: torch.Tensor, dy: torch.Tensor) -> dict:
