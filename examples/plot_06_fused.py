@@ -76,8 +76,9 @@ facts.intermediate_traffic(rows, hidden, element,
 # %%
 # The kernel
 # ----------
-# :mod:`profiling_guide.kernels.fused_mlp` holds three designs of the same idea. The
-# one this page runs on a Hopper GPU packs the gate and up weights into one
+# :mod:`profiling_guide.kernels.fused_mlp` holds four designs of the same idea,
+# three in Triton and one in Gluon. The Triton one for Hopper packs the gate
+# and up weights into one
 # ``[2·hidden, dim]`` matrix, interleaved row by row
 # (:func:`~profiling_guide.kernels.fused_mlp.pack_gate_up`), so each K step is **one**
 # MMA twice as wide, and every thread ends up holding the ``g`` and ``u`` of
@@ -112,13 +113,36 @@ facts.intermediate_traffic(rows, hidden, element,
 # <https://triton-lang.org/main/getting-started/tutorials/09-persistent-matmul.html>`_.
 # The down projection stays a cuBLAS GEMM: after the epilogue there is nothing left
 # to fuse into it.
+#
+# In that kernel the warps that issue the MMAs also run the epilogue, so
+# while a program splits, activates and stores one tile, its SM's tensor
+# cores wait: with only ``dim / BLOCK_K`` = 12 K steps per tile at ``dim``
+# 768, that pause is a large share of each tile. CUTLASS's Hopper *ping-pong*
+# schedule hides it, and Triton's language cannot ask for it (its compiler
+# picks the schedule: its warp specialization, and two programs per SM, were
+# both slower than the kernel above in our probes). Gluon
+# (``triton.experimental.gluon``, part of Triton) can: the kernel allocates
+# its shared memory and mbarriers, issues the TMA copies and ``wgmma``\ s
+# itself, and splits its warps into partitions. One producer warp streams x
+# and weight tiles into a ring of shared-memory slots; two consumer
+# warpgroups take the program's tiles in turn, each waiting for its turn on
+# the tensor cores, then handing it over as it starts its epilogue:
+#
+# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_pingpong.py
+#    :pyobject: _consumer
+#
+# The kernel itself is the ring, its mbarriers, and the three partitions
+# (:mod:`profiling_guide.kernels.geglu_pingpong`). ``design="auto"`` runs it
+# on Hopper GPUs (compute capability 9.x: the ``wgmma`` instruction is
+# Hopper's) for bf16 and fp16; chapter 6c looks inside it with Nsight
+# Compute.
 
 from profiling_guide.kernels import fused_mlp
 from profiling_guide.kernels.fused_mlp import FusedGeGLUMLP
 
 torch.manual_seed(0)
 mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
-fused = FusedGeGLUMLP.from_mlp(mlp)  # design="auto": packed-tma on Hopper, packed elsewhere
+fused = FusedGeGLUMLP.from_mlp(mlp)  # design="auto": pingpong on Hopper, packed elsewhere
 compiled = torch.compile(mlp, dynamic=False)
 x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
 fused
@@ -183,7 +207,7 @@ predictions = [
                       expect.kernels_per_step(2), OURS),
     expect.Prediction("no pointwise kernel: the GeLU·mul runs inside the GEMM",
                       expect.no_kernel_of_kind("pointwise"), OURS),
-    expect.Prediction("the gate/up GEMM is our Triton kernel", checks.has_kernel_named("geglu"),
+    expect.Prediction("the gate/up GEMM is our kernel", checks.has_kernel_named("geglu"),
                       OURS),
     expect.Prediction("the down projection runs the cuBLAS kernel the compiled MLP uses for it",
                       checks.cublas_gemms_within(compiled_run.trace), OURS),
@@ -237,7 +261,7 @@ from profiling_guide.measure.timing import Spread, compare
 from profiling_guide.pages.prose import spread_cell
 
 VARIANTS = ["eager", "compile", "compile-max-autotune", "liger",
-            "fused-dual", "fused-packed", "fused-packed-tma"]
+            "fused-dual", "fused-packed", "fused-packed-tma", "fused-pingpong"]
 
 
 def benchmark():
@@ -314,7 +338,7 @@ from profiling_guide.pages import charts
 flops = mlp_flops(rows, dim, hidden)
 fixed_bytes = element * (3 * dim * hidden + 2 * rows * dim)
 PASSES = {"eager": 8, "compile": 6, "liger": 6,
-          "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2}
+          "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2, "fused-pingpong": 2}
 points = {
     name: (flops / (fixed_bytes + PASSES[name] * pass_bytes), flops / t.median / 1e6)
     for name, t in times.items() if name in PASSES
@@ -325,14 +349,18 @@ fig = charts.roofline(points, references=refs,
 # %%
 # What each design bought
 # -----------------------
-# Three steps from the idea to the kernel on this page, timed in the run above:
+# Four steps from the idea to the kernel on this page, timed in the run above:
 #
 # * ``dual``: two accumulators, two MMAs per K step, pointer loads with masks.
 # * ``packed``: one MMA twice as wide against the interleaved weight; the x
 #   tile read from shared memory serves twice the output.
 # * ``packed-tma``: the same MMA fed by the TMA engine, persistent over tiles.
+# * ``pingpong`` (Gluon, Hopper): a producer warp and two consumer
+#   warpgroups taking turns, so one tile's epilogue runs under the other's
+#   MMAs.
 
-steps = [n for n in ("fused-dual", "fused-packed", "fused-packed-tma") if n in times]
+DESIGNS = ("fused-dual", "fused-packed", "fused-packed-tma", "fused-pingpong")
+steps = [n for n in DESIGNS if n in times]
 tables.styled(pd.DataFrame([
     {"step": f"{before} → {after}", "µs before": times[before].median,
      "µs after": times[after].median,
@@ -341,7 +369,10 @@ tables.styled(pd.DataFrame([
 ]).set_index("step"), precision=2)
 
 # %%
-# The configurations each design's autotuning kept:
+# The configuration each design ran (the Triton designs' autotuning kept
+# theirs; ``pingpong`` runs one config measured the benchmark's way, because
+# Triton's autotuner, timing one input over and over with it warm in L2,
+# ranked it 7 % too slow at this shape on an H100):
 
 Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_configs"].get(n)))
 
@@ -466,16 +497,13 @@ tables.styled(work, precision=1)
 facts.fused_kernels(work, times[ours])
 
 # %%
-# Between our gate/up kernel's main loops the tensor cores sit idle while its
-# epilogue runs: with only 12 K steps per tile at ``dim`` 768, that pause is
-# a large share of each tile. CUTLASS's Hopper *ping-pong* schedule hides it:
-# two consumer warpgroups work on different tiles, one running its epilogue
-# while the other issues MMAs. Triton 3.6 exposes no such schedule on Hopper
-# (its warp specialization, and two programs per SM, were both slower than
-# this kernel in our probes on an H100).
-# ``scripts/probe_gate_up.py --quack --mlp`` times a ping-pong gated GEMM from
-# `quack-kernels <https://github.com/Dao-AILab/quack>`_ beside ours and
-# cuBLAS's GEMMs on your GPU; the README lists its flags.
+# The ping-pong schedule closes part of that gap, not all of it: chapter 6c
+# measures inside the kernels where the rest goes.
+# ``scripts/probe_pingpong.py --sweep`` ranks the ping-pong kernel's tile
+# shapes and ring depths the benchmark's way on your GPU, and
+# ``scripts/probe_gate_up.py --quack --mlp`` times a CUTLASS-style ping-pong
+# gated GEMM from `quack-kernels <https://github.com/Dao-AILab/quack>`_
+# beside ours; the README lists their flags.
 
 verdicts.require()
 claim_verdicts.require()

@@ -39,7 +39,7 @@ for design in gb.KERNELS:
     rows.append((f"geglu_backward {design}", bench(lambda design=design: gb.geglu_backward(dy, wd, gu, design=design)),
                  fm.config_text(autotuned_config(gb.KERNELS[design], M, H, D, torch.bfloat16))))
 rows.append(("cuBLAS gate and up GEMMs", bench(lambda: (x @ wg.T, x @ wu.T)), None))
-for design in fm.PACKED_DESIGNS:
+for design in fm.BACKWARD_DESIGNS:
     for save in (False, True):
         rows.append((f"forward {design}{' saving g, u' if save else ''}",
                      bench(lambda d=design, s=save: fm.geglu(x, wg, wu, design=d, packed_weight=packed, save_gate_up=s)),

@@ -69,7 +69,7 @@ def reference_mlp(mlp, x):
 def test_the_kernels_really_run_in_triton_s_interpreter():
     from triton.runtime.interpreter import InterpretedFunction
 
-    assert set(gk.KERNELS) == set(fm.DESIGNS)
+    assert set(gk.KERNELS) == set(fm.TRITON_DESIGNS)
     for kernel in gk.KERNELS.values():
         jit_fn = kernel.fn
         while not isinstance(jit_fn, InterpretedFunction):
@@ -79,7 +79,7 @@ def test_the_kernels_really_run_in_triton_s_interpreter():
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
-@pytest.mark.parametrize("design", fm.DESIGNS)
+@pytest.mark.parametrize("design", fm.TRITON_DESIGNS)
 @pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
 def test_fused_mlp_matches_the_float64_reference_on_ragged_shapes(M, dim, hidden, design, dtype):
     x, wg, wu = weights(M, dim, hidden, dtype)
@@ -104,7 +104,7 @@ def test_pack_gate_up_interleaves_gate_and_up_rows():
     assert torch.equal(packed[0::2], wg) and torch.equal(packed[1::2], wu)
 
 
-@pytest.mark.parametrize("design", fm.DESIGNS)
+@pytest.mark.parametrize("design", fm.TRITON_DESIGNS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 def test_from_mlp_gives_the_output_of_the_simple_mlp(design, dtype):
     torch.manual_seed(0)
@@ -157,7 +157,7 @@ def test_the_packed_weight_is_rebuilt_when_the_weights_change():
 def test_a_pinned_config_is_used_and_reported():
     x, wg, wu = weights(20, 48, 40, torch.float32)
     cfg = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
-    for design in fm.DESIGNS:
+    for design in fm.TRITON_DESIGNS:
         h = fm.geglu(x, wg, wu, design=design, config=cfg)
         assert fm.max_rel_error(h, fm.reference_h(x, wg, wu)) < 1e-5
         assert fm.tuned_config(design, x, 40, cfg) == "BLOCK_M=32 BLOCK_N=16 BLOCK_K=32 GROUP_M=1 num_warps=4 num_stages=2"
@@ -227,7 +227,7 @@ def skip_rows_tma_cannot_address(design, dim, hidden, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
-@pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
+@pytest.mark.parametrize("design", fm.BACKWARD_DESIGNS)
 @pytest.mark.parametrize("M,dim,hidden", BACKWARD_SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in BACKWARD_SHAPES])
 def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, design, dtype):
     from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads
@@ -247,7 +247,7 @@ def test_the_backward_epilogue_matches_autograd_in_float64(M, dim, hidden, desig
         assert fm.max_rel_error(dgu[:, hidden:], du) < 2 * TOLERANCE[dtype], prefetch
 
 
-@pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
+@pytest.mark.parametrize("design", fm.BACKWARD_DESIGNS)
 def test_saving_gate_up_keeps_g_then_u_side_by_side(design):
     x, wg, wu = weights(33, 40, 72, torch.float32)
     h, gu = fm.geglu(x, wg, wu, design=design, save_gate_up=True)
@@ -258,7 +258,7 @@ def test_saving_gate_up_keeps_g_then_u_side_by_side(design):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
-@pytest.mark.parametrize("design", fm.PACKED_DESIGNS)
+@pytest.mark.parametrize("design", fm.BACKWARD_DESIGNS)
 @pytest.mark.parametrize("M,dim,hidden", BACKWARD_SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in BACKWARD_SHAPES])
 def test_the_fused_mlp_trains_with_the_gradients_of_float64_autograd(M, dim, hidden, design, dtype):
     skip_rows_tma_cannot_address(design, dim, hidden, dtype)

@@ -35,16 +35,21 @@ way to h. The fused kernel rounds once, when it stores h, so its h is closer
 to the exact answer than the unfused one (the benchmark's comparison with a
 float64 reference measures it).
 
-The kernels, three designs of the same idea (``"dual"``, ``"packed"``,
-``"packed-tma"``), are in :mod:`profiling_guide.kernels.geglu_kernels`, one kernel and
-one thin launching function each. This module is what a caller uses:
+The kernels, three designs of the same idea in Triton (``"dual"``,
+``"packed"``, ``"packed-tma"``), are in :mod:`profiling_guide.kernels.geglu_kernels`,
+one kernel and one thin launching function each; a fourth, ``"pingpong"``,
+is written in Gluon for Hopper (:mod:`profiling_guide.kernels.geglu_pingpong`):
+two warpgroups take turns on the tensor cores, so one tile's epilogue runs
+while the other tile's MMAs do. This module is what a caller uses:
 :func:`geglu` checks its inputs and runs one design, and
 :class:`FusedGeGLUMLP` is the whole MLP as an ``nn.Module``.
 
-``design="auto"`` (the default) runs ``"packed-tma"`` where the TMA unit can
-serve the shapes (compute capability 9.0+, rows 16-byte aligned) and
-``"packed"`` elsewhere: :func:`choose_design` says which for given inputs,
-and :func:`tuned_config` which tile config a design runs at a shape.
+``design="auto"`` (the default) runs ``"pingpong"`` on Hopper (compute
+capability 9.x, the GPUs with ``wgmma``) for bf16 and fp16 inputs whose rows
+the TMA unit can address (16-byte aligned), ``"packed-tma"`` where only the
+TMA part holds (float32, or a later GPU), and ``"packed"`` elsewhere:
+:func:`choose_design` says which for given inputs, and :func:`tuned_config`
+which tile config a design runs at a shape.
 
 The down projection stays with cuBLAS (:func:`torch.nn.functional.linear`):
 after the epilogue there is nothing left to fuse into it (its epilogue would
@@ -94,14 +99,23 @@ from profiling_guide.kernels.geglu_kernels import (
     geglu_packed_tma,
     pinned_config,
 )
+from profiling_guide.kernels.geglu_pingpong import DEFAULT_CONFIG as PINGPONG_CONFIG
+from profiling_guide.kernels.geglu_pingpong import geglu_pingpong
 from profiling_guide.kernels.graphs import CapturedForward
 
 # Design name → the function that launches its kernel. "auto" is not a
 # design: it names whichever of these choose_design picks.
-LAUNCHERS = {"dual": geglu_dual, "packed": geglu_packed, "packed-tma": geglu_packed_tma}
+LAUNCHERS = {"dual": geglu_dual, "packed": geglu_packed, "packed-tma": geglu_packed_tma, "pingpong": geglu_pingpong}
 DESIGNS = tuple(LAUNCHERS)
 AUTO = "auto"
-PACKED_DESIGNS = ("packed", "packed-tma")  # the ones that read pack_gate_up(w_gate, w_up)
+PACKED_DESIGNS = ("packed", "packed-tma", "pingpong")  # the ones that read pack_gate_up(w_gate, w_up)
+TMA_DESIGNS = ("packed-tma", "pingpong")
+TRITON_DESIGNS = tuple(KERNELS)  # the ones written in Triton's language, which its interpreter runs
+# The designs whose forward can also store g and u for GeGLUFunction's
+# backward; a training forward of "pingpong" runs "packed-tma" (see
+# geglu_pingpong's docstring for why).
+SAVING_DESIGN = {"packed": "packed", "packed-tma": "packed-tma", "pingpong": "packed-tma"}
+BACKWARD_DESIGNS = ("packed", "packed-tma")  # geglu_backward's, the ones that store g and u
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _SUPPORTED_TEXT = "bfloat16, float16 or float32 (float32 is exact fp32, slow)"
 
@@ -125,23 +139,31 @@ def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
         return torch.stack((w_gate, w_up), dim=1).reshape(2 * hidden, dim).contiguous()
 
 
-def packed_design(design: str) -> bool:
-    """Whether ``design`` reads the packed weight (and so can save g and u for a backward)."""
-    return design in PACKED_DESIGNS
-
-
 def choose_design(x2d: torch.Tensor, hidden: int) -> str:
-    """What ``design="auto"`` runs for ``x2d`` (``[M, dim]``) and ``hidden``: packed-tma where it can, else packed."""
+    """What ``design="auto"`` runs for ``x2d`` (``[M, dim]``) and ``hidden``: pingpong, else packed-tma, else packed."""
     if x2d.device.type == "cuda" and _tma_problem(x2d, hidden) is None:
-        return "packed-tma"
+        return "pingpong" if _pingpong_problem(x2d) is None else "packed-tma"
     return "packed"
 
 
-def _tma_problem(x2d: torch.Tensor, hidden: int, packed_weight: torch.Tensor | None = None) -> str | None:
+def _pingpong_problem(x2d: torch.Tensor) -> str | None:
+    """Why the Gluon ping-pong kernel cannot run this call, or None: a Hopper GPU and 16-bit inputs."""
+    if x2d.device.type != "cuda":
+        return "design 'pingpong' is a Gluon kernel, which Triton's interpreter cannot run: use 'packed-tma' on a GPU or 'packed'"
+    if torch.cuda.get_device_capability(x2d.device)[0] != 9:
+        name = torch.cuda.get_device_name(x2d.device)
+        return f"design 'pingpong' issues Hopper's wgmma (compute capability 9.x), {name} has none: use 'packed-tma' or 'packed'"
+    if x2d.dtype not in (torch.bfloat16, torch.float16):
+        return f"design 'pingpong' takes bfloat16 or float16 inputs, got {x2d.dtype}: use 'packed-tma'"
+    return None
+
+
+def _tma_problem(x2d: torch.Tensor, hidden: int, packed_weight: torch.Tensor | None = None,
+                 design: str = "packed-tma") -> str | None:  # fmt: skip
     """Why the TMA unit cannot serve this call, or None: Hopper or later, rows contiguous and 16-byte aligned."""
     if x2d.device.type == "cuda" and torch.cuda.get_device_capability(x2d.device)[0] < 9:
         name = torch.cuda.get_device_name(x2d.device)
-        return f"design 'packed-tma' needs the TMA unit of compute capability 9.0+ (Hopper), {name} has none: use 'packed'"
+        return f"design {design!r} needs the TMA unit of compute capability 9.0+ (Hopper), {name} has none: use 'packed'"
     size = x2d.element_size()
     dim = x2d.shape[1]
     # (name, row stride, column stride, address); h and a packed weight still to be made are new, contiguous tensors
@@ -149,7 +171,7 @@ def _tma_problem(x2d: torch.Tensor, hidden: int, packed_weight: torch.Tensor | N
     rows = [("x", x2d.stride(0), x2d.stride(1), x2d.data_ptr()), ("the packed weight", *w), ("h", hidden, 1, 0)]
     for name, row_stride, column_stride, address in rows:
         if column_stride != 1 or (row_stride * size) % 16 or address % 16:
-            return (f"design 'packed-tma' needs rows of {name} contiguous and 16-byte aligned (dim and hidden multiples "
+            return (f"design {design!r} needs rows of {name} contiguous and 16-byte aligned (dim and hidden multiples "
                     f"of {16 // size} for {x2d.dtype}, x.stride(-1) == 1): use 'packed' for shape {list(x2d.shape)}, "
                     f"hidden {hidden}")  # fmt: skip
     return None
@@ -162,6 +184,8 @@ def config_text(config: triton.Config | None) -> str | None:
     # the loop options show only when they leave the default (a flattened loop, no warp specialization)
     shown = {k: v for k, v in config.kwargs.items() if k != "FLATTEN" and (k != "WARP_SPECIALIZE" or v)}
     tiles = " ".join(f"{k}={v}" for k, v in shown.items())
+    if "NUM_STAGES" in shown:  # a Gluon kernel's ring depth is its own constant, not Triton's pipelining option
+        return f"{tiles} num_warps={config.num_warps}"
     return f"{tiles} num_warps={config.num_warps} num_stages={config.num_stages}"
 
 
@@ -174,6 +198,8 @@ def tuned_config(design: str, x2d: torch.Tensor, hidden: int, config: dict | tri
     """
     if design == AUTO:
         design = choose_design(x2d, hidden)
+    if design == "pingpong":  # one measured config, no autotuner (geglu_pingpong.DEFAULT_CONFIG says why)
+        return config_text(PINGPONG_CONFIG if config is None else _as_config(config))
     if design not in KERNELS:
         raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")
     pinned = pinned_config(None if config is None else _as_config(config), x2d.dtype)
@@ -232,8 +258,8 @@ def geglu(
     if design == AUTO:
         design = choose_design(x2d, hidden)
     packed = design in PACKED_DESIGNS
-    if save_gate_up and not packed:
-        raise GuideError(f"save_gate_up needs a packed design ({', '.join(PACKED_DESIGNS)}), got {design!r}")
+    if save_gate_up and design not in ("packed", "packed-tma"):
+        raise GuideError(f"save_gate_up needs design 'packed' or 'packed-tma', got {design!r}")
     if packed and packed_weight is None:
         packed_weight = pack_gate_up(w_gate, w_up)
     elif packed and (
@@ -250,7 +276,9 @@ def geglu(
             raise GuideError(f"the fused GeGLU kernel uses 32-bit offsets: {name} has {t.numel()} elements, more than 2**31 - 1")
     if M * hidden > _MAX_ELEMENTS:
         raise GuideError(f"the fused GeGLU kernel uses 32-bit offsets: h would have {M * hidden} elements, more than 2**31 - 1")
-    if design == "packed-tma" and (problem := _tma_problem(x2d, hidden, packed_weight)):
+    if design in TMA_DESIGNS and (problem := _tma_problem(x2d, hidden, packed_weight, design)):
+        raise GuideError(problem)
+    if design == "pingpong" and (problem := _pingpong_problem(x2d)):
         raise GuideError(problem)
     config = None if config is None else _as_config(config)
 
@@ -291,17 +319,21 @@ def _as_config(config: dict | triton.Config) -> triton.Config:
         warps, stages = config.pop("num_warps", 4), config.pop("num_stages", 3)
         tiles = {k: int(config.pop(k)) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
         tiles |= {k: bool(config.pop(k)) for k in ("FLATTEN", "WARP_SPECIALIZE") if k in config}
+        tiles |= {k: int(config.pop(k)) for k in ("NUM_STAGES", "CONSUMERS") if k in config}  # pingpong's
     except KeyError as exc:
         raise GuideError(f"a pinned config needs BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M, missing {exc.args[0]}") from None
     if config:
-        raise GuideError(f"unknown config keys {sorted(config)}: use BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages (and WARP_SPECIALIZE for packed-tma)")
+        raise GuideError(f"unknown config keys {sorted(config)}: use BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages "
+                         f"(and WARP_SPECIALIZE for packed-tma; NUM_STAGES and CONSUMERS for pingpong)")
     return triton.Config(tiles, num_warps=warps, num_stages=stages)
 
 
 class GeGLUFunction(torch.autograd.Function):
     """The fused MLP as one autograd node: forward through our kernels, backward through one more and three GEMMs.
 
-    Forward: the packed gate/up kernel stores h *and* gu (``[g | u]``,
+    Forward: the packed gate/up kernel (``"packed"`` or ``"packed-tma"``;
+    :class:`FusedGeGLUMLP` runs ``"packed-tma"`` for a ``"pingpong"``
+    module: ``SAVING_DESIGN``) stores h *and* gu (``[g | u]``,
     ``[M, 2·hidden]``), then cuBLAS's down GEMM. Saved for backward: x (the
     caller's, no copy), gu and h: 3·M·hidden elements, against eager's 4 (g,
     u, gelu(g) and h). gu is saved rather than recomputed: recomputing it
@@ -357,11 +389,13 @@ class FusedGeGLUMLP(nn.Module):
     keeps an interleaved copy of the gate and up weights (not in the state
     dict), rebuilt when either weight changes. Trainable with the packed
     designs: where autograd needs gradients, the forward runs through
-    :class:`GeGLUFunction` (which also saves g and u for its fused backward);
-    under ``torch.no_grad()`` it stores h alone.
+    :class:`GeGLUFunction` (which also saves g and u for its fused backward;
+    a ``"pingpong"`` module's training forward runs ``"packed-tma"``, the
+    faster of the designs that store them); under ``torch.no_grad()`` it
+    stores h alone.
 
     ``design_ran`` is the design the last forward ran (what ``"auto"``
-    chose), None before the first.
+    chose, or the one a training forward ran instead), None before the first.
     """
 
     def __init__(self, dim: int, hidden: int, device=None, dtype=None, design: str = AUTO):
@@ -436,9 +470,10 @@ class FusedGeGLUMLP(nn.Module):
         design = choose_design(x2d, self.hidden) if self.design == AUTO else self.design
         packed = self.packed_weight() if design in PACKED_DESIGNS else None
         if torch.is_grad_enabled() and any(t.requires_grad for t in (x, wg, wu, wd)):
-            if not packed_design(design):
+            if design not in SAVING_DESIGN:
                 raise GuideError(f"FusedGeGLUMLP trains with a packed design ({', '.join(PACKED_DESIGNS)}), "
                                  f"not {design!r}: build it with design='auto', or call it under torch.no_grad()")
+            design = SAVING_DESIGN[design]  # the forward that also stores g and u for the backward
             y = GeGLUFunction.apply(x2d, wg, wu, wd, packed, self.stacked_weight(), design)
         else:
             h = geglu(x2d, wg, wu, design=design, packed_weight=packed)

@@ -11,9 +11,11 @@ Variants (all with the same bf16 weights, checked against eager first):
   forward after another; a CUDA graph would remove launch gaps that the other
   variants pay.
 * ``liger``: Liger's ``LigerGEGLUMLP`` (a Triton GeLU·mul kernel between cuBLAS GEMMs).
-* ``fused``, ``fused-dual``, ``fused-packed``, ``fused-packed-tma``: our
-  :class:`~profiling_guide.kernels.fused_mlp.FusedGeGLUMLP` (``fused`` is its default
-  design, ``"auto"``: packed-tma on Hopper, packed elsewhere), gate and up in one Triton GEMM with GeLU·mul in its epilogue.
+* ``fused``, ``fused-dual``, ``fused-packed``, ``fused-packed-tma``,
+  ``fused-pingpong``: our :class:`~profiling_guide.kernels.fused_mlp.FusedGeGLUMLP`
+  (``fused`` is its default design, ``"auto"``: pingpong on Hopper, packed
+  elsewhere), gate and up in one GEMM with GeLU·mul in its epilogue (Triton;
+  Gluon for pingpong).
 
 Timing: device µs per forward under ``torch.no_grad()``, cycling through
 several fresh random inputs whose total size exceeds the L2 cache, with the
@@ -76,9 +78,11 @@ from profiling_guide.measure.timing import (
     reference_rates,
 )
 
-VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused", "fused-dual", "fused-packed", "fused-packed-tma")
+VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused", "fused-dual", "fused-packed",
+            "fused-packed-tma", "fused-pingpong")  # fmt: skip
 # "fused" ("auto") runs one of the designs below: left out of the default list so it is not timed twice.
-DEFAULT_VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused-dual", "fused-packed", "fused-packed-tma")
+DEFAULT_VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fused-dual", "fused-packed",
+                    "fused-packed-tma", "fused-pingpong")  # fmt: skip
 SWEEP_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 SWEEP_HIDDENS = (3072, 8192)
 DTYPE = torch.bfloat16

@@ -19,7 +19,8 @@ MARKERS = "osD^vP*X"  # one per series, cycled
 # One colour per variant, on every page and in every build.
 VARIANT_COLORS = {
     "eager": "#4c72b0", "compile": "#dd8452", "compile-max-autotune": "#c44e52", "liger": "#55a868",
-    "fused": "#8172b3", "fused-dual": "#937860", "fused-packed": "#da8bc3", "fused-packed-tma": "#8172b3",
+    "fused": "#64b5cd", "fused-dual": "#937860", "fused-packed": "#da8bc3", "fused-packed-tma": "#8172b3",
+    "fused-pingpong": "#64b5cd",
 }
 
 

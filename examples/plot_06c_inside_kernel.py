@@ -1,0 +1,238 @@
+"""
+6c · Inside the kernel: what Nsight Compute and Proton see
+==========================================================
+
+The profiler's trace says how long each kernel ran and in what order; it
+cannot say what the SM did meanwhile. Chapter 6 ended with our gate/up kernel
+in two versions: ``packed-tma`` (Triton), whose warps run the GeLU·mul
+epilogue while the tensor cores wait, and ``pingpong`` (Gluon), whose two
+consumer warpgroups take turns so that one tile's epilogue runs under the
+other tile's MMAs. This page times the gate/up kernel alone against cuBLAS's
+two GEMMs, then looks inside the kernels with two tools: **Nsight Compute**
+(``ncu``), which replays a kernel and reads the SM's hardware counters, and
+**Proton** (``triton.profiler``, shipped with Triton), which timestamps scopes
+marked in the kernel's own code, warp by warp.
+"""
+
+# %%
+# Set-up
+# ------
+# The post's sizes. After ``pip install`` of this repository, the cells of
+# this page, copied in order into a file, run as they are: on a Hopper GPU
+# with Nsight Compute installed they measure, elsewhere they replay the
+# recordings.
+
+import pandas as pd
+
+from profiling_guide.measure import inside_kernel
+from profiling_guide.pages import tables
+from profiling_guide.pages.chapter import Chapter
+
+chapter = Chapter.from_command_line(
+    "06c_inside_kernel", batch=64, seq=128, dim=768, hidden=3072,
+    bf16_only_because="the kernels measured here are the bf16 gate/up kernels of chapter 6")
+flags = chapter.flags
+rows, dim, hidden = flags.batch * flags.seq, flags.dim, flags.hidden
+chapter.banner()
+
+# %%
+# The gate/up kernel alone
+# ------------------------
+# Four ways to do the gate and up projections of ``[rows, dim]`` inputs, timed
+# the benchmark's way: device time, the GPU's queue kept full, ten fresh
+# inputs rotated (more bytes than L2 holds), seven interleaved repeats,
+# median and interquartile range. cuBLAS's two bare GEMMs store g and u and
+# stop there; our kernels also apply the GeLU·mul and store h. The last row
+# is the ping-pong kernel with one consumer warpgroup: the same producer, ring
+# and epilogue, without the turns.
+
+from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.pages.prose import spread_cell
+
+
+def time_the_kernels():
+    return inside_kernel.time_gate_up(rows, dim, hidden)
+
+
+timed = chapter.measure("timed", time_the_kernels,
+                        code=[inside_kernel.time_gate_up, inside_kernel.gate_up_kernels])
+times = {name: Spread.from_dict(t) for name, t in timed.values["device_us"].items()}
+cublas = times["cuBLAS gate + up GEMMs"]
+tables.styled(pd.DataFrame({
+    "device µs": {name: spread_cell(t) for name, t in times.items()},
+    "× cuBLAS's two GEMMs": {name: t.median / cublas.median for name, t in times.items()},
+    "against them": {name: compare(t, cublas) for name, t in times.items()},
+}), precision=3)
+
+# %%
+# What we expect, and what the timings say. The last claim is the target the
+# ping-pong design was written for: it is shown, not hidden, when it fails.
+
+from profiling_guide.analysis import checks, expect
+
+OURS = "this chapter"
+claims = [
+    expect.Prediction("pingpong is faster than packed-tma, outside the spreads",
+                      checks.compares("pingpong", "packed-tma", "faster"), OURS),
+    expect.Prediction("the turns are what makes it faster: two consumers beat one",
+                      checks.compares("pingpong", "pingpong, one consumer", "faster"), OURS),
+    expect.Prediction("pingpong is faster than cuBLAS's two bare GEMMs",
+                      checks.compares("pingpong", "cuBLAS gate + up GEMMs", "faster"), OURS),
+    expect.Prediction("pingpong takes at most 0.87× the time of cuBLAS's two GEMMs",
+                      checks.median_at_most("pingpong", 0.87, "cuBLAS gate + up GEMMs"), OURS,
+                      must_hold=False),
+]
+timing_verdicts = expect.check(claims, times)
+timing_verdicts
+
+# %%
+# What Nsight Compute counts
+# --------------------------
+# Nsight Compute runs a program and, for the kernels it is asked about,
+# replays each one as many times as its counters need. Here it is asked about
+# the kernels launched inside one NVTX range (``inside``), where the
+# workload launches each of the kernels above once, after a warm-up
+# (:func:`~profiling_guide.measure.inside_kernel.workload`). The command
+# :func:`~profiling_guide.measure.inside_kernel.measure_with_ncu` runs is
+# the one you would type::
+#
+#     ncu --csv --page raw --print-units base --nvtx --nvtx-include "inside/" \
+#         --metrics gpu__time_duration.sum,lts__t_bytes.sum,... \
+#         python -m profiling_guide.measure.inside_kernel 8192 768 3072
+#
+# The metrics: the kernel's duration; the share of active cycles in which the
+# SM's tensor pipe was busy (``sm__pipe_tensor_op_hmma_cycles_active``, which
+# counts ``wgmma`` too: the gate/up kernels issue nothing else on it); the
+# resident warps as a share of the SM's maximum (*achieved occupancy*); the
+# bytes through L2 and from DRAM. Nsight Compute locks the clocks at their
+# base frequency while it measures, so its durations are longer than the
+# timings above: compare them with each other.
+
+
+def count_with_ncu():
+    return inside_kernel.measure_with_ncu(rows, dim, hidden)
+
+
+counted = chapter.measure("ncu", count_with_ncu,
+                          code=[inside_kernel.measure_with_ncu, inside_kernel.workload,
+                                inside_kernel.gate_up_kernels, inside_kernel.parse_ncu_csv])
+counters = inside_kernel.counter_table(counted.values)
+tables.styled(counters, precision=1)
+
+# %%
+# The claims these counters can settle:
+
+counter_claims = [
+    expect.Prediction("pingpong keeps the tensor pipe busier than packed-tma",
+                      inside_kernel.busier("pingpong", "packed-tma"), OURS),
+    expect.Prediction("… and busier than the same kernel with one consumer",
+                      inside_kernel.busier("pingpong", "pingpong, one consumer"), OURS),
+    expect.Prediction("the epilogue's saving, in bytes: pingpong writes at most 0.6× the DRAM "
+                      "bytes of cuBLAS's GEMMs (h, not g and u)",
+                      inside_kernel.written_at_most("pingpong", inside_kernel.CUBLAS_BOTH, 0.6),
+                      OURS),
+]
+counter_verdicts = expect.check(counter_claims, counters)
+counter_verdicts
+
+# %%
+# Proton: the two consumers, cycle by cycle
+# -----------------------------------------
+# The ping-pong kernel marks two scopes in each consumer warpgroup, around
+# its K loop and around its epilogue::
+#
+#     pl.enter_scope("mma")
+#     ...  # wait for each ring slot, issue the wgmma, free the slot before
+#     pl.exit_scope("mma")
+#     pl.enter_scope("epilogue")
+#     ...  # split g and u, GeLU·mul, store h through the TMA unit
+#     pl.exit_scope("epilogue")
+#
+# They compile to nothing unless Proton's instrumentation is on. With it on
+# (``proton.start(..., backend="instrumentation")``), each scope's entry and
+# exit writes the SM's cycle counter to a buffer, here for the first warp of
+# each consumer in every program, and Proton writes a Chrome trace:
+# :func:`~profiling_guide.measure.inside_kernel.proton_phases` runs one
+# forward so in a child process and reads it back.
+
+
+def record_phases():
+    return inside_kernel.proton_phases(rows, dim, hidden)
+
+
+phases = chapter.measure("proton", record_phases,
+                         code=[inside_kernel.proton_phases, inside_kernel.record_with_proton,
+                               inside_kernel.scope_intervals, inside_kernel.phase_shares])
+
+# %%
+# One program's two consumers, from the start of the kernel: each bar is a
+# scope, in thousands of the SM's cycles. Where one consumer's ``epilogue``
+# bar sits, the other's ``mma`` bar runs; the gaps are a consumer waiting for
+# its turn.
+
+import matplotlib.pyplot as plt
+
+program, consumers = next(iter(phases.values["programs"].items()))
+colors = {"mma": "#4c72b0", "epilogue": "#dd8452"}
+fig, ax = plt.subplots(figsize=(9, 2.2))
+for lane, (warp, spans) in enumerate(consumers.items()):
+    for scope, start, end in spans:
+        ax.broken_barh([(start, end - start)], (lane - 0.35, 0.7), color=colors[scope])
+ax.set_yticks(range(len(consumers)), [f"consumer {i} ({w})" for i, w in enumerate(consumers)])
+ax.set_xlabel("thousands of SM cycles since the program's first scope")
+ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()],
+          labels=list(colors), loc="upper right", ncols=2)
+ax.set_title(program)
+fig.tight_layout()
+
+# %%
+# Every program's time, split by what its two consumers were doing (the
+# median over the programs, with the least and the most):
+
+shares = pd.DataFrame(phases.values["shares"]).T
+spread = {"median": shares.median(), "least": shares.min(), "most": shares.max()}
+tables.styled(pd.DataFrame(spread), precision=3)
+
+# %%
+
+phase_claims = [
+    expect.Prediction("in every program, some consumer is in its K loop at least 98 % of the time",
+                      inside_kernel.share_at_most(inside_kernel.PHASES[3], 0.02), OURS),
+    expect.Prediction("an epilogue runs under the other consumer's K loop "
+                      "for over a tenth of the time",
+                      inside_kernel.share_at_least(inside_kernel.PHASES[1], 0.10), OURS),
+]
+phase_verdicts = expect.check(phase_claims, shares)
+phase_verdicts
+
+# %%
+# Where the rest goes
+# -------------------
+# The turns work: the tensor pipe changes hands with almost no idle cycles
+# between consumers, and Nsight Compute counts it busier than in
+# ``packed-tma``. What is left is inside the K loop itself: a consumer's
+# ``mma`` bar is as long as its ring slots take to arrive and its ``wgmma``\\ s
+# take to run, and the counters above show where the operands come from:
+# our kernels move more bytes through L2 than cuBLAS's two GEMMs for the same
+# products, because each consumer's tile (128 × 128 of the packed product)
+# reads its x and weight tiles for itself. Larger tiles per consumer, or two
+# programs sharing tiles through a cluster's multicast, read less per
+# product; they are the next steps, not taken here.
+
+timing_verdicts.require()
+counter_verdicts.require()
+phase_verdicts.require()
+
+# %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
+# Run it yourself
+# ---------------
+# ::
+#
+#     python examples/plot_06c_inside_kernel.py          # on a Hopper GPU with ncu on PATH
+#     python scripts/probe_pingpong.py --sweep           # the ping-pong kernel's configs, ranked

@@ -1,0 +1,155 @@
+"""Probe: the Gluon ping-pong gate/up kernel against packed-tma and cuBLAS, on a Hopper GPU.
+
+    python scripts/probe_pingpong.py [--out results.json] [--check-only] [--repeats 7]
+
+First checks the default config, a 64-row one and a one-consumer one (h, and g and u when
+saved) against a float64 reference on several shapes, ragged ones included.
+Then times, the benchmark's way (queue kept full, 10 rotating inputs, medians
+and IQR over interleaved repeats): cuBLAS's gate and up GEMMs alone,
+``packed-tma`` and each ping-pong config, and the whole MLP's forward: cuBLAS's
+three GEMMs alone, ours with ``packed-tma`` and with ``pingpong``, each with
+cuBLAS's down GEMM. Prints one line per step on the console.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+
+sys.path.insert(0, "src")
+from profiling_guide.kernels import geglu_pingpong as gp  # noqa: E402
+from profiling_guide.kernels.fused_mlp import max_rel_error, pack_gate_up  # noqa: E402
+from profiling_guide.kernels.geglu_kernels import geglu_packed_tma  # noqa: E402
+from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
+from profiling_guide.spread import Spread  # noqa: E402
+
+SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
+
+
+def reference(x, wg, wu):
+    g = x.double() @ wg.double().T
+    u = x.double() @ wu.double().T
+    return F.gelu(g, approximate="tanh") * u, g, u
+
+
+def check(dtype) -> bool:
+    ok = True
+    for M, dim, hidden in SHAPES:
+        x = torch.randn(M, dim, device="cuda", dtype=dtype)
+        wg = torch.randn(hidden, dim, device="cuda", dtype=dtype) / dim**0.5
+        wu = torch.randn(hidden, dim, device="cuda", dtype=dtype) / dim**0.5
+        packed = pack_gate_up(wg, wu)
+        want, g, u = reference(x, wg, wu)
+        ours = geglu_packed_tma(x, packed)
+        base = max_rel_error(ours, want)
+        for cfg in (gp.DEFAULT_CONFIG, gp._config(64, 128, 64, 8, 4), gp._config(128, 64, 64, 4, 5, consumers=1)):
+            gu = torch.full((M, 2 * hidden), float("nan"), device="cuda", dtype=dtype)
+            t0 = time.perf_counter()
+            h = gp.geglu_pingpong(x, packed, config=cfg, gu=gu)
+            torch.cuda.synchronize()
+            h2 = gp.geglu_pingpong(x, packed, config=cfg)
+            err = max_rel_error(h, want)
+            err_g = max_rel_error(gu[:, :hidden], g)
+            err_u = max_rel_error(gu[:, hidden:], u)
+            same = torch.equal(h, h2)
+            good = err <= max(2 * base, 1e-2) and err_g <= 1e-2 and err_u <= 1e-2 and same
+            ok &= good
+            name = str(cfg.kwargs)
+            print(f"{dtype} {M}x{dim}x{hidden} {name}: h {err:.1e} (packed-tma {base:.1e}), g {err_g:.1e}, "
+                  f"u {err_u:.1e}, same twice {same}, {time.perf_counter() - t0:.1f} s {'ok' if good else 'WRONG'}",
+                  flush=True)
+    return ok
+
+
+def sweep_configs():
+    """Tile shapes × tile orders × ring depths that fit one SM, two consumers each."""
+    out = []
+    for bm, bn in ((128, 64), (64, 128)):
+        for group_m in (1, 2, 4, 8, 16):
+            for stages in (4, 5, 6):
+                out.append(gp._config(bm, bn, 64, group_m, stages))
+    return out
+
+
+def timings(repeats: int, sweep: bool) -> dict:
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+    M, dim, hidden = 8192, 768, 3072
+    wg = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
+    wu = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
+    wd = torch.randn(dim, hidden, device="cuda", dtype=dt) / hidden**0.5
+    packed = pack_gate_up(wg, wu)
+    xs = [(torch.randn(M, dim, device="cuda", dtype=dt),) for _ in range(10)]
+    hs = [(torch.randn(M, hidden, device="cuda", dtype=dt),) for _ in range(10)]
+    xhs = [(x, h) for (x,), (h,) in zip(xs, hs)]
+    best = gp.DEFAULT_CONFIG
+    ranked = []
+    if sweep:
+        for cfg in sweep_configs():
+            t = median_rotating_us(lambda x, cfg=cfg: gp.geglu_pingpong(x, packed, config=cfg), xs, rounds=5)
+            ranked.append((t, cfg))
+            print(f"sweep {cfg.kwargs}: {t:.1f} us (quick)", flush=True)
+        ranked.sort(key=lambda r: r[0])
+        best = ranked[0][1]
+    gu = torch.empty(M, 2 * hidden, device="cuda", dtype=dt)
+    one = triton.Config({**best.kwargs, "CONSUMERS": 1}, num_warps=4)
+    cands = {
+        "cublas gate+up alone": (lambda x: (F.linear(x, wg), F.linear(x, wu)), xs),
+        "packed-tma": (lambda x: geglu_packed_tma(x, packed), xs),
+        "pingpong default": (lambda x: gp.geglu_pingpong(x, packed), xs),
+        f"one consumer (no ping-pong) {one.kwargs}": (lambda x: gp.geglu_pingpong(x, packed, config=one), xs),
+        "pingpong default, g and u saved": (lambda x: gp.geglu_pingpong(x, packed, gu=gu), xs),
+        "packed-tma, g and u saved": (lambda x: geglu_packed_tma(x, packed, gu=gu), xs),
+        "mlp cublas 3 GEMMs alone": (lambda x, h: (F.linear(x, wg), F.linear(x, wu), F.linear(h, wd)), xhs),
+        "mlp packed-tma + cublas down": (lambda x: F.linear(geglu_packed_tma(x, packed), wd), xs),
+        "mlp pingpong default + cublas down": (lambda x: F.linear(gp.geglu_pingpong(x, packed), wd), xs),
+    }
+    for _, cfg in ranked[:4]:
+        cands[f"pingpong {cfg.kwargs}"] = (lambda x, cfg=cfg: gp.geglu_pingpong(x, packed, config=cfg), xs)
+    if ranked:
+        cands[f"mlp pingpong {best.kwargs} + cublas down"] = (
+            lambda x: F.linear(gp.geglu_pingpong(x, packed, config=best), wd), xs)
+    runs = {k: [] for k in cands}
+    for _ in range(repeats):
+        for k, (fn, inputs) in cands.items():
+            runs[k].append(median_rotating_us(fn, inputs))
+    base = Spread.of(runs["cublas gate+up alone"]).median
+    mlp = Spread.of(runs["mlp cublas 3 GEMMs alone"]).median
+    for k in cands:
+        s = Spread.of(runs[k])
+        ref = mlp if k.startswith("mlp") else base
+        print(f"{k:<100} {s:.1f} us  ratio {s.median / ref:.3f}", flush=True)
+    return {"results": {k: Spread.of(v).to_dict() for k, v in runs.items()},
+            "sweep": [{"config": cfg.kwargs, "quick_us": round(t, 2)} for t, cfg in ranked]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--check-only", action="store_true")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--sweep", action="store_true", help="first rank tile shapes, tile orders and ring depths")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    ok = check(torch.bfloat16) and check(torch.float16)
+    print("CHECK", "passed" if ok else "FAILED", flush=True)
+    if a.check_only or not ok:
+        return 0 if ok else 1
+    out = timings(a.repeats, a.sweep)
+    out.update(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, triton=triton.__version__,
+               method="median_rotating_us (queue full, 10 rotating inputs, 20 rounds), "
+                      f"{a.repeats} interleaved repeats: median and IQR", date=time.strftime("%Y-%m-%d"))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""The Gluon ping-pong design on the CPU: when it is chosen, how it is launched, and that it compiles for sm_90.
+
+Gluon kernels do not run in Triton's interpreter; the kernel's numbers are
+checked on a Hopper GPU (``tests/test_fused_mlp_gpu.py``). Here: the design
+choice (with the GPU's answers stood in for), the ring depth that fits, the
+launch plan (grid, descriptors, constants), and the kernel compiled to PTX and
+a cubin for an H100 by this Triton, no GPU needed.
+"""
+
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+
+import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
+from profiling_guide.kernels import geglu_pingpong as gp  # noqa: E402
+
+H100_SHARED = 232448  # bytes of shared memory one program may opt in to on an H100 (227 KiB)
+
+
+def cuda_like(rows, dim, dtype=torch.bfloat16):
+    """What choose_design reads of a CUDA tensor, from a CPU tensor: shape, strides, dtype, address, device."""
+    t = torch.empty(rows, dim, dtype=dtype)
+    return SimpleNamespace(shape=t.shape, dtype=dtype, device=torch.device("cuda", 0), stride=t.stride,
+                           element_size=t.element_size, data_ptr=lambda: 0)  # fmt: skip
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """Stand in a GPU of a given compute capability for the design choice."""
+
+    def use(major, minor=0, name="a GPU"):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, minor))
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+
+    return use
+
+
+@pytest.mark.parametrize("capability,dtype,dim,want", [
+    ((9, 0), torch.bfloat16, 768, "pingpong"),  # H100, H200
+    ((9, 0), torch.float16, 768, "pingpong"),
+    ((9, 0), torch.float32, 768, "packed-tma"),  # wgmma's fp32 path is TF32: the exact design is packed-tma
+    ((10, 0), torch.bfloat16, 768, "packed-tma"),  # Blackwell: TMA, but no wgmma
+    ((8, 0), torch.bfloat16, 768, "packed"),  # A100: no TMA unit
+    ((9, 0), torch.bfloat16, 36, "packed"),  # 72-byte rows: the TMA unit cannot address them
+])  # fmt: skip
+def test_auto_picks_pingpong_only_on_hopper_for_16_bit_rows_the_tma_unit_can_address(gpu, capability, dtype, dim, want):
+    gpu(*capability)
+    assert fm.choose_design(cuda_like(64, dim, dtype), 3072) == want
+
+
+def test_pingpong_s_refusals_say_what_to_use_instead(gpu):
+    gpu(10, 0, name="NVIDIA B200")
+    assert "wgmma" in fm._pingpong_problem(cuda_like(64, 768)) and "B200" in fm._pingpong_problem(cuda_like(64, 768))
+    gpu(9, 0)
+    assert "use 'packed-tma'" in fm._pingpong_problem(cuda_like(64, 768, torch.float32))
+    assert "interpreter" in fm._pingpong_problem(torch.empty(4, 768, dtype=torch.bfloat16))
+    assert fm._tma_problem(cuda_like(64, 36), 3072, design="pingpong").startswith("design 'pingpong' needs rows")
+
+
+@pytest.mark.parametrize("config,shared,want", [
+    (gp.DEFAULT_CONFIG, H100_SHARED, 6),  # 6 × 32 KiB slots + 2 × 16 KiB staging tiles
+    (gp._config(128, 64, 64, 4, stages=8), H100_SHARED, 6),  # asks for more than fits: lowered
+    (gp.DEFAULT_CONFIG, 166912, 4),  # an A100-sized budget (163 KiB)
+    (gp._config(128, 64, 64, 4, stages=6, consumers=1), H100_SHARED, 6),
+    (gp.DEFAULT_CONFIG, 40000, 2),  # never fewer than two: one loading while one is read
+])  # fmt: skip
+def test_the_ring_is_as_deep_as_the_config_asks_and_shared_memory_allows(config, shared, want):
+    assert gp.fit_stages(config, 2, shared) == want
+
+
+def test_the_launch_plan_gives_one_program_per_sm_and_descriptors_of_the_config_s_tiles():
+    M, dim, hidden = 8192, 768, 3072
+    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
+    h = torch.empty(M, hidden, dtype=torch.bfloat16)
+    grid, args, meta = gp.launch_plan(x, w, h, gp.DEFAULT_CONFIG, H100_SHARED, 132)
+    assert grid == (132,)
+    assert [d.block_shape for d in args[:3]] == [[128, 64], [128, 64], [128, 64]]  # x, packed w (2·BLOCK_N rows), h
+    assert args[3:] == (M, hidden, dim)
+    assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
+    small = gp.launch_plan(x[:100], w, h[:100], gp.DEFAULT_CONFIG, H100_SHARED, 132)[0]
+    assert small == (48,), "fewer tiles than SMs: one program per tile"
+
+
+def test_a_pinned_pingpong_config_is_reported_as_it_runs():
+    x = torch.empty(64, 768, dtype=torch.bfloat16)
+    assert fm.tuned_config("pingpong", x, 3072) == (
+        "BLOCK_M=128 BLOCK_N=64 BLOCK_K=64 GROUP_M=4 NUM_STAGES=6 CONSUMERS=2 num_warps=4")
+    pinned = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "NUM_STAGES": 4, "CONSUMERS": 1}
+    assert fm.tuned_config("pingpong", x, 3072, pinned).endswith("NUM_STAGES=4 CONSUMERS=1 num_warps=4")
+
+
+def compile_for_h100(config):
+    """The kernel compiled by this Triton for sm_90 at the guide's shape, as a launch would compile it."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    M, dim, hidden = 8192, 768, 3072
+    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
+    _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132)
+    kernel = gp._geglu_pingpong_kernel
+    signature, constants = {}, {}
+    for i, name in enumerate(kernel.arg_names):
+        if i < len(args):
+            signature[name] = mangle_type(args[i])
+        else:
+            signature[name], constants[(i,)] = "constexpr", meta[name]
+    source = GluonASTSource(kernel, signature, constants)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
+
+
+@pytest.mark.parametrize("consumers,warps", [(2, 12), (1, 8)])
+def test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared_memory(consumers, warps):
+    config = gp._config(128, 64, 64, 4, stages=6, consumers=consumers)
+    compiled = compile_for_h100(config)
+    ptx = compiled.asm["ptx"]
+    assert compiled.metadata.shared <= H100_SHARED
+    # 4 warps per consumer warpgroup and the producer's warp, padded to whole warpgroups
+    assert compiled.metadata.num_warps == warps
+    # each consumer's K step: two m64 wgmmas (BLOCK_M = 128) 2·BLOCK_N = 128 wide, in bf16
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.bf16\.bf16", ptx)
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) == 8 * consumers  # 4 K-substeps of 16 × 2 row halves, per consumer
+    # the partitions trade registers: the producer gives some back, the consumers take them
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+\d+;", ptx)
+    assert len(compiled.asm["cubin"]) > 0, "ptxas assembled it for sm_90a"
