@@ -107,7 +107,7 @@ def compile_for_h100(config):
     M, dim, hidden = 8192, 768, 3072
     x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
     _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132)
-    kernel = gp._geglu_pingpong_kernel
+    kernel = gp._geglu_pingpong_gemm_kernel
     signature, constants = {}, {}
     for i, name in enumerate(kernel.arg_names):
         if i < len(args):

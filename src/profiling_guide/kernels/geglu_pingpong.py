@@ -212,9 +212,9 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
 
 
 @gluon.jit
-def _geglu_pingpong_kernel(x_desc, w_desc, h_desc, M, N, K,
-                           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                           GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
+def _geglu_pingpong_gemm_kernel(x_desc, w_desc, h_desc, M, N, K,
+                                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                                GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
     """h[M, N] = gelu_tanh(g)·u, g and u from one wgmma per K step against the packed [2N, K] weight; persistent."""
     dtype: gl.constexpr = x_desc.dtype
     x_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + x_desc.block_type.shape, x_desc.layout)
@@ -267,7 +267,7 @@ def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.
     grid, args, meta = launch_plan(x2d, w_packed, h, config or DEFAULT_CONFIG,
                                    props.shared_memory_per_block_optin, props.multi_processor_count)
     with torch.cuda.device(x2d.device):
-        _geglu_pingpong_kernel[grid](*args, **meta)
+        _geglu_pingpong_gemm_kernel[grid](*args, **meta)
     return h
 
 
