@@ -2,8 +2,9 @@
 
     python scripts/probe_pingpong.py [--out results.json] [--check-only] [--repeats 7]
 
-First checks the default config, a 64-row one and a one-consumer one (h, and g and u when
-saved) against a float64 reference on several shapes, ragged ones included.
+First checks the default config, a 64-row one and a one-consumer one against
+a float64 reference on several shapes, ragged ones included (and that a
+second call gives the same bits).
 Then times, the benchmark's way (queue kept full, 10 rotating inputs, medians
 and IQR over interleaved repeats): cuBLAS's gate and up GEMMs alone,
 ``packed-tma`` and each ping-pong config, and the whole MLP's forward: cuBLAS's
@@ -33,9 +34,7 @@ SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11
 
 
 def reference(x, wg, wu):
-    g = x.double() @ wg.double().T
-    u = x.double() @ wu.double().T
-    return F.gelu(g, approximate="tanh") * u, g, u
+    return F.gelu(x.double() @ wg.double().T, approximate="tanh") * (x.double() @ wu.double().T)
 
 
 def check(dtype) -> bool:
@@ -45,25 +44,19 @@ def check(dtype) -> bool:
         wg = torch.randn(hidden, dim, device="cuda", dtype=dtype) / dim**0.5
         wu = torch.randn(hidden, dim, device="cuda", dtype=dtype) / dim**0.5
         packed = pack_gate_up(wg, wu)
-        want, g, u = reference(x, wg, wu)
+        want = reference(x, wg, wu)
         ours = geglu_packed_tma(x, packed)
         base = max_rel_error(ours, want)
-        for cfg in (gp.DEFAULT_CONFIG, gp._config(64, 128, 64, 8, 4), gp._config(128, 64, 64, 4, 5, consumers=1)):
-            gu = torch.full((M, 2 * hidden), float("nan"), device="cuda", dtype=dtype)
+        for cfg in (gp.DEFAULT_CONFIG, gp._config(64, 128, 64, 8, 4), gp._config(128, 64, 64, 4, 6, consumers=1)):
             t0 = time.perf_counter()
-            h = gp.geglu_pingpong(x, packed, config=cfg, gu=gu)
+            h = gp.geglu_pingpong(x, packed, config=cfg)
             torch.cuda.synchronize()
-            h2 = gp.geglu_pingpong(x, packed, config=cfg)
             err = max_rel_error(h, want)
-            err_g = max_rel_error(gu[:, :hidden], g)
-            err_u = max_rel_error(gu[:, hidden:], u)
-            same = torch.equal(h, h2)
-            good = err <= max(2 * base, 1e-2) and err_g <= 1e-2 and err_u <= 1e-2 and same
+            same = torch.equal(h, gp.geglu_pingpong(x, packed, config=cfg))
+            good = err <= max(2 * base, 1e-2) and same
             ok &= good
-            name = str(cfg.kwargs)
-            print(f"{dtype} {M}x{dim}x{hidden} {name}: h {err:.1e} (packed-tma {base:.1e}), g {err_g:.1e}, "
-                  f"u {err_u:.1e}, same twice {same}, {time.perf_counter() - t0:.1f} s {'ok' if good else 'WRONG'}",
-                  flush=True)
+            print(f"{dtype} {M}x{dim}x{hidden} {cfg.kwargs}: h {err:.1e} (packed-tma {base:.1e}), same twice {same}, "
+                  f"{time.perf_counter() - t0:.1f} s {'ok' if good else 'WRONG'}", flush=True)
     return ok
 
 
@@ -97,15 +90,12 @@ def timings(repeats: int, sweep: bool) -> dict:
             print(f"sweep {cfg.kwargs}: {t:.1f} us (quick)", flush=True)
         ranked.sort(key=lambda r: r[0])
         best = ranked[0][1]
-    gu = torch.empty(M, 2 * hidden, device="cuda", dtype=dt)
     one = triton.Config({**best.kwargs, "CONSUMERS": 1}, num_warps=4)
     cands = {
         "cublas gate+up alone": (lambda x: (F.linear(x, wg), F.linear(x, wu)), xs),
         "packed-tma": (lambda x: geglu_packed_tma(x, packed), xs),
         "pingpong default": (lambda x: gp.geglu_pingpong(x, packed), xs),
         f"one consumer (no ping-pong) {one.kwargs}": (lambda x: gp.geglu_pingpong(x, packed, config=one), xs),
-        "pingpong default, g and u saved": (lambda x: gp.geglu_pingpong(x, packed, gu=gu), xs),
-        "packed-tma, g and u saved": (lambda x: geglu_packed_tma(x, packed, gu=gu), xs),
         "mlp cublas 3 GEMMs alone": (lambda x, h: (F.linear(x, wg), F.linear(x, wu), F.linear(h, wd)), xhs),
         "mlp packed-tma + cublas down": (lambda x: F.linear(geglu_packed_tma(x, packed), wd), xs),
         "mlp pingpong default + cublas down": (lambda x: F.linear(gp.geglu_pingpong(x, packed), wd), xs),
