@@ -176,7 +176,7 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
             # phase of the ring's mbarriers, which a parity wait needs: without
             # them consumer 1 would wait on slots a whole tile ahead.
             mbarrier.wait(turn.index(WHICH), (j & 1) ^ (1 - WHICH))
-        # Proton's intra-kernel scopes (scripts/proton_pingpong.py): compiled
+        # Proton's intra-kernel scopes (measure.inside_kernel.proton_phases): compiled
         # away unless Proton's instrumentation is on.
         pl.enter_scope("mma")
         acc = gl.zeros([BLOCK_M, 2 * BLOCK_N], gl.float32, acc_layout)
