@@ -189,7 +189,7 @@ fig.tight_layout()
 # Every program's time, split by what its two consumers were doing (the
 # median over the programs, with the least and the most):
 
-shares = pd.DataFrame(phases.values["shares"]).T
+shares = pd.DataFrame(phases.values["shares"]).T[list(inside_kernel.PHASES)]
 spread = {"median": shares.median(), "least": shares.min(), "most": shares.max()}
 tables.styled(pd.DataFrame(spread), precision=3)
 

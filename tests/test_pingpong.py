@@ -19,8 +19,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from conftest import run_pytest_in_fresh_process  # noqa: E402
+
 import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
 from profiling_guide.kernels import geglu_pingpong as gp  # noqa: E402
+from profiling_guide.kernels.geglu_kernels import INTERPRETED  # noqa: E402
 
 H100_SHARED = 232448  # bytes of shared memory one program may opt in to on an H100 (227 KiB)
 
@@ -118,6 +121,15 @@ def compile_for_h100(config):
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
 
 
+if INTERPRETED:
+    # tests/test_fused_mlp.py imported Triton for its interpreter, which cannot lower a Gluon
+    # kernel: the compile test runs in a fresh process without it
+    def test_the_kernel_compiles_in_a_fresh_process():
+        name = "test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared_memory"
+        run_pytest_in_fresh_process(f"{__file__}::{name}", interpreted=False, timeout=600)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
 @pytest.mark.parametrize("consumers,warps", [(2, 12), (1, 8)])
 def test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared_memory(consumers, warps):
     config = gp._config(128, 64, 64, 4, stages=6, consumers=consumers)
