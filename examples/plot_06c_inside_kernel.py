@@ -82,7 +82,7 @@ claims = [
                       checks.median_at_most("pingpong", 0.87, "cuBLAS gate + up GEMMs"), OURS,
                       must_hold=False),
 ]
-timing_verdicts = expect.check(claims, times)
+timing_verdicts = expect.check(claims, times, seen_header="what was timed")
 timing_verdicts
 
 # %%
@@ -106,7 +106,10 @@ timing_verdicts
 # resident warps as a share of the SM's maximum (*achieved occupancy*); the
 # bytes through L2 and from DRAM. Nsight Compute locks the clocks at their
 # base frequency while it measures, so its durations are longer than the
-# timings above: compare them with each other.
+# timings above: compare them with each other. Columns: the duration under
+# ncu; *tensor busy*, the tensor pipe's share of active cycles; *occupancy*,
+# resident warps over the SM's maximum; the bytes through L2 and how busy it
+# was; the bytes read from and written to DRAM.
 
 
 def count_with_ncu():
@@ -132,7 +135,7 @@ counter_claims = [
                       inside_kernel.written_at_most("pingpong", inside_kernel.CUBLAS_BOTH, 0.6),
                       OURS),
 ]
-counter_verdicts = expect.check(counter_claims, counters)
+counter_verdicts = expect.check(counter_claims, counters, seen_header="what the counters show")
 counter_verdicts
 
 # %%
@@ -153,7 +156,7 @@ counter_verdicts
 # exit writes the SM's cycle counter to a buffer, here for the first warp of
 # each consumer in every program, and Proton writes a Chrome trace:
 # :func:`~profiling_guide.measure.inside_kernel.proton_phases` runs one
-# forward so in a child process and reads it back.
+# instrumented forward in a child process and reads the trace back.
 
 
 def record_phases():
@@ -168,30 +171,37 @@ phases = chapter.measure("proton", record_phases,
 # One program's two consumers, from the start of the kernel: each bar is a
 # scope, in thousands of the SM's cycles. Where one consumer's ``epilogue``
 # bar sits, the other's ``mma`` bar runs; the gaps are a consumer waiting for
-# its turn.
+# its turn. Proton names a program by the SM it ran on (``Core``) and its
+# block index (``CTA``), and a lane by its warp.
+
+import re
 
 import matplotlib.pyplot as plt
 
 program, consumers = next(iter(phases.values["programs"].items()))
+sm, block = re.search(r"Core(\d+) CTA(\d+)", program).groups()
 colors = {"mma": "#4c72b0", "epilogue": "#dd8452"}
-fig, ax = plt.subplots(figsize=(9, 2.2))
+fig, ax = plt.subplots(figsize=(9, 2.8))
 for lane, (warp, spans) in enumerate(consumers.items()):
     for scope, start, end in spans:
         ax.broken_barh([(start, end - start)], (lane - 0.35, 0.7), color=colors[scope])
-ax.set_yticks(range(len(consumers)), [f"consumer {i} ({w})" for i, w in enumerate(consumers)])
+lanes = [f"consumer {i} ({w.split(' (')[0]})" for i, w in enumerate(consumers)]
+ax.set_yticks(range(len(consumers)), lanes)
 ax.set_xlabel("thousands of SM cycles since the program's first scope")
 ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()],
-          labels=list(colors), loc="upper right", ncols=2)
-ax.set_title(program)
+          labels=list(colors), loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2,
+          frameon=False)
+ax.set_title(f"one program: block {block} on SM {sm}", pad=28)
 fig.tight_layout()
 
 # %%
-# Every program's time, split by what its two consumers were doing (the
-# median over the programs, with the least and the most):
+# Every program's time, split by what its two consumers were doing, in % of
+# the program's time (the median over the programs, with the least and the
+# most):
 
 shares = pd.DataFrame(phases.values["shares"]).T[list(inside_kernel.PHASES)]
-spread = {"median": shares.median(), "least": shares.min(), "most": shares.max()}
-tables.styled(pd.DataFrame(spread), precision=3)
+spread = {"median %": shares.median(), "least %": shares.min(), "most %": shares.max()}
+tables.styled(100 * pd.DataFrame(spread), precision=1)
 
 # %%
 
@@ -202,7 +212,7 @@ phase_claims = [
                       "for over a tenth of the time",
                       inside_kernel.share_at_least(inside_kernel.PHASES[1], 0.10), OURS),
 ]
-phase_verdicts = expect.check(phase_claims, shares)
+phase_verdicts = expect.check(phase_claims, shares, seen_header="what Proton recorded")
 phase_verdicts
 
 # %%
@@ -211,7 +221,7 @@ phase_verdicts
 # The turns work: the tensor pipe changes hands with almost no idle cycles
 # between consumers, and Nsight Compute counts it busier than in
 # ``packed-tma``. What is left is inside the K loop itself: a consumer's
-# ``mma`` bar is as long as its ring slots take to arrive and its ``wgmma``\\ s
+# ``mma`` bar is as long as its ring slots take to arrive and its ``wgmma``\ s
 # take to run, and the counters above show where the operands come from:
 # our kernels move more bytes through L2 than cuBLAS's two GEMMs for the same
 # products, because each consumer's tile (128 × 128 of the packed product)

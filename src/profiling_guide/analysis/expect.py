@@ -58,11 +58,17 @@ class Verdict:
 
 
 class Verdicts(list):
-    """The checked predictions; renders as a table of ✓/✗."""
+    """The checked predictions; renders as a table of ✓/✗.
+
+    ``seen_header`` heads the column of what was seen: a trace by default,
+    or whatever else the claims were checked against (counters, timings).
+    """
+
+    seen_header = "what the trace shows"
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
-            [{"": "✓" if v.holds else "✗", "prediction": v.claim, "what the trace shows": v.seen,
+            [{"": "✓" if v.holds else "✗", "prediction": v.claim, self.seen_header: v.seen,
               "from": v.source} for v in self]
         )
 
@@ -100,7 +106,7 @@ class Verdicts(list):
         )
         return (
             '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
-            f"<th>what the trace shows</th>{'<th>from</th>' if sources else ''}</tr></thead>"
+            f"<th>{html.escape(self.seen_header)}</th>{'<th>from</th>' if sources else ''}</tr></thead>"
             f"<tbody>{rows}</tbody></table>"
         )
 
@@ -110,10 +116,13 @@ def _source_html(source: str) -> str:
     return f'<a href="{url}">{html.escape(source)}</a>' if url else html.escape(source)
 
 
-def check(predictions: list[Prediction], data) -> Verdicts:
+def check(predictions: list[Prediction], data, *, seen_header: str | None = None) -> Verdicts:
     """Run every prediction's check on ``data`` (a Trace, or whatever the checks take),
-    or on the prediction's own ``of`` where it names one."""
+    or on the prediction's own ``of`` where it names one; ``seen_header`` names what
+    ``data`` is where it is not a trace (e.g. "what the counters show")."""
     out = Verdicts()
+    if seen_header:
+        out.seen_header = seen_header
     for p in predictions:
         holds, seen = p.check(data if p.of is None else p.of)
         out.append(Verdict(p.claim, bool(holds), seen, p.source, p.must_hold))

@@ -152,7 +152,7 @@ def _producer(x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
 @gluon.jit
 def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
+              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr):
     """One warpgroup: the program's tiles WHICH, WHICH + CONSUMERS, …: K loop of wgmma, then the GeGLU epilogue."""
     dtype: gl.constexpr = h_desc.dtype
     # The accumulator's register layout: one warpgroup (4 warps down M), one

@@ -144,13 +144,13 @@ def _run(command: list[str], what: str, timeout_s: int = 120) -> str:
 # (column of counter_table, the metric, the factor from ncu's base unit to the column's)
 _COLUMNS = [
     ("ncu µs", "gpu__time_duration.sum", 1e-3),  # ns
-    ("tensor pipe busy %", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
-    ("tensor pipe (wgmma) busy %", "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
-    ("achieved occupancy %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("tensor busy %", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("wgmma pipe busy %", "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("occupancy %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1.0),
     ("L2 MB", "lts__t_bytes.sum", 1e-6),
-    ("L2 throughput %", "lts__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
-    ("DRAM MB read", "dram__bytes_read.sum", 1e-6),
-    ("DRAM MB written", "dram__bytes_write.sum", 1e-6),
+    ("L2 busy %", "lts__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
+    ("DRAM read MB", "dram__bytes_read.sum", 1e-6),
+    ("DRAM write MB", "dram__bytes_write.sum", 1e-6),
 ]
 CUBLAS_BOTH = "cuBLAS gate + up GEMMs"
 
@@ -179,7 +179,7 @@ def counter_table(measured: dict):
 def busier(a: str, b: str):
     """Check: the tensor pipe was busy a larger share of ``a``'s cycles than of ``b``'s (a :func:`counter_table`)."""
     def _check(table):
-        column = "tensor pipe busy %"
+        column = "tensor busy %"
         return table.loc[a, column] > table.loc[b, column], (
             f"{a} {table.loc[a, column]:.1f} %, {b} {table.loc[b, column]:.1f} %")
     return _check
@@ -188,7 +188,7 @@ def busier(a: str, b: str):
 def written_at_most(a: str, b: str, factor: float):
     """Check: ``a`` wrote at most ``factor`` × the DRAM bytes ``b`` wrote."""
     def _check(table):
-        written = table["DRAM MB written"]
+        written = table["DRAM write MB"]
         return written[a] <= factor * written[b], (
             f"{a} {written[a]:.1f} MB, {b} {written[b]:.1f} MB: {written[a] / written[b]:.2f}×")
     return _check
