@@ -72,7 +72,8 @@ def _headline_figures(version: str) -> list[str]:
     """What the landing page must show for one GPU, formatted as it does."""
     bench = json.loads((RECORDINGS / version / "bench_mlp.json").read_text())
     refs, variants, alone = bench["references"], bench["variants_us"], bench["gemms_alone_us"]
-    fused = variants["fused-packed-tma"]["median"]
+    # the headline names our fastest design in the run: the Gluon one where the benchmark has it
+    fused = variants.get("fused-pingpong", variants["fused-packed-tma"])["median"]
     return [
         bench["gpu"]["name"],
         f"{refs['gemm_tflops']['spread']['median']:,.1f} TFLOP/s (IQR {refs['gemm_tflops']['spread']['q1']:,.1f}",

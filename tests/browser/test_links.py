@@ -114,11 +114,20 @@ def test_every_relative_link_resolves(all_pages):
 
 
 def test_every_example_links_its_traces(all_pages):
-    """Each example page links the traces it was computed from, and they are in the site under _recordings/."""
+    """Each example page links the recordings it was computed from under _recordings/: every trace of its
+    build's recordings named after it, and, for a page of measurements alone (chapter 6c's counters), its run records."""
     examples = example_pages()
     if not examples:
         pytest.skip("no example pages were built")
-    without = [page for page in examples
-               if not any("_recordings/" in value and value.endswith(".trace.json.gz")
-                          for _, attr, value in parse(SITE / page).refs if attr == "href")]
-    assert not without, f"example pages that link no trace under _recordings/: {without}"
+    problems = []
+    for page in examples:
+        here = (SITE / page).parent
+        linked = [(here / unquote(value)).resolve() for _, attr, value in parse(SITE / page).refs
+                  if attr == "href" and "_recordings/" in value]  # fmt: skip
+        stem = Path(page).stem.removeprefix("plot_")
+        # the page's build's recordings named after it: every trace among them must be linked
+        folders = {path.parent for path in linked}
+        traces = {p for folder in folders for p in folder.glob(f"{stem}.*.trace.json.gz")}
+        if not linked or not traces <= set(linked):
+            problems.append(f"{page}: links {len(linked)} recordings, misses {sorted(p.name for p in traces - set(linked))}")
+    assert not problems, "example pages that do not link their recordings under _recordings/:\n" + "\n".join(problems)
