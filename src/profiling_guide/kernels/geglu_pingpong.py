@@ -16,11 +16,13 @@ is the *ping-pong* schedule of CUTLASS's Hopper GEMMs:
   per slot says "full" (the copy landed) and "empty" (its MMA finished);
 * two **consumer** warpgroups (4 warps each) take the program's output tiles
   in turn: consumer 0 the program's tiles 0, 2, 4…, consumer 1 tiles 1, 3,
-  5…. The producer fills the ring in tile order, so consumer 1's operands
-  arrive as consumer 0's MMAs drain: when one warpgroup finishes its K loop
-  and starts its epilogue, the other's operands are already there and its
-  ``wgmma``\\ s take over the tensor cores. The epilogue of one tile runs while
-  the other tile's MMAs do: the tensor cores stop only when both wait.
+  5…. A pair of *turn* mbarriers passes the tensor cores between them: a
+  consumer starts its K loop once the other has issued its last ``wgmma``,
+  then runs its epilogue while the other's MMAs run. The tensor cores stop
+  only when both wait. The producer fills the ring in tile order, so the
+  next tile's operands are already there at each hand-over. (``CONSUMERS=1``
+  keeps the producer, the ring and the epilogue and drops the turns: what
+  chapter 6c measures the schedule against.)
 
 Each consumer's tile is ``[BLOCK_M, 2·BLOCK_N]`` of the packed product (rows
 2j and 2j+1 of the packed weight are gate row j and up row j, as for
@@ -36,10 +38,11 @@ tiles per consumer, so one ring slot fewer) it took 200 µs where
 ``packed-tma`` with g and u takes 138 µs at the guide's shape on an H100, so
 a training forward runs ``packed-tma`` (``fused_mlp.GeGLUFunction``).
 
-Gluon has no interpreter: this design runs on Hopper GPUs only and is tested
-there (``tests/test_fused_mlp_gpu.py``); what needs no GPU (config choice,
-the launch checks) is tested on the CPU, and the kernel is compiled for sm_90
-on the CPU by the tests where this Triton's Gluon matches the API used here.
+Gluon has no interpreter: this design runs on Hopper GPUs only and its
+numbers are tested there (``tests/test_fused_mlp_gpu.py``); what needs no GPU
+(the design choice, the ring depth, the launch plan) is tested on the CPU, and
+there the kernel is also compiled for sm_90, to PTX and a cubin
+(``tests/test_pingpong.py``).
 """
 
 from __future__ import annotations
