@@ -100,16 +100,14 @@ timing_verdicts
 #         --metrics gpu__time_duration.sum,lts__t_bytes.sum,... \
 #         python -m profiling_guide.measure.inside_kernel 8192 768 3072
 #
-# The metrics: the kernel's duration; the share of active cycles in which the
-# SM's tensor pipe was busy (``sm__pipe_tensor_op_hmma_cycles_active``, which
-# counts ``wgmma`` too: the gate/up kernels issue nothing else on it); the
-# resident warps as a share of the SM's maximum (*achieved occupancy*); the
-# bytes through L2 and from DRAM. Nsight Compute locks the clocks at their
-# base frequency while it measures, so its durations are longer than the
-# timings above: compare them with each other. Columns: the duration under
-# ncu; *tensor busy*, the tensor pipe's share of active cycles; *occupancy*,
-# resident warps over the SM's maximum; the bytes through L2 and how busy it
-# was; the bytes read from and written to DRAM.
+# The columns: the kernel's duration under ncu; *tensor busy*, the share of
+# active cycles in which the SM's tensor pipe was busy
+# (``sm__pipe_tensor_op_hmma_cycles_active``, which counts ``wgmma`` too: the
+# gate/up kernels issue nothing else on it); *occupancy*, the resident warps
+# as a share of the SM's maximum (achieved occupancy); the bytes through L2
+# and how busy it was; the bytes read from and written to DRAM. Nsight Compute
+# locks the clocks at their base frequency while it measures, so its
+# durations are longer than the timings above: compare them with each other.
 
 
 def count_with_ncu():
@@ -145,7 +143,7 @@ counter_verdicts
 # its K loop and around its epilogue::
 #
 #     pl.enter_scope("mma")
-#     ...  # wait for each ring slot, issue the wgmma, free the slot before
+#     ...  # wait for each ring slot, issue its wgmma, free the previous step's slot
 #     pl.exit_scope("mma")
 #     pl.enter_scope("epilogue")
 #     ...  # split g and u, GeLU·mul, store h through the TMA unit

@@ -61,6 +61,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from profiling_guide.kernels.geglu_kernels import _on_device
+
 # The TMA copies were renamed after Triton 3.6 (async_load / async_store);
 # the GPU machines run 3.6, the CPU tests a newer Triton that compiles this
 # kernel for sm_90 without a GPU. Same operations, either name.
@@ -269,7 +271,7 @@ def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.
     props = torch.cuda.get_device_properties(x2d.device)
     grid, args, meta = launch_plan(x2d, w_packed, h, config or DEFAULT_CONFIG,
                                    props.shared_memory_per_block_optin, props.multi_processor_count)
-    with torch.cuda.device(x2d.device):
+    with _on_device(x2d.device):  # as the Triton designs launch: nothing to do when x's GPU is current
         _geglu_pingpong_gemm_kernel[grid](*args, **meta)
     return h
 
