@@ -98,6 +98,21 @@ def test_a_pinned_pingpong_config_is_reported_as_it_runs():
         "BLOCK_M=128 BLOCK_N=64 BLOCK_K=64 GROUP_M=4 NUM_STAGES=6 CONSUMERS=2 num_warps=4")
     pinned = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "NUM_STAGES": 4, "CONSUMERS": 1}
     assert fm.tuned_config("pingpong", x, 3072, pinned).endswith("NUM_STAGES=4 CONSUMERS=1 num_warps=4")
+    tiles_only = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}  # as the Triton designs are pinned
+    assert fm.tuned_config("pingpong", x, 3072, tiles_only) == (
+        "BLOCK_M=64 BLOCK_N=128 BLOCK_K=64 GROUP_M=8 NUM_STAGES=6 CONSUMERS=2 num_warps=4")
+
+
+def test_a_config_naming_only_tiles_launches_with_the_default_ring_and_consumers():
+    import triton
+
+    x, w = torch.empty(1024, 768, dtype=torch.bfloat16), torch.empty(6144, 768, dtype=torch.bfloat16)
+    tiles_only = triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8)
+    _, args, meta = gp.launch_plan(x, w, torch.empty(1024, 3072, dtype=torch.bfloat16), gp.full_config(tiles_only),
+                                   H100_SHARED, 132)  # fmt: skip
+    assert [d.block_shape for d in args[:3]] == [[64, 64], [256, 64], [64, 128]]
+    assert meta["CONSUMERS"] == 2 and meta["num_warps"] == 4, "one warpgroup per consumer, whatever was asked"
+    assert meta["NUM_STAGES"] == 4, "the default 6 slots of 40 KiB do not fit beside the staging tiles: lowered"
 
 
 def compile_for_h100(config):

@@ -99,7 +99,7 @@ from profiling_guide.kernels.geglu_kernels import (
     geglu_packed_tma,
     pinned_config,
 )
-from profiling_guide.kernels.geglu_pingpong import DEFAULT_CONFIG as PINGPONG_CONFIG
+from profiling_guide.kernels.geglu_pingpong import full_config as pingpong_config
 from profiling_guide.kernels.geglu_pingpong import geglu_pingpong
 from profiling_guide.kernels.graphs import CapturedForward
 
@@ -199,7 +199,7 @@ def tuned_config(design: str, x2d: torch.Tensor, hidden: int, config: dict | tri
     if design == AUTO:
         design = choose_design(x2d, hidden)
     if design == "pingpong":  # one measured config, no autotuner (geglu_pingpong.DEFAULT_CONFIG says why)
-        return config_text(PINGPONG_CONFIG if config is None else _as_config(config))
+        return config_text(pingpong_config(None if config is None else _as_config(config)))
     if design not in KERNELS:
         raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")
     pinned = pinned_config(None if config is None else _as_config(config), x2d.dtype)

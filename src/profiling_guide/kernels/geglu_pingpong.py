@@ -96,6 +96,17 @@ def _config(bm, bn, bk, group_m, stages, consumers=2) -> triton.Config:
 DEFAULT_CONFIG = _config(128, 64, 64, 4, stages=6)
 
 
+def full_config(config: triton.Config | None) -> triton.Config:
+    """``config`` with what it leaves out (ring depth, consumers) from DEFAULT_CONFIG, on 4 warps.
+
+    A pinned config may name only the tiles, as the Triton designs' do; the
+    kernel's layouts assume one warpgroup (4 warps) per consumer.
+    """
+    if config is None:
+        return DEFAULT_CONFIG
+    return triton.Config({**DEFAULT_CONFIG.kwargs, **config.kwargs}, num_warps=4)
+
+
 def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
     """The ring slots ``config`` runs with: its NUM_STAGES, or fewer where they and the staging tiles would not fit."""
     k = config.kwargs
@@ -269,7 +280,7 @@ def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.
     assert M > 0 and N > 0 and K > 0, "a tensor descriptor needs a non-empty tensor"
     h = torch.empty((M, N), device=x2d.device, dtype=x2d.dtype)
     props = torch.cuda.get_device_properties(x2d.device)
-    grid, args, meta = launch_plan(x2d, w_packed, h, config or DEFAULT_CONFIG,
+    grid, args, meta = launch_plan(x2d, w_packed, h, full_config(config),
                                    props.shared_memory_per_block_optin, props.multi_processor_count)
     with _on_device(x2d.device):  # as the Triton designs launch: nothing to do when x's GPU is current
         _geglu_pingpong_gemm_kernel[grid](*args, **meta)
