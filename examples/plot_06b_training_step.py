@@ -369,30 +369,66 @@ verdicts.require()
 # %%
 # Why ours is not at the floor
 # ----------------------------
-# The table of GEMMs above says where: our backward kernel (``dh = dy·Wd``
-# with the GeGLU's derivative in its epilogue) against the same product in
-# cuBLAS, in eager's step.
+# Two of our kernels do more than a GEMM, and the table of GEMMs above times
+# both beside the same products in cuBLAS, in eager's step. The forward's
+# gate/up kernel writes h as well as the g and u that cuBLAS's two GEMMs
+# write. The backward's dh kernel reads g and u and writes dg and du where
+# cuBLAS's dh GEMM writes dh. Beside each, the time those extra bytes would
+# take at this GPU's copy rate (measured in this run): what the kernel would
+# add if none of that traffic overlapped its tensor-core work. A share under
+# 100 % means part of it did; over 100 %, the kernel loses time beyond its
+# extra bytes too.
 
-dh_role = "down's dX: dh = dy·Wd"
-ours_dh = gemms["fused"].loc[gemms["fused"]["role"] == dh_role, "µs"].sum()
-cublas_dh = gemms["eager"].loc[gemms["eager"]["role"] == dh_role, "µs"].sum()
-Facts(f"ours: {ours_dh:.1f} µs for dh with its epilogue, which also reads g and u and writes "
-      f"dg and du; "
-      f"cuBLAS: {cublas_dh:.1f} µs for dh alone ({ours_dh / cublas_dh:.2f}×)")
+
+def step_us(variant, role):
+    return gemms[variant].loc[gemms[variant]["role"] == role, "µs"].sum()
+
+
+copy_tbps = refs["copy_tbps"]["rate"]
+one_mb = rows * hidden * element / 1e6  # one [rows, hidden] tensor: g, u, h, dh, dg or du
+extra_mb = {"forward": one_mb,  # h
+            "backward": 4 * one_mb - one_mb}  # g, u read and dg, du written; dh not written
+ours_us = {"forward": step_us("fused", "gate and up in one: x·[Wg; Wu]ᵀ"),
+           "backward": step_us("fused", "down's dX: dh = dy·Wd")}
+cublas_us = {"forward": step_us("eager", "gate or up: x·Wᵀ"), "backward": step_us("eager", "down's dX: dh = dy·Wd")}
+what = {"forward": "gate and up, writing h, g and u; cuBLAS's two GEMMs write g and u",
+        "backward": "dh with its epilogue, reading g and u, writing dg and du; cuBLAS's GEMM writes dh"}
+Facts(*(f"{phase}: ours {ours_us[phase]:.1f} µs, cuBLAS {cublas_us[phase]:.1f} µs ({what[phase]}); ours takes "
+        f"{ours_us[phase] - cublas_us[phase]:.1f} µs more, "
+        f"{(ours_us[phase] - cublas_us[phase]) / (extra_mb[phase] / copy_tbps):.0%} of the "
+        f"{extra_mb[phase] / copy_tbps:.1f} µs its {extra_mb[phase]:.0f} MB more take at {copy_tbps:.2f} TB/s"
+        for phase in ("forward", "backward")))
 
 # %%
-# The epilogue loads g and u and stores dg and du:
-# four ``[rows, hidden]`` bf16 tensors, about as many bytes as the HBM moves
-# in the time the tensor cores take for the product. Written in Triton, each
-# program runs its K loop and then its epilogue, one after the other, so the
-# two costs add instead of overlapping. Two things Triton can ask for were
-# tried and measured by the autotuner, which kept neither (measured on the
-# H100): g and u loaded before the K loop (``PREFETCH``), and two
-# persistent programs per SM (``PROGRAMS_PER_SM=2``), so that one's
-# epilogue could run beside the other's K loop. Overlapping them for sure
-# needs two groups of warps taking turns on one SM's tensor cores (one
-# computing while the other runs its epilogue): the ping-pong schedule,
-# which Triton's language cannot express and Gluon can.
+# **The backward's dh kernel** is the ping-pong design of chapter 6c's
+# gate/up kernel, written in Gluon
+# (:mod:`profiling_guide.kernels.geglu_backward_pingpong`): a producer warp
+# streams dy and Wd tiles, and two consumer warpgroups take the tiles of dh
+# in turn, so one tile's epilogue (g and u copied in by the TMA unit, the
+# GeGLU's derivative, dg and du copied out) runs while the other tile's MMAs
+# do. Written in Triton's language (``"packed-tma"``), each program runs its
+# K loop and then its epilogue, one after the other, and the two costs add;
+# ``scripts/probe_backward.py`` times both designs, the ping-pong with one
+# consumer, and cuBLAS's bare dh, and its last run on each GPU is committed
+# (``probe_backward.json``). Against cuBLAS's bare dh, though, most of the
+# extra traffic still adds to the time (the share above): each consumer
+# waits for its previous tile's dg and du to leave shared memory before it
+# asks for the next tile's g and u, so each SM has at most two tiles' worth
+# of g and u in flight, too few to keep the memory busy while the MMAs run. Holding a
+# second set of g and u tiles per consumer, to ask a tile ahead, measured
+# slower on the H100: shared memory holds either those tiles or a deeper
+# ring of dy and Wd, and the ring's depth mattered more.
+#
+# **The forward's gate/up kernel** is ``"packed-tma"``, the fastest design
+# that also stores g and u, and its epilogue does not overlap its K loop
+# (chapter 6c measures how busy the same design keeps the tensor pipe
+# without g and u): it loses more than its extra bytes. The ping-pong gate/up kernel of chapter 6 does not store g
+# and u. Both ways of adding it were measured slower than
+# ``"packed-tma"`` with g and u, on the H100: through shared memory (three staging tiles
+# per consumer leave too few ring slots), and straight from registers (the
+# accumulator's layout gives each thread two-byte pieces of many rows, so
+# the stores do not coalesce).
+
 
 # %%
 # The recordings

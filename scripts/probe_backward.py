@@ -1,49 +1,126 @@
-"""Time, on a CUDA GPU, the fused MLP's backward kernel against cuBLAS's dh GEMM, and the forward with and without g, u saved.
+"""Probe: the backward's epilogue-fused GEMM, Gluon ping-pong against packed-tma and cuBLAS, on a Hopper GPU.
 
-    python scripts/probe_backward.py [--rows 8192 --dim 768 --hidden 3072]
+    python scripts/probe_backward.py [--out results.json] [--check-only] [--repeats 7] [--sweep]
 
-Device µs from ``triton.testing.do_bench`` (median over its repetitions, L2
-flushed between them), with the autotuned config of each kernel.
+First checks ``geglu_backward`` with ``design="pingpong"`` (the default
+config, and a 64-column one) against torch's float64 autograd of the GeGLU on
+several shapes, ragged ones included, and that a second call gives the same
+bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
+medians and IQR over interleaved repeats): cuBLAS's bare dh = dy @ Wd GEMM,
+``packed-tma`` and each ping-pong config; and the forward's gate/up kernels a
+training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` with and
+without g and u saved, ``pingpong``. Prints one line per step.
 """
 
+from __future__ import annotations
+
 import argparse
+import json
+import sys
+import time
 
 import torch
-import triton.testing
 
-from profiling_guide.kernels import fused_mlp as fm
-from profiling_guide.kernels import geglu_backward as gb
-from profiling_guide.kernels.geglu_kernels import autotuned_config
+sys.path.insert(0, "src")
+from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
+from profiling_guide.kernels.fused_mlp import geglu, max_rel_error, pack_gate_up  # noqa: E402
+from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads  # noqa: E402
+from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
+from profiling_guide.spread import Spread  # noqa: E402
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--rows", type=int, default=8192)
-parser.add_argument("--dim", type=int, default=768)
-parser.add_argument("--hidden", type=int, default=3072)
-a = parser.parse_args()
-M, D, H = a.rows, a.dim, a.hidden
-torch.manual_seed(0)
-bf = dict(device="cuda", dtype=torch.bfloat16)
-x, dy = torch.randn(M, D, **bf), torch.randn(M, D, **bf)
-wg, wu = torch.randn(H, D, **bf) / D**0.5, torch.randn(H, D, **bf) / D**0.5
-wd = torch.randn(D, H, **bf) / H**0.5
-packed = fm.pack_gate_up(wg, wu)
-gu = torch.randn(M, 2 * H, **bf)
+SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
+CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, consumers=1)]
 
 
-def bench(fn):
-    return triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median") * 1e3
+def check(dtype) -> bool:
+    ok = True
+    for M, dim, hidden in SHAPES:
+        dy = torch.randn(M, dim, device="cuda", dtype=dtype)
+        wd = torch.randn(dim, hidden, device="cuda", dtype=dtype) / hidden**0.5
+        gu = torch.randn(M, 2 * hidden, device="cuda", dtype=dtype)
+        g, u = gu[:, :hidden], gu[:, hidden:]
+        want_dg, want_du = reference_grads(dy.double() @ wd.double(), g, u)
+        base = geglu_backward(dy, wd, gu, design="packed-tma")
+        base_err = max(max_rel_error(base[:, :hidden], want_dg), max_rel_error(base[:, hidden:], want_du))
+        for cfg in CHECKED:
+            t0 = time.perf_counter()
+            dgu = geglu_backward(dy, wd, gu, design="pingpong", config=cfg)
+            torch.cuda.synchronize()
+            err = max(max_rel_error(dgu[:, :hidden], want_dg), max_rel_error(dgu[:, hidden:], want_du))
+            same = torch.equal(dgu, geglu_backward(dy, wd, gu, design="pingpong", config=cfg))
+            good = err <= max(2 * base_err, 1e-2) and same
+            ok &= good
+            print(f"{dtype} {M}x{dim}x{hidden} {cfg.kwargs}: dgu {err:.1e} (packed-tma {base_err:.1e}), same twice "
+                  f"{same}, {time.perf_counter() - t0:.1f} s {'ok' if good else 'WRONG'}", flush=True)
+    return ok
 
 
-rows = [("cuBLAS dh = dy @ Wd", bench(lambda: dy @ wd), None)]
-for design in gb.KERNELS:
-    rows.append((f"geglu_backward {design}", bench(lambda design=design: gb.geglu_backward(dy, wd, gu, design=design)),
-                 fm.config_text(autotuned_config(gb.KERNELS[design], M, H, D, torch.bfloat16))))
-rows.append(("cuBLAS gate and up GEMMs", bench(lambda: (x @ wg.T, x @ wu.T)), None))
-for design in fm.BACKWARD_DESIGNS:
-    for save in (False, True):
-        rows.append((f"forward {design}{' saving g, u' if save else ''}",
-                     bench(lambda d=design, s=save: fm.geglu(x, wg, wu, design=d, packed_weight=packed, save_gate_up=s)),
-                     None))
-print(f"{torch.cuda.get_device_name()}, M={M} dim={D} hidden={H}, bf16")
-for name, us, config in rows:
-    print(f"{us:9.1f} µs  {name}" + (f"   [{config}]" if config else ""))
+def sweep_configs():
+    """Tile orders × ring depths at 64 columns of dh per consumer, 128 columns, and 64-column epilogue chunks."""
+    out = [bp._config(128, 64, 64, group_m, stages) for group_m in (1, 2, 4, 8) for stages in (5, 6)]
+    return out + [bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, sub_n=64)]
+
+
+def timings(repeats: int, sweep: bool) -> dict:
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+    M, dim, hidden = 8192, 768, 3072
+    wd = torch.randn(dim, hidden, device="cuda", dtype=dt) / hidden**0.5
+    wg = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
+    wu = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
+    packed = pack_gate_up(wg, wu)
+    # (dy or x, gu): dy and x have one shape, so one rotation serves the backward and the forward
+    inputs = [(torch.randn(M, dim, device="cuda", dtype=dt), torch.randn(M, 2 * hidden, device="cuda", dtype=dt))
+              for _ in range(10)]  # fmt: skip
+    fns = {"cublas dh GEMM": lambda dy, gu: dy @ wd,
+           "packed-tma": lambda dy, gu: geglu_backward(dy, wd, gu, design="packed-tma")}
+    for design, save in (("packed-tma", False), ("packed-tma", True), ("pingpong", False)):
+        fns[f"forward {design}{' saving g, u' if save else ''}"] = (
+            lambda x, gu, d=design, s=save: geglu(x, wg, wu, design=d, packed_weight=packed, save_gate_up=s))
+    fns["forward cublas gate and up GEMMs"] = lambda x, gu: (x @ wg.T, x @ wu.T)
+    configs = sweep_configs() if sweep else [bp.DEFAULT_CONFIG, bp._config(128, 64, 64, 1, 6, consumers=1)]
+    for cfg in configs:
+        name = "pingpong " + " ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
+        fns[name] = lambda dy, gu, cfg=cfg: geglu_backward(dy, wd, gu, design="pingpong", config=cfg)
+    for fn in fns.values():  # compile and autotune outside the timing
+        fn(*inputs[0])
+    torch.cuda.synchronize()
+    samples = {name: [] for name in fns}
+    for r in range(repeats):
+        for name, fn in fns.items():
+            samples[name].append(median_rotating_us(fn, inputs, rounds=20))
+        print(f"repeat {r + 1}/{repeats}", file=sys.stderr, flush=True)
+    base = Spread.of(samples["cublas dh GEMM"]).median
+    out = {}
+    for name, xs in samples.items():
+        s = Spread.of(xs)
+        out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3, "ratio_to_cublas_dh": s.median / base}
+        print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us, {s.median / base:.3f}x cuBLAS's bare dh GEMM",
+              flush=True)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--check-only", action="store_true", help="check the numbers, time nothing")
+    parser.add_argument("--sweep", action="store_true", help="time a sweep of tile configs, not only the default")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved timing repeats (default 7)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print("error: this probe needs a Hopper GPU (compute capability 9.x)", file=sys.stderr)
+        return 2
+    ok = check(torch.bfloat16) & check(torch.float16)
+    print("CHECK passed" if ok else "CHECK FAILED", flush=True)
+    if args.check_only or not ok:
+        return 0 if ok else 1
+    result = {"gpu": torch.cuda.get_device_name(), "shape": {"rows": 8192, "dim": 768, "hidden": 3072},
+              "device_us": timings(args.repeats, args.sweep)}  # fmt: skip
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -175,7 +175,7 @@ def test_a_captured_forward_costs_the_cpu_no_more_than_eager():
 
 # ---------------------------------------------------------------- training: the fused backward
 BACKWARD_CASES = [(design, dtype, shape) for dtype in (torch.bfloat16, torch.float16) for shape in CHECK_SHAPES
-                  for design in fm.BACKWARD_DESIGNS]  # fmt: skip
+                  for design in (*fm.BACKWARD_DESIGNS, "pingpong")]  # fmt: skip
 
 
 @pytest.mark.parametrize("design,dtype,shape", BACKWARD_CASES, ids=[case_id(c) for c in BACKWARD_CASES])
@@ -183,7 +183,7 @@ def test_the_backward_epilogue_matches_autograd_in_float64(design, dtype, shape)
     from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads
 
     M, dim, hidden = shape
-    if design == "packed-tma" and (dim % 8 or hidden % 8):
+    if design in ("packed-tma", "pingpong") and (dim % 8 or hidden % 8):
         pytest.skip("rows the TMA unit cannot address: the module runs 'packed' there")
     gen = torch.Generator(device="cuda").manual_seed(M)
     dy = torch.randn(M, dim, device="cuda", dtype=dtype, generator=gen)
@@ -194,6 +194,24 @@ def test_the_backward_epilogue_matches_autograd_in_float64(design, dtype, shape)
     for name, got, want in (("dg", dgu[:, :hidden], dg), ("du", dgu[:, hidden:], du)):
         err = fm.max_rel_error(got, want)
         assert err <= fm.CHECK_TOLERANCE[dtype], f"{name}: max rel error {err:.2e}"
+
+
+def test_the_backward_pingpong_gives_the_same_bits_with_one_consumer_or_other_tiles():
+    from profiling_guide.kernels import geglu_backward_pingpong as bp
+    from profiling_guide.kernels.geglu_backward import geglu_backward
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon ping-pong kernel runs on Hopper only")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    M, dim, hidden = 1000, 768, 3072
+    dy = torch.randn(M, dim, device="cuda", dtype=torch.bfloat16, generator=gen)
+    wd = torch.randn(dim, hidden, device="cuda", dtype=torch.bfloat16, generator=gen) / hidden**0.5
+    gu = 2 * torch.randn(M, 2 * hidden, device="cuda", dtype=torch.bfloat16, generator=gen)
+    want = geglu_backward(dy, wd, gu, design="pingpong")
+    # the same K steps in the same order per element of dh: the schedule and the tiles change no bit
+    for config in (bp._config(128, 64, 64, 1, 6, consumers=1), bp._config(128, 64, 64, 4, 5, sub_n=64),
+                   bp._config(128, 128, 64, 8, 3)):  # fmt: skip
+        assert torch.equal(geglu_backward(dy, wd, gu, design="pingpong", config=config), want), config.kwargs
 
 
 TRAIN_SHAPES = [(7, 64, 128), (333, 320, 1000), (4097, 768, 3072), (8192, 768, 3072), (1000, 1000, 520)]

@@ -115,7 +115,7 @@ TRITON_DESIGNS = tuple(KERNELS)  # the ones written in Triton's language, which 
 # backward; a training forward of "pingpong" runs "packed-tma" (see
 # geglu_pingpong's docstring for why).
 SAVING_DESIGN = {"packed": "packed", "packed-tma": "packed-tma", "pingpong": "packed-tma"}
-BACKWARD_DESIGNS = ("packed", "packed-tma")  # geglu_backward's, the ones that store g and u
+BACKWARD_DESIGNS = ("packed", "packed-tma")  # the Triton designs of geglu_backward, as of the forward that saves g and u
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _SUPPORTED_TEXT = "bfloat16, float16 or float32 (float32 is exact fp32, slow)"
 
@@ -156,6 +156,22 @@ def _pingpong_problem(x2d: torch.Tensor) -> str | None:
     if x2d.dtype not in (torch.bfloat16, torch.float16):
         return f"design 'pingpong' takes bfloat16 or float16 inputs, got {x2d.dtype}: use 'packed-tma'"
     return None
+
+
+def backward_design(saving_design: str, dy2d: torch.Tensor) -> str:
+    """The design of :class:`GeGLUFunction`'s backward kernel after a forward of ``saving_design``.
+
+    The Gluon ``"pingpong"`` kernel where it runs (a Hopper GPU, 16-bit
+    gradients) after a ``"packed-tma"`` forward, whose rows the TMA unit can
+    address; otherwise the forward's own design. At the guide's shape the
+    ping-pong backward kernel took 0.77× the time of ``"packed-tma"``'s on an
+    H100 and 0.73× on an H200 (``scripts/probe_backward.py``, committed as
+    ``docs/recordings/<gpu>/probe_backward.json``): its epilogue's 201 MB of
+    g, u, dg and du move while the other warpgroup's MMAs run.
+    """
+    if saving_design == "packed-tma" and _pingpong_problem(dy2d) is None:
+        return "pingpong"
+    return saving_design
 
 
 def _tma_problem(x2d: torch.Tensor, hidden: int, packed_weight: torch.Tensor | None = None,
@@ -345,6 +361,8 @@ class GeGLUFunction(torch.autograd.Function):
     1. ``dgu = geglu_backward(dy, Wd, gu)`` = ``[dg | du]``: dh = dy @ Wd with
        the GeGLU's derivative in its epilogue
        (:mod:`~profiling_guide.kernels.geglu_backward`); dh never reaches memory.
+       On Hopper, after a ``"packed-tma"`` forward, the Gluon ping-pong
+       kernel (:func:`backward_design`); otherwise the forward's design.
     2. ``dWd = dy.T @ h`` (cuBLAS).
     3. ``dx = dgu @ stacked`` (cuBLAS, K = 2·hidden; ``stacked`` is
        ``[Wg; Wu]``, ``[2·hidden, dim]``): gate's and up's dx in one GEMM.
@@ -371,7 +389,7 @@ class GeGLUFunction(torch.autograd.Function):
         x2d, stacked, w_down, gu, h = ctx.saved_tensors
         needs_x, needs_gate, needs_up, needs_down = ctx.needs_input_grad[:4]
         dy = dy.contiguous()
-        dgu = geglu_backward(dy, w_down, gu, design=ctx.design)
+        dgu = geglu_backward(dy, w_down, gu, design=backward_design(ctx.design, dy))
         dx = dgu @ stacked if needs_x else None
         dw_down = dy.T @ h if needs_down else None
         dw_gate = dw_up = None

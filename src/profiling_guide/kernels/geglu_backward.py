@@ -20,9 +20,12 @@ two weights stacked, ``[2·hidden, dim]``) is dx for gate and up in one GEMM
 (``K = 2·hidden``), and ``dgu.T @ x`` is ``[dWg; dWu]`` in one GEMM, whose
 two halves are already the weights' gradients, contiguous: nothing to copy.
 
-Two designs, as for the forward: ``"packed"`` (pointers, one program per
-tile, any shape) and ``"packed-tma"`` (Hopper: persistent, tiles moved by the
-TMA unit).
+Three designs, as for the forward: ``"packed"`` (pointers, one program per
+tile, any shape), ``"packed-tma"`` (Hopper: persistent, tiles moved by the
+TMA unit), both in Triton's language, and ``"pingpong"``, in Gluon for Hopper
+(:mod:`~profiling_guide.kernels.geglu_backward_pingpong`): two warpgroups
+take turns, so one tile's epilogue (g and u in, dg and du out) runs while the
+other tile's MMAs do.
 
 Inputs are bfloat16 or float16 (fp32 accumulation), or float32 (true fp32
 products), on a CUDA device or on the CPU under ``TRITON_INTERPRET=1``, as
@@ -37,6 +40,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from profiling_guide.kernels.geglu_backward_pingpong import geglu_backward_pingpong
 from profiling_guide.kernels.geglu_kernels import (
     CONFIGS,
     INTERPRETED,
@@ -210,6 +214,7 @@ def _geglu_backward_tma_kernel(
 
 
 KERNELS = {"packed": _geglu_backward_gemm_kernel, "packed-tma": _geglu_backward_tma_kernel}
+DESIGNS = (*KERNELS, "pingpong")  # and the Gluon design (geglu_backward_pingpong), for Hopper
 
 
 def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *, design: str = "packed",
@@ -218,19 +223,23 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
 
     ``gu`` is what the forward saved (:func:`~profiling_guide.kernels.geglu_kernels.geglu_packed`'s
     ``gu``): ``[g | u]``, ``[M, 2·hidden]``. ``design`` is ``"packed"`` (any
-    shape) or ``"packed-tma"`` (Hopper and later; dim and hidden multiples of
+    shape), ``"packed-tma"`` (Hopper and later; dim and hidden multiples of
     8 in 16-bit dtypes: the TMA unit's 16-byte alignment, for the halves of gu
-    and dgu too). ``config`` pins the tiles (BLOCK_N counts columns of dh);
-    by default the autotuner picks them per shape.
+    and dgu too) or ``"pingpong"`` (Hopper only, bf16 or fp16, the same
+    alignment: :mod:`~profiling_guide.kernels.geglu_backward_pingpong`).
+    ``config`` pins the tiles (BLOCK_N counts columns of dh); by default the
+    autotuner picks them per shape (``"pingpong"``: its one measured config).
     """
     M, K = dy2d.shape
     assert w_down.shape[0] == K and gu.shape == (M, 2 * w_down.shape[1]), "incompatible dimensions"
     assert dy2d.dtype == w_down.dtype == gu.dtype, "incompatible dtypes"
     assert gu.stride(1) == 1 and dy2d.stride(1) == 1, "gu and dy must have contiguous rows"
-    assert design in KERNELS, f"unknown design {design!r}"
+    assert design in DESIGNS, f"unknown design {design!r}"
     N = w_down.shape[1]
     assert M > 0 and N > 0 and K > 0, "empty operands"
     dgu = torch.empty((M, 2 * N), device=dy2d.device, dtype=dy2d.dtype)
+    if design == "pingpong":
+        return geglu_backward_pingpong(dy2d, w_down, gu, dgu, config=config)
     config = pinned_config(config, dy2d.dtype)
     if config is not None and "PREFETCH" not in config.kwargs:  # a pinned config of the forward's kind
         config = triton.Config({**config.kwargs, "PREFETCH": False}, num_warps=config.num_warps,

@@ -1,0 +1,304 @@
+"""The ``"pingpong"`` design of the backward's epilogue-fused GEMM, written in Gluon for Hopper.
+
+The backward's first kernel (:mod:`profiling_guide.kernels.geglu_backward`)
+computes a tile of ``dh = dy @ Wd`` and, in its epilogue, reads the tile's g
+and u and writes dg and du. At the guide's shape (K = dim = 768: 12 K steps
+of 64) the epilogue's memory takes about as long as the GEMM's tensor-core
+work: 8 bytes of g, u, dg and du per element of dh, 201 MB in all (67 µs at
+an H100's 3 TB/s copy rate), against 39 GFLOP (61 µs for cuBLAS's bare dh
+GEMM there). Run one after the other in the same warps, as ``"packed-tma"``
+runs them, the two add up.
+Here they overlap, with the ping-pong schedule of the forward's Gluon kernel
+(:mod:`profiling_guide.kernels.geglu_pingpong`, whose docstring explains the
+producer, the ring and the turns):
+
+* the **producer** warp streams dy tiles and Wd tiles into the ring;
+* two **consumer** warpgroups take the program's dh tiles in turn. Each one,
+  as it takes a tile, asks the TMA unit for the tile's g and u (into its own
+  shared-memory tiles, on its own mbarrier), then waits for its turn and runs
+  its K loop; the g and u copies arrive meanwhile. Its epilogue, while the
+  other consumer's ``wgmma`` run: the GeGLU's derivative on the fp32 dh tile
+  (``_geglu_grads``, the same formulas as the Triton designs), dg and du
+  written over g and u in shared memory, and TMA stores from there.
+
+Wd is read as the down projection stores it (``[dim, hidden]``, N-major):
+``wgmma`` takes its B operand in either major order, so no transposed copy.
+The epilogue runs in chunks of ``SUB_N`` columns (32 by default), one TMA
+copy each way per chunk: with 64-column chunks the accumulator, g and u of a
+chunk do not fit the consumer's registers beside the rest of the tile, and
+the compiler spills.
+
+What it does not do: hold a second set of g/u tiles per consumer, to ask
+for the next tile's g and u before this tile's dg and du have left shared
+memory. That was measured slower at the guide's shape, since those tiles
+take the shared memory of two ring slots, and the ring's depth matters more
+here (``scripts/probe_backward.py --sweep`` ranks ring depths and tile
+orders).
+
+g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
+hanging over column ``hidden`` is clipped at its own half's edge, as in the
+Triton designs. bf16 and fp16 only (``wgmma``'s 16-bit inputs); the hardware
+tanh, as the forward's epilogue uses.
+
+Gluon has no interpreter: the numbers are tested on Hopper GPUs
+(``tests/test_fused_mlp_gpu.py``), the launch plan and the compiled kernel's
+shape on the CPU (``tests/test_backward_pingpong.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from profiling_guide.kernels.geglu_kernels import _on_device
+from profiling_guide.kernels.geglu_pingpong import (
+    CONSUMER_REGISTERS,
+    PRODUCER_REGISTERS,
+    _tile_coordinates,
+    _tma_load,
+    _tma_store,
+    descriptor,
+)
+
+def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "NUM_STAGES": stages,
+                          "CONSUMERS": consumers, "SUB_N": sub_n}, num_warps=4)  # fmt: skip
+
+
+# BLOCK_N counts columns of dh. Shared memory in bf16 at 128/64/64: a ring
+# slot holds a dy tile and a Wd tile, 2·BLOCK_K·(BLOCK_M + BLOCK_N) bytes
+# (24 KiB); each consumer holds its tile's g and u, 4·BLOCK_M·BLOCK_N bytes
+# (32 KiB). Six slots and two consumers: 208 KiB of the H100's 227.
+# Measured the benchmark's way on the H100 (scripts/probe_backward.py
+# --sweep): 64 columns of dh per consumer with six slots beat 128 columns
+# with three, and tiles taken along a row of dh (GROUP_M=1) beat grouped
+# orders. Not autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
+DEFAULT_CONFIG = _config(128, 64, 64, 1, stages=6)
+
+
+def full_config(config: triton.Config | None) -> triton.Config:
+    """``config`` with what it leaves out (ring depth, consumers) from DEFAULT_CONFIG, on 4 warps."""
+    if config is None:
+        return DEFAULT_CONFIG
+    return triton.Config({**DEFAULT_CONFIG.kwargs, **config.kwargs}, num_warps=4)
+
+
+def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
+    """The ring slots ``config`` runs with: its NUM_STAGES, or fewer where they and the g/u tiles would not fit."""
+    k = config.kwargs
+    slot = element_bytes * k["BLOCK_K"] * (k["BLOCK_M"] + k["BLOCK_N"])
+    epilogue = k["CONSUMERS"] * 2 * element_bytes * k["BLOCK_M"] * k["BLOCK_N"]
+    fits = (shared_bytes - epilogue - 1024) // slot  # 1 KiB for the mbarriers and what the compiler reserves
+    return max(2, min(k["NUM_STAGES"], fits))
+
+
+# ---------------------------------------------------------------- device code
+@gluon.jit
+def _geglu_grads(g, u, dh):
+    """``(dh · u · gelu_tanh'(g), dh · gelu_tanh(g))`` on fp32 values: geglu_backward._geglu_grads's FAST_TANH branch."""
+    z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)
+    t = gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=gl.float32, is_pure=True, pack=1)
+    half_one_plus_t = 0.5 + 0.5 * t
+    gelu = g * half_one_plus_t
+    dgelu = half_one_plus_t + 0.5 * g * (1.0 - t * t) * (0.7978845608028654 + 0.10703222440890037 * g * g)
+    return dh * u * dgelu, dh * gelu
+
+
+@gluon.jit
+def _producer(dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+              NUM_STAGES: gl.constexpr):  # fmt: skip
+    """One warp: every K step of every tile of this program, in order, into the ring."""
+    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
+    nbytes: gl.constexpr = dy_desc.block_type.nbytes + wd_desc.block_type.nbytes
+    step = 0
+    for tile_id in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        for k in range(0, K, BLOCK_K):
+            slot = step % NUM_STAGES
+            mbarrier.wait(empty.index(slot), ((step // NUM_STAGES) & 1) ^ 1)  # as in geglu_pingpong._producer
+            mbarrier.expect(full.index(slot), nbytes)
+            _tma_load(dy_desc, [pid_m * BLOCK_M, k], full.index(slot), dy_ring.index(slot))
+            _tma_load(wd_desc, [k, pid_n * BLOCK_N], full.index(slot), wd_ring.index(slot))
+            step += 1
+
+
+@gluon.jit
+def _halves(t):
+    """Columns [0, n/2) and [n/2, n) of a [BLOCK_M, n] accumulator: each thread holds both, so no data moves."""
+    BLOCK_M: gl.constexpr = t.shape[0]
+    HALF: gl.constexpr = t.shape[1] // 2
+    return t.reshape([BLOCK_M, 2, HALF]).permute((0, 2, 1)).split()
+
+
+@gluon.jit
+def _epilogue_chunk(dh, g_tile, u_tile, dg_desc, du_desc, off_m, off_n):
+    """One chunk of SUB_N columns: g and u from shared memory, dg and du over them, stored by the TMA unit.
+
+    Each thread reads and then overwrites the same elements (one layout for
+    both), so no thread can clobber another's g or u before it is read.
+    """
+    g = g_tile.load(dh.type.layout).to(gl.float32)
+    u = u_tile.load(dh.type.layout).to(gl.float32)
+    dg, du = _geglu_grads(g, u, dh)
+    g_tile.store(dg.to(dg_desc.dtype))
+    u_tile.store(du.to(du_desc.dtype))
+    fence_async_shared()
+    _tma_store(dg_desc, [off_m, off_n], g_tile)
+    _tma_store(du_desc, [off_m, off_n], u_tile)
+
+
+@gluon.jit
+def _load_gu(g_desc, u_desc, g_tiles, u_tiles, ready, first_chunk, tile_id, M, N,
+             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):  # fmt: skip
+    """Ask the TMA unit for tile ``tile_id``'s g and u, into chunks first_chunk, first_chunk + 1, … on ``ready``."""
+    SUB_N: gl.constexpr = g_desc.block_type.shape[1]
+    CHUNKS: gl.constexpr = BLOCK_N // SUB_N
+    pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    mbarrier.expect(ready, 2 * CHUNKS * g_desc.block_type.nbytes)
+    for c in gl.static_range(CHUNKS):
+        _tma_load(g_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + c * SUB_N], ready, g_tiles.index(first_chunk + c))
+        _tma_load(u_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + c * SUB_N], ready, u_tiles.index(first_chunk + c))
+
+
+@gluon.jit
+def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc, du_desc,
+              M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
+    """One warpgroup: tiles WHICH, WHICH + CONSUMERS, … of this program: g/u copies, K loop, epilogue."""
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BLOCK_N, 16])  # fmt: skip
+    SUB_N: gl.constexpr = g_desc.block_type.shape[1]
+    CHUNKS: gl.constexpr = BLOCK_N // SUB_N
+    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+    first = gl.program_id(0)
+    programs = gl.num_programs(0)
+    ready = gu_ready.index(WHICH)
+    base = WHICH * CHUNKS  # this consumer's first g/u chunk
+    i = 0  # how many tiles this consumer has taken
+    for tile_id in range(first + WHICH * programs, num_tiles, CONSUMERS * programs):
+        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        step = (tile_id - first) // programs * k_steps
+        # This tile's g and u, copied in while we wait for our turn and run the
+        # K loop. The previous tile's dg and du stores read the same shared
+        # tiles: wait until they have.
+        tma.store_wait(0)
+        _load_gu(g_desc, u_desc, g_tiles, u_tiles, ready, base, tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        if CONSUMERS == 2:
+            mbarrier.wait(turn.index(WHICH), (i & 1) ^ (1 - WHICH))  # see geglu_pingpong._consumer
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+        for ki in range(k_steps):
+            slot = step % NUM_STAGES
+            mbarrier.wait(full.index(slot), (step // NUM_STAGES) & 1)
+            acc = warpgroup_mma(dy_ring.index(slot), wd_ring.index(slot), acc, is_async=True)
+            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, dy_ring.index(slot), wd_ring.index(slot)))
+            mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
+            step += 1
+        if CONSUMERS == 2:
+            mbarrier.arrive(turn.index(1 - WHICH))
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES))
+
+        mbarrier.wait(ready, i & 1)
+        i += 1
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if CHUNKS == 1:
+            _epilogue_chunk(acc, g_tiles.index(base), u_tiles.index(base), dg_desc, du_desc, off_m, off_n)
+        elif CHUNKS == 2:
+            dh0, dh1 = _halves(acc)
+            _epilogue_chunk(dh0, g_tiles.index(base), u_tiles.index(base), dg_desc, du_desc, off_m, off_n)
+            _epilogue_chunk(dh1, g_tiles.index(base + 1), u_tiles.index(base + 1), dg_desc, du_desc, off_m,
+                            off_n + SUB_N)  # fmt: skip
+        else:
+            left, right = _halves(acc)
+            for c in gl.static_range(4):
+                half = left if c < 2 else right
+                dh_lo, dh_hi = _halves(half)
+                dh = dh_lo if c % 2 == 0 else dh_hi
+                _epilogue_chunk(dh, g_tiles.index(base + c), u_tiles.index(base + c), dg_desc, du_desc, off_m,
+                                off_n + c * SUB_N)  # fmt: skip
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_desc, du_desc, M, N, K,
+                                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                                    GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
+    """dg, du ``[M, N]`` from dh = dy[M, K] @ Wd[K, N] and the saved g, u; persistent, ping-pong scheduled."""
+    dtype: gl.constexpr = dy_desc.dtype
+    CHUNKS: gl.constexpr = BLOCK_N // g_desc.block_type.shape[1]
+    dy_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + dy_desc.block_type.shape, dy_desc.layout)
+    wd_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + wd_desc.block_type.shape, wd_desc.layout)
+    # per consumer, its tile's g and u in SUB_N-column chunks: consumer c's chunk i is index c·CHUNKS + i
+    g_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * CHUNKS] + g_desc.block_type.shape, g_desc.layout)
+    u_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * CHUNKS] + u_desc.block_type.shape, u_desc.layout)
+    full = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    gu_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+        mbarrier.init(gu_ready.index(i), count=1)  # consumer i's expect + the TMA's bytes of g and u
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
+                         du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2)),
+            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
+                         du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2)),
+            (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
+        ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
+    else:
+        gl.warp_specialize([
+            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
+                         du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1)),
+            (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
+        ], [1], [PRODUCER_REGISTERS])  # fmt: skip
+
+
+# ---------------------------------------------------------------- the wrapper
+def geglu_backward_pingpong(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor,
+                            dgu: torch.Tensor, *, config: triton.Config | None = None) -> torch.Tensor:  # fmt: skip
+    """Fills ``dgu`` = ``[dg | du]`` from dy ``[M, dim]``, the down weight ``[dim, hidden]`` and ``gu`` = ``[g | u]``.
+
+    The caller (:func:`~profiling_guide.kernels.geglu_backward.geglu_backward`)
+    checks shapes, dtypes and the TMA unit's alignment.
+    """
+    props = torch.cuda.get_device_properties(dy2d.device)
+    grid, args, meta = launch_plan(dy2d, w_down, gu, dgu, full_config(config),
+                                   props.shared_memory_per_block_optin, props.multi_processor_count)
+    with _on_device(dy2d.device):
+        _geglu_backward_pingpong_gemm_kernel[grid](*args, **meta)
+    return dgu
+
+
+def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int, sms: int):
+    """The grid, the arguments and the constants of one launch: what runs, decided without a GPU."""
+    M, K = dy2d.shape
+    N = w_down.shape[1]
+    meta = {**config.kwargs, "NUM_STAGES": fit_stages(config, dy2d.element_size(), shared_bytes),
+            "num_warps": config.num_warps}
+    bm, bn, bk, sub_n = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta.pop("SUB_N")
+    if bn // sub_n not in (1, 2, 4) or bn % sub_n:
+        raise ValueError(f"the backward's ping-pong kernel runs its epilogue in 1, 2 or 4 chunks of a tile, "
+                         f"got BLOCK_N {bn} in chunks of {sub_n}")  # fmt: skip
+    halves = (gu[:, :N], gu[:, N:], dgu[:, :N], dgu[:, N:])
+    args = (descriptor(dy2d, [bm, bk]), descriptor(w_down, [bk, bn]),
+            *(descriptor(t, [bm, sub_n]) for t in halves), M, N, K)  # fmt: skip
+    grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    return grid, args, meta

@@ -1,0 +1,146 @@
+"""The backward's Gluon ping-pong kernel on the CPU: when it runs, how it is launched, and that it compiles for sm_90.
+
+Its numbers are checked on a Hopper GPU (``tests/test_fused_mlp_gpu.py``:
+every shape of CHECK_SHAPES against float64 autograd, the same bits with one
+consumer or other tiles, the fused MLP's training step). Here: which backward
+a training step runs (the GPU's answers stood in for), the ring depth that
+fits beside the g/u tiles, the launch plan, and the kernel compiled by this
+Triton for an H100, registers and shared memory included.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+
+from conftest import run_pytest_in_fresh_process  # noqa: E402
+from test_pingpong import H100_SHARED, cuda_like, gpu  # noqa: E402, F401  (gpu: the fixture)
+
+import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
+from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
+from profiling_guide.kernels.geglu_kernels import INTERPRETED  # noqa: E402
+
+GUIDE = (8192, 768, 3072)  # rows, dim, hidden
+
+
+@pytest.mark.parametrize("capability,dtype,saving,want", [
+    ((9, 0), torch.bfloat16, "packed-tma", "pingpong"),  # H100, H200: what a training step of design="auto" runs
+    ((9, 0), torch.float16, "packed-tma", "pingpong"),
+    ((9, 0), torch.float32, "packed-tma", "packed-tma"),  # wgmma takes 16-bit inputs
+    ((10, 0), torch.bfloat16, "packed-tma", "packed-tma"),  # Blackwell: no wgmma
+    ((9, 0), torch.bfloat16, "packed", "packed"),  # rows the TMA unit cannot address ran "packed" forward
+])  # fmt: skip
+def test_a_training_step_runs_the_ping_pong_backward_on_hopper_after_a_tma_forward(gpu, capability, dtype, saving, want):
+    gpu(*capability)
+    assert fm.backward_design(saving, cuda_like(64, 768, dtype)) == want
+
+
+def test_on_the_cpu_the_backward_keeps_the_forward_s_design():
+    # the interpreter runs Triton designs only: a CPU tensor never gets the Gluon kernel
+    assert fm.backward_design("packed-tma", torch.empty(4, 768, dtype=torch.bfloat16)) == "packed-tma"
+
+
+@pytest.mark.parametrize("config,shared,want", [
+    (bp.DEFAULT_CONFIG, H100_SHARED, 6),  # 6 × 24 KiB slots + 2 consumers × 32 KiB of g and u
+    (bp._config(128, 128, 64, 8, stages=6), H100_SHARED, 3),  # 32 KiB slots, 64 KiB of g and u each: lowered
+    (bp.DEFAULT_CONFIG, 166912, 4),  # an A100-sized budget (163 KiB)
+    (bp._config(128, 64, 64, 1, stages=6, consumers=1), H100_SHARED, 6),
+    (bp.DEFAULT_CONFIG, 60000, 2),  # never fewer than two: one loading while one is read
+])  # fmt: skip
+def test_the_ring_is_as_deep_as_the_config_asks_and_the_g_u_tiles_leave_room_for(config, shared, want):
+    assert bp.fit_stages(config, 2, shared) == want
+
+
+def plan(config=bp.DEFAULT_CONFIG, rows=GUIDE[0]):
+    _, dim, hidden = GUIDE
+    dy, wd = torch.empty(rows, dim, dtype=torch.bfloat16), torch.empty(dim, hidden, dtype=torch.bfloat16)
+    gu, dgu = torch.empty(rows, 2 * hidden, dtype=torch.bfloat16), torch.empty(rows, 2 * hidden, dtype=torch.bfloat16)
+    return (gu, dgu), bp.launch_plan(dy, wd, gu, dgu, config, H100_SHARED, 132)
+
+
+def test_the_launch_plan_reads_wd_as_stored_and_gu_s_halves_in_chunks():
+    (gu, dgu), (grid, args, meta) = plan()
+    rows, dim, hidden = GUIDE
+    assert grid == (132,)
+    # dy [BLOCK_M, BLOCK_K]; Wd as the down projection stores it, [BLOCK_K, BLOCK_N]; g, u, dg, du in 32-column chunks
+    assert [d.block_shape for d in args[:6]] == [[128, 64], [64, 64]] + [[128, 32]] * 4
+    g, u, dg, du = args[2:6]
+    assert (g.base.data_ptr(), u.base.data_ptr()) == (gu.data_ptr(), gu.data_ptr() + 2 * hidden)
+    assert (dg.base.data_ptr(), du.base.data_ptr()) == (dgu.data_ptr(), dgu.data_ptr() + 2 * hidden)
+    assert list(g.shape) == [rows, hidden] and list(g.strides) == [2 * hidden, 1], "a tile is clipped at its own half"
+    assert args[6:] == (rows, hidden, dim)
+    assert "SUB_N" not in meta, "the chunk width travels in the descriptors' tiles, not as a constant"
+    assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
+    assert plan(rows=100)[1][0] == (48,), "fewer tiles than SMs: one program per tile"
+
+
+def test_a_tile_split_into_other_than_1_2_or_4_chunks_is_refused():
+    with pytest.raises(ValueError, match="1, 2 or 4 chunks"):
+        plan(bp._config(128, 64, 64, 1, 6, sub_n=8))
+
+
+def compile_for_h100(config):
+    """The kernel compiled by this Triton for sm_90 at the guide's shape, as a launch would compile it."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    _, (_, args, meta) = plan(config)
+    kernel = bp._geglu_backward_pingpong_gemm_kernel
+    signature, constants = {}, {}
+    for i, name in enumerate(kernel.arg_names):
+        if i < len(args):
+            signature[name] = mangle_type(args[i])
+        else:
+            signature[name], constants[(i,)] = "constexpr", meta[name]
+    source = GluonASTSource(kernel, signature, constants)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
+
+
+def ptxas_report(ptx: str, tmp_path) -> str:
+    """``ptxas -v``'s report for sm_90a, from the ptxas this Triton ships."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        ptxas = get_ptxas(90).path
+    except (ImportError, TypeError, AttributeError) as exc:  # an internal API: say so rather than guess
+        pytest.skip(f"this Triton's ptxas is not where tests/test_backward_pingpong.py looks: {exc}")
+    source = tmp_path / "kernel.ptx"
+    source.write_text(ptx)
+    out = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(source), "-o", str(tmp_path / "kernel.cubin")],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stderr
+
+
+if INTERPRETED:
+    # tests/test_fused_mlp.py imported Triton for its interpreter, which cannot lower a Gluon
+    # kernel: the compile tests run in a fresh process without it
+    def test_the_kernel_compiles_in_a_fresh_process():
+        run_pytest_in_fresh_process(f"{__file__}", interpreted=False, timeout=900)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
+@pytest.mark.parametrize("consumers,warps", [(2, 12), (1, 8)])
+def test_the_kernel_compiles_for_an_h100_with_its_partitions_in_its_shared_memory_and_registers(
+        consumers, warps, tmp_path):  # fmt: skip
+    compiled = compile_for_h100(bp._config(128, 64, 64, 1, stages=6, consumers=consumers))
+    ptx = compiled.asm["ptx"]
+    assert compiled.metadata.shared <= H100_SHARED
+    assert compiled.metadata.num_warps == warps  # 4 per consumer and the producer's warp, padded to a warpgroup
+    # each consumer's K step of 64: 4 substeps × 2 row halves of m64n64k16, B read N-major from Wd as stored
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.bf16\.bf16", ptx)
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) == 8 * consumers
+    # the producer's dy and Wd copies, and per consumer 2 chunks × (g, u in; dg, du out)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor", ptx)) == 2 + 8 * consumers
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
+    report = ptxas_report(ptx, tmp_path)
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", report), report
