@@ -58,7 +58,8 @@ def check(dtype) -> bool:
 def sweep_configs():
     """Tile orders × ring depths at 64 columns of dh per consumer, 128 columns, and 64-column epilogue chunks."""
     out = [bp._config(128, 64, 64, group_m, stages) for group_m in (1, 2, 4, 8) for stages in (5, 6)]
-    return out + [bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, sub_n=64)]
+    return out + [bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, sub_n=64),
+                  bp._config(128, 64, 64, 1, 6, consumers=1)]
 
 
 def timings(repeats: int, sweep: bool) -> dict:

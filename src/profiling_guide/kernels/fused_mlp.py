@@ -164,7 +164,7 @@ def backward_design(saving_design: str, dy2d: torch.Tensor) -> str:
     The Gluon ``"pingpong"`` kernel where it runs (a Hopper GPU, 16-bit
     gradients) after a ``"packed-tma"`` forward, whose rows the TMA unit can
     address; otherwise the forward's own design. At the guide's shape the
-    ping-pong backward kernel took 0.77× the time of ``"packed-tma"``'s on an
+    ping-pong backward kernel took 0.78× the time of ``"packed-tma"``'s on an
     H100 and 0.73× on an H200 (``scripts/probe_backward.py``, committed as
     ``docs/recordings/<gpu>/probe_backward.json``): its epilogue's 201 MB of
     g, u, dg and du move while the other warpgroup's MMAs run.
