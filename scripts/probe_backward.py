@@ -17,16 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, "src")
 from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
-from profiling_guide.kernels.fused_mlp import geglu, max_rel_error, pack_gate_up  # noqa: E402
+from profiling_guide.kernels.fused_mlp import geglu, max_rel_error  # noqa: E402
 from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads  # noqa: E402
-from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
-from profiling_guide.spread import Spread  # noqa: E402
+from profiling_guide.measure.timing import device_times  # noqa: E402
+from probe_checks import GUIDE_SHAPE, checked, guide_weights  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
 CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, consumers=1)]
@@ -40,18 +39,14 @@ def check(dtype) -> bool:
         gu = torch.randn(M, 2 * hidden, device="cuda", dtype=dtype)
         g, u = gu[:, :hidden], gu[:, hidden:]
         want_dg, want_du = reference_grads(dy.double() @ wd.double(), g, u)
-        base = geglu_backward(dy, wd, gu, design="packed-tma")
-        base_err = max(max_rel_error(base[:, :hidden], want_dg), max_rel_error(base[:, hidden:], want_du))
+
+        def error(dgu):
+            return max(max_rel_error(dgu[:, :hidden], want_dg), max_rel_error(dgu[:, hidden:], want_du))
+
+        base_err = error(geglu_backward(dy, wd, gu, design="packed-tma"))
         for cfg in CHECKED:
-            t0 = time.perf_counter()
-            dgu = geglu_backward(dy, wd, gu, design="pingpong", config=cfg)
-            torch.cuda.synchronize()
-            err = max(max_rel_error(dgu[:, :hidden], want_dg), max_rel_error(dgu[:, hidden:], want_du))
-            same = torch.equal(dgu, geglu_backward(dy, wd, gu, design="pingpong", config=cfg))
-            good = err <= max(2 * base_err, 1e-2) and same
-            ok &= good
-            print(f"{dtype} {M}x{dim}x{hidden} {cfg.kwargs}: dgu {err:.1e} (packed-tma {base_err:.1e}), same twice "
-                  f"{same}, {time.perf_counter() - t0:.1f} s {'ok' if good else 'WRONG'}", flush=True)
+            ok &= checked(f"{dtype} {M}x{dim}x{hidden} {cfg.kwargs}: dgu",
+                          lambda cfg=cfg: geglu_backward(dy, wd, gu, design="pingpong", config=cfg), error, base_err)
     return ok
 
 
@@ -63,13 +58,9 @@ def sweep_configs():
 
 
 def timings(repeats: int, sweep: bool) -> dict:
-    torch.manual_seed(0)
     dt = torch.bfloat16
-    M, dim, hidden = 8192, 768, 3072
-    wd = torch.randn(dim, hidden, device="cuda", dtype=dt) / hidden**0.5
-    wg = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
-    wu = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
-    packed = pack_gate_up(wg, wu)
+    M, dim, hidden = GUIDE_SHAPE
+    wg, wu, wd, packed = guide_weights(dt)
     # (dy or x, gu): dy and x have one shape, so one rotation serves the backward and the forward
     inputs = [(torch.randn(M, dim, device="cuda", dtype=dt), torch.randn(M, 2 * hidden, device="cuda", dtype=dt))
               for _ in range(10)]  # fmt: skip
@@ -86,15 +77,11 @@ def timings(repeats: int, sweep: bool) -> dict:
     for fn in fns.values():  # compile and autotune outside the timing
         fn(*inputs[0])
     torch.cuda.synchronize()
-    samples = {name: [] for name in fns}
-    for r in range(repeats):
-        for name, fn in fns.items():
-            samples[name].append(median_rotating_us(fn, inputs, rounds=20))
-        print(f"repeat {r + 1}/{repeats}", file=sys.stderr, flush=True)
-    base = Spread.of(samples["cublas dh GEMM"]).median
+    spreads = device_times({name: (fn, inputs) for name, fn in fns.items()}, repeats=repeats,
+                           progress=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
+    base = spreads["cublas dh GEMM"].median
     out = {}
-    for name, xs in samples.items():
-        s = Spread.of(xs)
+    for name, s in spreads.items():
         out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3, "ratio_to_cublas_dh": s.median / base}
         print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us, {s.median / base:.3f}x cuBLAS's bare dh GEMM",
               flush=True)
@@ -115,7 +102,8 @@ def main() -> int:
     print("CHECK passed" if ok else "CHECK FAILED", flush=True)
     if args.check_only or not ok:
         return 0 if ok else 1
-    result = {"gpu": torch.cuda.get_device_name(), "shape": {"rows": 8192, "dim": 768, "hidden": 3072},
+    rows, dim, hidden = GUIDE_SHAPE
+    result = {"gpu": torch.cuda.get_device_name(), "shape": {"rows": rows, "dim": dim, "hidden": hidden},
               "device_us": timings(args.repeats, args.sweep)}  # fmt: skip
     if args.out:
         with open(args.out, "w") as f:

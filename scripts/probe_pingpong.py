@@ -28,7 +28,8 @@ from profiling_guide.kernels import geglu_pingpong as gp  # noqa: E402
 from profiling_guide.kernels.fused_mlp import max_rel_error, pack_gate_up, reference_h  # noqa: E402
 from profiling_guide.kernels.geglu_kernels import geglu_packed_tma  # noqa: E402
 from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
-from profiling_guide.spread import Spread  # noqa: E402
+from profiling_guide.measure.timing import device_times  # noqa: E402
+from probe_checks import GUIDE_SHAPE, checked, guide_weights  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
 
@@ -44,15 +45,9 @@ def check(dtype) -> bool:
         ours = geglu_packed_tma(x, packed)
         base = max_rel_error(ours, want)
         for cfg in (gp.DEFAULT_CONFIG, gp._config(64, 128, 64, 8, 4), gp._config(128, 64, 64, 4, 6, consumers=1)):
-            t0 = time.perf_counter()
-            h = gp.geglu_pingpong(x, packed, config=cfg)
-            torch.cuda.synchronize()
-            err = max_rel_error(h, want)
-            same = torch.equal(h, gp.geglu_pingpong(x, packed, config=cfg))
-            good = err <= max(2 * base, 1e-2) and same
-            ok &= good
-            print(f"{dtype} {M}x{dim}x{hidden} {cfg.kwargs}: h {err:.1e} (packed-tma {base:.1e}), same twice {same}, "
-                  f"{time.perf_counter() - t0:.1f} s {'ok' if good else 'WRONG'}", flush=True)
+            ok &= checked(f"{dtype} {M}x{dim}x{hidden} {cfg.kwargs}: h",
+                          lambda cfg=cfg: gp.geglu_pingpong(x, packed, config=cfg),
+                          lambda h: max_rel_error(h, want), base)  # fmt: skip
     return ok
 
 
@@ -67,13 +62,9 @@ def sweep_configs():
 
 
 def timings(repeats: int, sweep: bool) -> dict:
-    torch.manual_seed(0)
     dt = torch.bfloat16
-    M, dim, hidden = 8192, 768, 3072
-    wg = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
-    wu = torch.randn(hidden, dim, device="cuda", dtype=dt) / dim**0.5
-    wd = torch.randn(dim, hidden, device="cuda", dtype=dt) / hidden**0.5
-    packed = pack_gate_up(wg, wu)
+    M, dim, hidden = GUIDE_SHAPE
+    wg, wu, wd, packed = guide_weights(dt)
     xs = [(torch.randn(M, dim, device="cuda", dtype=dt),) for _ in range(10)]
     hs = [(torch.randn(M, hidden, device="cuda", dtype=dt),) for _ in range(10)]
     xhs = [(x, h) for (x,), (h,) in zip(xs, hs)]
@@ -101,17 +92,13 @@ def timings(repeats: int, sweep: bool) -> dict:
     if ranked:
         cands[f"mlp pingpong {best.kwargs} + cublas down"] = (
             lambda x: F.linear(gp.geglu_pingpong(x, packed, config=best), wd), xs)
-    runs = {k: [] for k in cands}
-    for _ in range(repeats):
-        for k, (fn, inputs) in cands.items():
-            runs[k].append(median_rotating_us(fn, inputs))
-    base = Spread.of(runs["cublas gate+up alone"]).median
-    mlp = Spread.of(runs["mlp cublas 3 GEMMs alone"]).median
-    for k in cands:
-        s = Spread.of(runs[k])
+    spreads = device_times(cands, repeats=repeats)
+    base = spreads["cublas gate+up alone"].median
+    mlp = spreads["mlp cublas 3 GEMMs alone"].median
+    for k, s in spreads.items():
         ref = mlp if k.startswith("mlp") else base
         print(f"{k:<100} {s:.1f} us  ratio {s.median / ref:.3f}", flush=True)
-    return {"results": {k: Spread.of(v).to_dict() for k, v in runs.items()},
+    return {"results": {k: s.to_dict() for k, s in spreads.items()},
             "sweep": [{"config": cfg.kwargs, "quick_us": round(t, 2)} for t, cfg in ranked]}
 
 

@@ -21,7 +21,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from conftest import run_pytest_in_fresh_process  # noqa: E402
-from test_pingpong import H100_SHARED, cuda_like, gpu  # noqa: E402, F401  (gpu: the fixture)
+from test_pingpong import H100_SHARED, compile_gluon_for_h100, cuda_like, gpu  # noqa: E402, F401  (gpu: the fixture)
 
 import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
 from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
@@ -87,22 +87,9 @@ def test_a_tile_split_into_other_than_1_2_or_4_chunks_is_refused():
 
 
 def compile_for_h100(config):
-    """The kernel compiled by this Triton for sm_90 at the guide's shape, as a launch would compile it."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
+    """The backward's kernel compiled for sm_90 at the guide's shape."""
     _, (_, args, meta) = plan(config)
-    kernel = bp._geglu_backward_pingpong_gemm_kernel
-    signature, constants = {}, {}
-    for i, name in enumerate(kernel.arg_names):
-        if i < len(args):
-            signature[name] = mangle_type(args[i])
-        else:
-            signature[name], constants[(i,)] = "constexpr", meta[name]
-    source = GluonASTSource(kernel, signature, constants)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
+    return compile_gluon_for_h100(bp._geglu_backward_pingpong_gemm_kernel, args, meta)
 
 
 def ptxas_report(ptx: str, tmp_path) -> str:

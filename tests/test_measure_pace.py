@@ -35,6 +35,23 @@ def test_only_disjoint_spreads_make_a_win():
     assert ratio_words(fast, slow) == f"{slow.median / fast.median:.2f}× faster"
 
 
+def test_device_times_interleaves_the_candidates_in_every_repeat(monkeypatch):
+    from profiling_guide.measure import timing
+
+    order, lines = [], []
+
+    def fake_median(fn, inputs, rounds):  # stands in for the CUDA-event timing: which ran when, and a time
+        order.append(fn())
+        return {"a": 10.0, "b": 20.0}[order[-1]] + len(order)
+
+    monkeypatch.setattr(timing, "median_rotating_us", fake_median)
+    spreads = timing.device_times({"a": (lambda: "a", [()]), "b": (lambda: "b", [()])}, repeats=3,
+                                  progress=lines.append)  # fmt: skip
+    assert order == ["a", "b"] * 3, "each repeat times every candidate once, in order"
+    assert spreads["a"].median == 10.0 + 3 and spreads["b"].median == 20.0 + 4 and spreads["a"].repeats == 3
+    assert lines == ["repeat 1/3", "repeat 2/3", "repeat 3/3"]
+
+
 def test_a_time_turned_into_a_rate_swaps_its_quartiles():
     rate = Spread.of([100.0, 200.0, 400.0]).inverse(1000.0)
     assert rate.median == 5.0 and rate.q1 <= rate.median <= rate.q3

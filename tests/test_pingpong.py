@@ -115,17 +115,13 @@ def test_a_config_naming_only_tiles_launches_with_the_default_ring_and_consumers
     assert meta["NUM_STAGES"] == 4, "the default 6 slots of 40 KiB do not fit beside the staging tiles: lowered"
 
 
-def compile_for_h100(config):
-    """The kernel compiled by this Triton for sm_90 at the guide's shape, as a launch would compile it."""
+def compile_gluon_for_h100(kernel, args, meta):
+    """A Gluon kernel compiled by this Triton for sm_90 with ``args`` and ``meta``, as a launch would compile it."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    M, dim, hidden = 8192, 768, 3072
-    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
-    _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132)
-    kernel = gp._geglu_pingpong_gemm_kernel
     signature, constants = {}, {}
     for i, name in enumerate(kernel.arg_names):
         if i < len(args):
@@ -134,6 +130,14 @@ def compile_for_h100(config):
             signature[name], constants[(i,)] = "constexpr", meta[name]
     source = GluonASTSource(kernel, signature, constants)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
+
+
+def compile_for_h100(config):
+    """The gate/up kernel compiled for sm_90 at the guide's shape."""
+    M, dim, hidden = 8192, 768, 3072
+    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
+    _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132)
+    return compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
 
 
 if INTERPRETED:

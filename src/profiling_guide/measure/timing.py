@@ -53,6 +53,23 @@ def device_time(fn: Callable, inputs: Sequence[tuple], *, repeats: int = REPEATS
     return Spread.of([median_rotating_us(fn, inputs, rounds=rounds) for _ in range(repeats)])
 
 
+def device_times(candidates: dict[str, tuple[Callable, Sequence[tuple]]], *, repeats: int = REPEATS,
+                 rounds: int = 20, progress: Callable[[str], object] | None = None) -> dict[str, Spread]:
+    """:func:`device_time` of each candidate (name → ``(fn, inputs)``), the repeats interleaved: name → Spread.
+
+    Each repeat times every candidate once, in order, so a drift of the
+    GPU's clocks or temperature over the run falls on all of them alike, not
+    on whichever ran last. ``progress`` hears one line per repeat.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for r in range(repeats):
+        for name, (fn, inputs) in candidates.items():
+            samples[name].append(median_rotating_us(fn, inputs, rounds=rounds))
+        if progress is not None:
+            progress(f"repeat {r + 1}/{repeats}")
+    return {name: Spread.of(xs) for name, xs in samples.items()}
+
+
 _CPU_ISSUE_CACHE: dict[tuple, Spread] = {}
 
 
