@@ -32,19 +32,10 @@ from profiling_guide.measure.bench_records import ShapeResult, write_json_atomic
 from profiling_guide.measure.bench_step import STEP_VARIANTS, format_training_step, measure_training_step
 from profiling_guide.measure.capture import gpu_facts, software_versions
 from profiling_guide.measure.timing import REPEATS
-from profiling_guide.sizes import MAX_SIZE
+from profiling_guide.sizes import positive_int_for
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    if value > MAX_SIZE:
-        raise argparse.ArgumentTypeError(f"{value} is larger than any size this benchmark can run (at most {MAX_SIZE})")
-    return value
+_positive_int = positive_int_for("this benchmark")  # argparse type: a size from 1 to MAX_SIZE
 
 
 def _int_list(text: str) -> list[int]:
