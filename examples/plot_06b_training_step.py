@@ -388,16 +388,19 @@ copy_tbps = refs["copy_tbps"]["rate"]
 one_mb = rows * hidden * element / 1e6  # one [rows, hidden] tensor: g, u, h, dh, dg or du
 extra_mb = {"forward": one_mb,  # h
             "backward": 4 * one_mb - one_mb}  # g, u read and dg, du written; dh not written
-ours_us = {"forward": step_us("fused", "gate and up in one: x·[Wg; Wu]ᵀ"),
-           "backward": step_us("fused", "down's dX: dh = dy·Wd")}
-cublas_us = {"forward": step_us("eager", "gate or up: x·Wᵀ"), "backward": step_us("eager", "down's dX: dh = dy·Wd")}
+gate_up, dh = "gate and up in one: x·[Wg; Wu]ᵀ", "down's dX: dh = dy·Wd"
+ours_us = {"forward": step_us("fused", gate_up), "backward": step_us("fused", dh)}
+cublas_us = {"forward": step_us("eager", "gate or up: x·Wᵀ"), "backward": step_us("eager", dh)}
 what = {"forward": "gate and up, writing h, g and u; cuBLAS's two GEMMs write g and u",
-        "backward": "dh with its epilogue, reading g and u, writing dg and du; cuBLAS's GEMM writes dh"}
-Facts(*(f"{phase}: ours {ours_us[phase]:.1f} µs, cuBLAS {cublas_us[phase]:.1f} µs ({what[phase]}); ours takes "
-        f"{ours_us[phase] - cublas_us[phase]:.1f} µs more, "
-        f"{(ours_us[phase] - cublas_us[phase]) / (extra_mb[phase] / copy_tbps):.0%} of the "
-        f"{extra_mb[phase] / copy_tbps:.1f} µs its {extra_mb[phase]:.0f} MB more take at {copy_tbps:.2f} TB/s"
-        for phase in ("forward", "backward")))
+        "backward": "dh, reading g and u, writing dg and du; cuBLAS's GEMM writes dh"}
+sentences = []
+for phase in ("forward", "backward"):
+    extra_us, copy_us = ours_us[phase] - cublas_us[phase], extra_mb[phase] / copy_tbps
+    sentences.append(
+        f"{phase}: ours {ours_us[phase]:.1f} µs, cuBLAS {cublas_us[phase]:.1f} µs ({what[phase]}); "
+        f"ours takes {extra_us:.1f} µs more, {extra_us / copy_us:.0%} of the {copy_us:.1f} µs "
+        f"its {extra_mb[phase]:.0f} MB more take at {copy_tbps:.2f} TB/s")
+Facts(*sentences)
 
 # %%
 # **The backward's dh kernel** is the ping-pong design of chapter 6c's
@@ -422,12 +425,12 @@ Facts(*(f"{phase}: ours {ours_us[phase]:.1f} µs, cuBLAS {cublas_us[phase]:.1f} 
 # **The forward's gate/up kernel** is ``"packed-tma"``, the fastest design
 # that also stores g and u, and its epilogue does not overlap its K loop
 # (chapter 6c measures how busy the same design keeps the tensor pipe
-# without g and u): it loses more than its extra bytes. The ping-pong gate/up kernel of chapter 6 does not store g
-# and u. Both ways of adding it were measured slower than
-# ``"packed-tma"`` with g and u, on the H100: through shared memory (three staging tiles
-# per consumer leave too few ring slots), and straight from registers (the
-# accumulator's layout gives each thread two-byte pieces of many rows, so
-# the stores do not coalesce).
+# without g and u), so more than its extra bytes can show. The ping-pong
+# gate/up kernel of chapter 6 does not store g and u. Both ways of adding
+# it were measured slower than ``"packed-tma"`` with g and u, on the H100:
+# through shared memory (three staging tiles per consumer leave too few ring
+# slots), and straight from registers (the accumulator's layout gives each
+# thread two-byte pieces of many rows, so the stores do not coalesce).
 
 
 # %%

@@ -42,7 +42,7 @@ tanh, as the forward's epilogue uses.
 
 Gluon has no interpreter: the numbers are tested on Hopper GPUs
 (``tests/test_fused_mlp_gpu.py``), the launch plan and the compiled kernel's
-shape on the CPU (``tests/test_backward_pingpong.py``).
+shape on the CPU (``tests/test_pingpong_backward.py``).
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def ptxas_report(ptx: str, tmp_path) -> str:
 
         ptxas = get_ptxas(90).path
     except (ImportError, TypeError, AttributeError) as exc:  # an internal API: say so rather than guess
-        pytest.skip(f"this Triton's ptxas is not where tests/test_backward_pingpong.py looks: {exc}")
+        pytest.skip(f"this Triton's ptxas is not where tests/test_pingpong_backward.py looks: {exc}")
     source = tmp_path / "kernel.ptx"
     source.write_text(ptx)
     out = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(source), "-o", str(tmp_path / "kernel.cubin")],
