@@ -403,8 +403,8 @@ for phase in ("forward", "backward"):
 Facts(*sentences)
 
 # %%
-# **The backward's dh kernel** is the ping-pong design of chapter 6c's
-# gate/up kernel, written in Gluon
+# **The backward's dh kernel** is the ping-pong design of the gate/up
+# kernel (chapter 6; chapter 6c looks inside it), written in Gluon
 # (:mod:`profiling_guide.kernels.geglu_backward_pingpong`): a producer warp
 # streams dy and Wd tiles, and two consumer warpgroups take the tiles of dh
 # in turn, so one tile's epilogue (g and u copied in by the TMA unit, the

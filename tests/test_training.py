@@ -42,6 +42,21 @@ def test_every_variant_s_gemms_add_up_to_nine_linears_with_each_role_accounted_f
         assert len(gemms) == 9
 
 
+@pytest.mark.parametrize("gpu", GPUS, ids=lambda p: p.name)
+def test_ours_computes_dh_in_the_gluon_ping_pong_kernel_one_program_per_sm_three_warpgroups(gpu):
+    path = gpu / "06b_training_step.fused.trace.json.gz"
+    trace = Trace.load(path)
+    sms = json.loads(gzip.open(path).read())["deviceProperties"][0]["numSms"]
+    gemms = step_gemms(trace, rows=ROWS, dim=DIM, hidden=HIDDEN)
+    dh = gemms[gemms["role"] == "down's dX: dh = dy·Wd"]
+    assert len(dh) == 1 and "_geglu_backward_pingpong_gemm" in dh["kernel"].iloc[0]
+    launches = [k for k in trace.kernels if k.name == "_geglu_backward_pingpong_gemm_kernel"]
+    assert len(launches) == len(trace.steps) > 0, "one launch per profiled step"
+    for k in launches:  # persistent: one program per SM; two consumer warpgroups and the producer's warp (padded)
+        assert k.grid == (sms, 1, 1) and k.block == (384, 1, 1)
+        assert k.args["shared memory"] > 200 * 1024, "the ring and both consumers' g and u tiles"
+
+
 def test_the_forward_leaves_its_saved_tensors_and_output_for_the_backward(step):
     variant, trace = step
     mb = ROWS * HIDDEN * 2 / 1e6  # one [rows, hidden] bf16 tensor
