@@ -7,8 +7,8 @@ of 64) the epilogue's memory takes about as long as the GEMM's tensor-core
 work: 8 bytes of g, u, dg and du per element of dh, 201 MB in all (67 µs at
 an H100's 3 TB/s copy rate), against 39 GFLOP (61 µs for cuBLAS's bare dh
 GEMM there). Run one after the other in the same warps, as ``"packed-tma"``
-runs them, the two add up.
-Here they overlap, with the ping-pong schedule of the forward's Gluon kernel
+runs them, the two add up. Here one tile's epilogue runs while another
+tile's MMAs do, with the ping-pong schedule of the forward's Gluon kernel
 (:mod:`profiling_guide.kernels.geglu_pingpong`, whose docstring explains the
 producer, the ring and the turns):
 
@@ -28,11 +28,19 @@ copy each way per chunk: with 64-column chunks the accumulator, g and u of a
 chunk do not fit the consumer's registers beside the rest of the tile, and
 the compiler spills.
 
+Measured the benchmark's way (``scripts/probe_backward.py``, committed as
+``docs/recordings/<gpu>/probe_backward.json``): 0.78× the time of
+``"packed-tma"`` on an H100 and 0.73× on an H200, and still 1.79× and 1.60×
+the time of cuBLAS's bare dh GEMM. Each consumer waits for its previous
+tile's dg and du to leave shared memory before it asks for its next g and
+u, so an SM has at most two tiles of g and u in flight: most of the
+epilogue's traffic still adds to the GEMM's time.
+
 What it does not do: hold a second set of g/u tiles per consumer, to ask
 for the next tile's g and u before this tile's dg and du have left shared
-memory. That was measured slower at the guide's shape, since those tiles
-take the shared memory of two ring slots, and the ring's depth matters more
-here (``scripts/probe_backward.py --sweep`` ranks ring depths and tile
+memory. That was measured slower at the guide's shape (four ring slots
+beside two sets of tiles, against six beside one), and the ring's depth
+matters more here (``scripts/probe_backward.py --sweep`` ranks ring depths and tile
 orders).
 
 g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
@@ -68,6 +76,7 @@ from profiling_guide.kernels.geglu_pingpong import (
     _tma_store,
     descriptor,
 )
+
 
 def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32) -> triton.Config:
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "NUM_STAGES": stages,
