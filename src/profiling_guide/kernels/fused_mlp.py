@@ -115,7 +115,9 @@ TRITON_DESIGNS = tuple(KERNELS)  # the ones written in Triton's language, which 
 # backward; a training forward of "pingpong" runs "packed-tma" (see
 # geglu_pingpong's docstring for why).
 SAVING_DESIGN = {"packed": "packed", "packed-tma": "packed-tma", "pingpong": "packed-tma"}
-BACKWARD_DESIGNS = ("packed", "packed-tma")  # the Triton designs of geglu_backward, as of the forward that saves g and u
+# geglu_backward's designs in Triton's language (its interpreter runs them),
+# each named as the forward design that saves g and u for it
+BACKWARD_DESIGNS = ("packed", "packed-tma")
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _SUPPORTED_TEXT = "bfloat16, float16 or float32 (float32 is exact fp32, slow)"
 
@@ -166,8 +168,9 @@ def backward_design(saving_design: str, dy2d: torch.Tensor) -> str:
     address; otherwise the forward's own design. At the guide's shape the
     ping-pong backward kernel took 0.78× the time of ``"packed-tma"``'s on an
     H100 and 0.73× on an H200 (``scripts/probe_backward.py``, committed as
-    ``docs/recordings/<gpu>/probe_backward.json``): its epilogue's 201 MB of
-    g, u, dg and du move while the other warpgroup's MMAs run.
+    ``docs/recordings/<gpu>/probe_backward.json``): one tile's epilogue (g and
+    u in, dg and du out: 201 MB over the step) runs while another tile's MMAs
+    do.
     """
     if saving_design == "packed-tma" and _pingpong_problem(dy2d) is None:
         return "pingpong"
