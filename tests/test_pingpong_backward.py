@@ -81,6 +81,19 @@ def test_the_launch_plan_reads_wd_as_stored_and_gu_s_halves_in_chunks():
     assert plan(rows=100)[1][0] == (48,), "fewer tiles than SMs: one program per tile"
 
 
+def test_a_config_naming_only_tiles_runs_with_the_backward_s_own_ring_chunks_and_consumers():
+    import triton
+
+    from profiling_guide.kernels.geglu_pingpong import full_config
+
+    tiles_only = triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8)
+    config = full_config(tiles_only, bp.DEFAULT_CONFIG)
+    assert config.kwargs == {**bp.DEFAULT_CONFIG.kwargs, "BLOCK_N": 128, "GROUP_M": 8} and config.num_warps == 4
+    _, (_, args, meta) = plan(config)
+    assert [d.block_shape for d in args[:6]] == [[128, 64], [64, 128]] + [[128, 32]] * 4
+    assert meta["NUM_STAGES"] == 3, "the default 6 slots of 32 KiB do not fit beside 128-column g/u tiles: lowered"
+
+
 def test_a_tile_split_into_other_than_1_2_or_4_chunks_is_refused():
     with pytest.raises(ValueError, match="1, 2 or 4 chunks"):
         plan(bp._config(128, 64, 64, 1, 6, sub_n=8))

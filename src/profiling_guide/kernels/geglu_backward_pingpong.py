@@ -75,6 +75,7 @@ from profiling_guide.kernels.geglu_pingpong import (
     _tma_load,
     _tma_store,
     descriptor,
+    full_config,
 )
 
 
@@ -92,13 +93,6 @@ def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32) -> triton.Config
 # with three, and tiles taken along a row of dh (GROUP_M=1) beat grouped
 # orders. Not autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
 DEFAULT_CONFIG = _config(128, 64, 64, 1, stages=6)
-
-
-def full_config(config: triton.Config | None) -> triton.Config:
-    """``config`` with what it leaves out (ring depth, consumers) from DEFAULT_CONFIG, on 4 warps."""
-    if config is None:
-        return DEFAULT_CONFIG
-    return triton.Config({**DEFAULT_CONFIG.kwargs, **config.kwargs}, num_warps=4)
 
 
 def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
@@ -289,7 +283,7 @@ def geglu_backward_pingpong(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.
     checks shapes, dtypes and the TMA unit's alignment.
     """
     props = torch.cuda.get_device_properties(dy2d.device)
-    grid, args, meta = launch_plan(dy2d, w_down, gu, dgu, full_config(config),
+    grid, args, meta = launch_plan(dy2d, w_down, gu, dgu, full_config(config, DEFAULT_CONFIG),
                                    props.shared_memory_per_block_optin, props.multi_processor_count)
     with _on_device(dy2d.device):
         _geglu_backward_pingpong_gemm_kernel[grid](*args, **meta)

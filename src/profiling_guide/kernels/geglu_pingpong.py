@@ -96,15 +96,16 @@ def _config(bm, bn, bk, group_m, stages, consumers=2) -> triton.Config:
 DEFAULT_CONFIG = _config(128, 64, 64, 4, stages=6)
 
 
-def full_config(config: triton.Config | None) -> triton.Config:
-    """``config`` with what it leaves out (ring depth, consumers) from DEFAULT_CONFIG, on 4 warps.
+def full_config(config: triton.Config | None, default: triton.Config = DEFAULT_CONFIG) -> triton.Config:
+    """``config`` with what it leaves out (ring depth, consumers) from ``default``, on 4 warps.
 
     A pinned config may name only the tiles, as the Triton designs' do; the
-    kernel's layouts assume one warpgroup (4 warps) per consumer.
+    kernel's layouts assume one warpgroup (4 warps) per consumer. The
+    backward's ping-pong kernel fills in from its own default.
     """
     if config is None:
-        return DEFAULT_CONFIG
-    return triton.Config({**DEFAULT_CONFIG.kwargs, **config.kwargs}, num_warps=4)
+        return default
+    return triton.Config({**default.kwargs, **config.kwargs}, num_warps=4)
 
 
 def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
