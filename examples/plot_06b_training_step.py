@@ -422,15 +422,17 @@ Facts(*sentences)
 # slower on the H100: shared memory holds either those tiles or a deeper
 # ring of dy and Wd, and the ring's depth mattered more.
 #
-# **The forward's gate/up kernel** is ``"packed-tma"``, the fastest design
-# that also stores g and u, and its epilogue does not overlap its K loop
-# (chapter 6c measures how busy the same design keeps the tensor pipe
-# without g and u), so more than its extra bytes can show. The ping-pong
-# gate/up kernel of chapter 6 does not store g and u. Both ways of adding
-# it were measured slower than ``"packed-tma"`` with g and u, on the H100:
-# through shared memory (three staging tiles per consumer leave too few ring
-# slots), and straight from registers (the accumulator's layout gives each
-# thread two-byte pieces of many rows, so the stores do not coalesce).
+# **The forward's gate/up kernel** is the ping-pong design of chapter 6,
+# storing g and u beside h, so its epilogue runs under the other consumer's
+# MMAs here too. How it stores them mattered more than anything else in
+# this kernel. Through shared-memory staging tiles and the TMA unit, as it
+# stores h, the epilogue outlasted the other consumer's K loop and the
+# kernel took 197 µs on the H100 (``scripts/probe_backward.py``, the
+# benchmark's way); straight from the accumulator's registers, the stores
+# do not coalesce (each thread holds two-byte pieces of many rows). The
+# kernel has the compiler regroup g and u into rows, 16 bytes per
+# thread, and stores them from registers: 126 µs, against 137 µs for
+# ``"packed-tma"`` storing the same, and 108 µs for h alone.
 
 
 # %%

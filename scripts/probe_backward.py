@@ -8,8 +8,8 @@ several shapes, ragged ones included, and that a second call gives the same
 bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
 medians and IQR over interleaved repeats): cuBLAS's bare dh = dy @ Wd GEMM,
 ``packed-tma`` and each ping-pong config; and the forward's gate/up kernels a
-training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` with and
-without g and u saved, ``pingpong``. Prints one line per step.
+training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
+``pingpong``, each with and without g and u saved. Prints one line per step.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def timings(repeats: int, sweep: bool) -> dict:
               for _ in range(10)]  # fmt: skip
     fns = {"cublas dh GEMM": lambda dy, gu: dy @ wd,
            "packed-tma": lambda dy, gu: geglu_backward(dy, wd, gu, design="packed-tma")}
-    for design, save in (("packed-tma", False), ("packed-tma", True), ("pingpong", False)):
+    for design, save in (("packed-tma", False), ("packed-tma", True), ("pingpong", False), ("pingpong", True)):
         fns[f"forward {design}{' saving g, u' if save else ''}"] = (
             lambda x, gu, d=design, s=save: geglu(x, wg, wu, design=d, packed_weight=packed, save_gate_up=s))
     fns["forward cublas gate and up GEMMs"] = lambda x, gu: (x @ wg.T, x @ wu.T)

@@ -79,6 +79,11 @@ def test_the_ring_is_as_deep_as_the_config_asks_and_shared_memory_allows(config,
     assert gp.fit_stages(config, 2, shared) == want
 
 
+def test_storing_g_and_u_keeps_room_for_a_tile_more_per_consumer():
+    assert gp.fit_stages(gp.DEFAULT_CONFIG, 2, H100_SHARED, save_gu=True) == 5
+    assert gp.fit_stages(gp.DEFAULT_CONFIG, 2, 166912, save_gu=True) == 3  # A100-sized: 3 × 32 + 4 × 16 KiB
+
+
 def test_the_launch_plan_gives_one_program_per_sm_and_descriptors_of_the_config_s_tiles():
     M, dim, hidden = 8192, 768, 3072
     x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
@@ -86,10 +91,21 @@ def test_the_launch_plan_gives_one_program_per_sm_and_descriptors_of_the_config_
     grid, args, meta = gp.launch_plan(x, w, h, gp.DEFAULT_CONFIG, H100_SHARED, 132)
     assert grid == (132,)
     assert [d.block_shape for d in args[:3]] == [[128, 64], [128, 64], [128, 64]]  # x, packed w (2·BLOCK_N rows), h
-    assert args[3:] == (M, hidden, dim)
-    assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
+    assert args[3] is h, "no gu to store: the kernel's unused gu pointer is h's"
+    assert args[4:] == (M, hidden, dim)
+    assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4 and not meta["SAVE_GU"]
     small = gp.launch_plan(x[:100], w, h[:100], gp.DEFAULT_CONFIG, H100_SHARED, 132)[0]
     assert small == (48,), "fewer tiles than SMs: one program per tile"
+
+
+def test_a_training_forward_stores_g_and_u_to_gu_with_one_ring_slot_fewer():
+    M, dim, hidden = 8192, 768, 3072
+    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
+    h, gu = torch.empty(M, hidden, dtype=torch.bfloat16), torch.empty(M, 2 * hidden, dtype=torch.bfloat16)
+    _, args, meta = gp.launch_plan(x, w, h, gp.DEFAULT_CONFIG, H100_SHARED, 132, gu=gu)
+    assert args[3] is gu and meta["SAVE_GU"]
+    # 5 × 32 KiB slots, the h staging tiles and room for regrouping g and u into rows: 6 slots would not fit
+    assert meta["NUM_STAGES"] == 5
 
 
 def test_a_pinned_pingpong_config_is_reported_as_it_runs():
@@ -132,12 +148,31 @@ def compile_gluon_for_h100(kernel, args, meta):
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
 
 
-def compile_for_h100(config):
-    """The gate/up kernel compiled for sm_90 at the guide's shape."""
+def compile_for_h100(config, save_gu=False):
+    """The gate/up kernel compiled for sm_90 at the guide's shape (storing g and u too, with ``save_gu``)."""
     M, dim, hidden = 8192, 768, 3072
     x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
-    _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132)
+    gu = torch.empty(M, 2 * hidden, dtype=torch.bfloat16) if save_gu else None
+    _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132, gu=gu)
     return compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
+
+
+def ptxas_report(ptx: str, tmp_path) -> str:
+    """``ptxas -v``'s report for sm_90a, from the ptxas this Triton ships."""
+    import subprocess
+
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        ptxas = get_ptxas(90).path
+    except (ImportError, TypeError, AttributeError) as exc:  # an internal API: say so rather than guess
+        pytest.skip(f"this Triton's ptxas is not where {Path(__file__).name} looks: {exc}")
+    source = tmp_path / "kernel.ptx"
+    source.write_text(ptx)
+    out = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(source), "-o", str(tmp_path / "kernel.cubin")],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stderr
 
 
 if INTERPRETED:
@@ -164,3 +199,16 @@ def test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+\d+;", ptx)
     assert len(compiled.asm["cubin"]) > 0, "ptxas assembled it for sm_90a"
+
+
+@pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
+def test_the_training_forward_compiles_with_g_and_u_stored_from_registers_without_spills(tmp_path):
+    compiled = compile_for_h100(gp.DEFAULT_CONFIG, save_gu=True)
+    ptx = compiled.asm["ptx"]
+    assert compiled.metadata.shared <= H100_SHARED
+    # the TMA unit copies x and w in and h out (one store per consumer); g and u leave by plain stores
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", ptx)) == 2
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared", ptx)) == 2
+    assert re.search(r"\bst\.global\.", ptx)
+    report = ptxas_report(ptx, tmp_path)
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", report), report

@@ -9,7 +9,6 @@ Triton for an H100, registers and shared memory included.
 """
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from conftest import run_pytest_in_fresh_process  # noqa: E402
-from test_pingpong import H100_SHARED, compile_gluon_for_h100, cuda_like, gpu  # noqa: E402, F401  (gpu: the fixture)
+from test_pingpong import H100_SHARED, compile_gluon_for_h100, cuda_like, gpu, ptxas_report  # noqa: E402, F401  (gpu: the fixture)
 
 import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
 from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
@@ -31,8 +30,9 @@ GUIDE = (8192, 768, 3072)  # rows, dim, hidden
 
 
 @pytest.mark.parametrize("capability,dtype,saving,want", [
-    ((9, 0), torch.bfloat16, "packed-tma", "pingpong"),  # H100, H200: what a training step of design="auto" runs
-    ((9, 0), torch.float16, "packed-tma", "pingpong"),
+    ((9, 0), torch.bfloat16, "pingpong", "pingpong"),  # H100, H200: what a training step of design="auto" runs
+    ((9, 0), torch.float16, "pingpong", "pingpong"),
+    ((9, 0), torch.bfloat16, "packed-tma", "pingpong"),  # a module built with design="packed-tma"
     ((9, 0), torch.float32, "packed-tma", "packed-tma"),  # wgmma takes 16-bit inputs
     ((10, 0), torch.bfloat16, "packed-tma", "packed-tma"),  # Blackwell: no wgmma
     ((9, 0), torch.bfloat16, "packed", "packed"),  # rows the TMA unit cannot address ran "packed" forward
@@ -103,22 +103,6 @@ def compile_for_h100(config):
     """The backward's kernel compiled for sm_90 at the guide's shape."""
     _, (_, args, meta) = plan(config)
     return compile_gluon_for_h100(bp._geglu_backward_pingpong_gemm_kernel, args, meta)
-
-
-def ptxas_report(ptx: str, tmp_path) -> str:
-    """``ptxas -v``'s report for sm_90a, from the ptxas this Triton ships."""
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        ptxas = get_ptxas(90).path
-    except (ImportError, TypeError, AttributeError) as exc:  # an internal API: say so rather than guess
-        pytest.skip(f"this Triton's ptxas is not where tests/test_pingpong_backward.py looks: {exc}")
-    source = tmp_path / "kernel.ptx"
-    source.write_text(ptx)
-    out = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(source), "-o", str(tmp_path / "kernel.cubin")],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stderr
 
 
 if INTERPRETED:

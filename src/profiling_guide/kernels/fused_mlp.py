@@ -111,12 +111,8 @@ AUTO = "auto"
 PACKED_DESIGNS = ("packed", "packed-tma", "pingpong")  # the ones that read pack_gate_up(w_gate, w_up)
 TMA_DESIGNS = ("packed-tma", "pingpong")
 TRITON_DESIGNS = tuple(KERNELS)  # the ones written in Triton's language, which its interpreter runs
-# The designs whose forward can also store g and u for GeGLUFunction's
-# backward; a training forward of "pingpong" runs "packed-tma" (see
-# geglu_pingpong's docstring for why).
-SAVING_DESIGN = {"packed": "packed", "packed-tma": "packed-tma", "pingpong": "packed-tma"}
-# geglu_backward's designs in Triton's language (its interpreter runs them),
-# each named as the forward design that saves g and u for it
+# geglu_backward's designs in Triton's language (its interpreter runs them);
+# its third, "pingpong", is a Gluon kernel (backward_design says which runs)
 BACKWARD_DESIGNS = ("packed", "packed-tma")
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _SUPPORTED_TEXT = "bfloat16, float16 or float32 (float32 is exact fp32, slow)"
@@ -160,21 +156,22 @@ def _pingpong_problem(x2d: torch.Tensor) -> str | None:
     return None
 
 
-def backward_design(saving_design: str, dy2d: torch.Tensor) -> str:
-    """The design of :class:`GeGLUFunction`'s backward kernel after a forward of ``saving_design``.
+def backward_design(forward_design: str, dy2d: torch.Tensor) -> str:
+    """The design of :class:`GeGLUFunction`'s backward kernel after a forward of ``forward_design``.
 
-    The Gluon ``"pingpong"`` kernel where it runs (a Hopper GPU, 16-bit
-    gradients) after a ``"packed-tma"`` forward, whose rows the TMA unit can
-    address; otherwise the forward's own design. At the guide's shape the
+    After a forward of a TMA design (``"packed-tma"``, ``"pingpong"``), whose
+    rows the TMA unit can address: the Gluon ``"pingpong"`` kernel where it
+    runs (a Hopper GPU, 16-bit gradients), else ``"packed-tma"``; after a
+    ``"packed"`` forward, ``"packed"``. At the guide's shape the
     ping-pong backward kernel took 0.78× the time of ``"packed-tma"``'s on an
     H100 and 0.73× on an H200 (``scripts/probe_backward.py``, committed as
     ``docs/recordings/<gpu>/probe_backward.json``): one tile's epilogue (g and
     u in, dg and du out: 201 MB over the step) runs while another tile's MMAs
     do.
     """
-    if saving_design == "packed-tma" and _pingpong_problem(dy2d) is None:
-        return "pingpong"
-    return saving_design
+    if forward_design in TMA_DESIGNS:
+        return "pingpong" if _pingpong_problem(dy2d) is None else "packed-tma"
+    return forward_design
 
 
 def _tma_problem(x2d: torch.Tensor, hidden: int, packed_weight: torch.Tensor | None = None,
@@ -277,8 +274,8 @@ def geglu(
     if design == AUTO:
         design = choose_design(x2d, hidden)
     packed = design in PACKED_DESIGNS
-    if save_gate_up and design not in ("packed", "packed-tma"):
-        raise GuideError(f"save_gate_up needs design 'packed' or 'packed-tma', got {design!r}")
+    if save_gate_up and design not in PACKED_DESIGNS:
+        raise GuideError(f"save_gate_up needs a packed design ({', '.join(PACKED_DESIGNS)}), got {design!r}")
     if packed and packed_weight is None:
         packed_weight = pack_gate_up(w_gate, w_up)
     elif packed and (
@@ -350,10 +347,9 @@ def _as_config(config: dict | triton.Config) -> triton.Config:
 class GeGLUFunction(torch.autograd.Function):
     """The fused MLP as one autograd node: forward through our kernels, backward through one more and three GEMMs.
 
-    Forward: the packed gate/up kernel (``"packed"`` or ``"packed-tma"``;
-    :class:`FusedGeGLUMLP` runs ``"packed-tma"`` for a ``"pingpong"``
-    module: ``SAVING_DESIGN``) stores h *and* gu (``[g | u]``,
-    ``[M, 2·hidden]``), then cuBLAS's down GEMM. Saved for backward: x (the
+    Forward: the packed gate/up kernel (``"packed"``, ``"packed-tma"`` or
+    ``"pingpong"``) stores h *and* gu (``[g | u]``, ``[M, 2·hidden]``), then
+    cuBLAS's down GEMM. Saved for backward: x (the
     caller's, no copy), gu and h: 3·M·hidden elements, against eager's 4 (g,
     u, gelu(g) and h). gu is saved rather than recomputed: recomputing it
     would run the gate/up GEMM again, the step's largest, while keeping it
@@ -364,8 +360,8 @@ class GeGLUFunction(torch.autograd.Function):
     1. ``dgu = geglu_backward(dy, Wd, gu)`` = ``[dg | du]``: dh = dy @ Wd with
        the GeGLU's derivative in its epilogue
        (:mod:`~profiling_guide.kernels.geglu_backward`); dh never reaches memory.
-       On Hopper, after a ``"packed-tma"`` forward, the Gluon ping-pong
-       kernel (:func:`backward_design`); otherwise the forward's design.
+       On Hopper, after a TMA forward, the Gluon ping-pong kernel
+       (:func:`backward_design`).
     2. ``dWd = dy.T @ h`` (cuBLAS).
     3. ``dx = dgu @ stacked`` (cuBLAS, K = 2·hidden; ``stacked`` is
        ``[Wg; Wu]``, ``[2·hidden, dim]``): gate's and up's dx in one GEMM.
@@ -410,13 +406,11 @@ class FusedGeGLUMLP(nn.Module):
     keeps an interleaved copy of the gate and up weights (not in the state
     dict), rebuilt when either weight changes. Trainable with the packed
     designs: where autograd needs gradients, the forward runs through
-    :class:`GeGLUFunction` (which also saves g and u for its fused backward;
-    a ``"pingpong"`` module's training forward runs ``"packed-tma"``, the
-    faster of the designs that store them); under ``torch.no_grad()`` it
-    stores h alone.
+    :class:`GeGLUFunction` (whose forward kernel also stores g and u for
+    its fused backward); under ``torch.no_grad()`` it stores h alone.
 
     ``design_ran`` is the design the last forward ran (what ``"auto"``
-    chose, or the one a training forward ran instead), None before the first.
+    chose), None before the first.
     """
 
     def __init__(self, dim: int, hidden: int, device=None, dtype=None, design: str = AUTO):
@@ -491,10 +485,9 @@ class FusedGeGLUMLP(nn.Module):
         design = choose_design(x2d, self.hidden) if self.design == AUTO else self.design
         packed = self.packed_weight() if design in PACKED_DESIGNS else None
         if torch.is_grad_enabled() and any(t.requires_grad for t in (x, wg, wu, wd)):
-            if design not in SAVING_DESIGN:
+            if design not in PACKED_DESIGNS:  # the ones that can also store g and u for the backward
                 raise GuideError(f"FusedGeGLUMLP trains with a packed design ({', '.join(PACKED_DESIGNS)}), "
                                  f"not {design!r}: build it with design='auto', or call it under torch.no_grad()")
-            design = SAVING_DESIGN[design]  # the forward that also stores g and u for the backward
             y = GeGLUFunction.apply(x2d, wg, wu, wd, packed, self.stacked_weight(), design)
         else:
             h = geglu(x2d, wg, wu, design=design, packed_weight=packed)

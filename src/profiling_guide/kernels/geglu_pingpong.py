@@ -33,10 +33,14 @@ column pairs (a renaming of registers), ``gelu_tanh(g)·u`` with the hardware
 tanh for 16-bit inputs, one rounding to x's dtype, and a TMA store of the h
 tile through a staging tile in shared memory.
 
-It does not store g and u for a backward: written that way (three staging
-tiles per consumer, so one ring slot fewer) it took 200 µs where
-``packed-tma`` with g and u takes 138 µs at the guide's shape on an H100, so
-a training forward runs ``packed-tma`` (``fused_mlp.GeGLUFunction``).
+A training forward (``gu=``) also stores g and u, rounded to x's dtype, for
+the backward (``fused_mlp.GeGLUFunction``). Not through staging tiles and the
+TMA unit, as h goes: that way the stores made the epilogue outlast the other
+consumer's K loop, and the kernel took 197 µs at the guide's shape on an
+H100. The compiler regroups g and u from the accumulator's layout into rows
+and each thread stores 16 bytes at a time: 126 µs, against 137 µs for
+``packed-tma`` storing the same and 108 µs for h alone
+(``scripts/probe_backward.py``).
 
 Gluon has no interpreter: this design runs on Hopper GPUs only and its
 numbers are tested there (``tests/test_fused_mlp_gpu.py``); what needs no GPU
@@ -108,11 +112,16 @@ def full_config(config: triton.Config | None, default: triton.Config = DEFAULT_C
     return triton.Config({**default.kwargs, **config.kwargs}, num_warps=4)
 
 
-def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
-    """The ring slots ``config`` runs with: its NUM_STAGES, or fewer where they and the staging tiles would not fit."""
+def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int, save_gu: bool = False) -> int:
+    """The ring slots ``config`` runs with: its NUM_STAGES, or fewer where they and the staging tiles would not fit.
+
+    A forward that also stores g and u (``save_gu``) keeps room for one more
+    tile per consumer: the shared memory the compiler regroups g and u through
+    on their way to global memory (``_consumer``).
+    """
     k = config.kwargs
     slot = element_bytes * k["BLOCK_K"] * (k["BLOCK_M"] + 2 * k["BLOCK_N"])
-    staging = k["CONSUMERS"] * element_bytes * k["BLOCK_M"] * k["BLOCK_N"]
+    staging = (1 + save_gu) * k["CONSUMERS"] * element_bytes * k["BLOCK_M"] * k["BLOCK_N"]
     fits = (shared_bytes - staging - 1024) // slot  # 1 KiB for the mbarriers and what the compiler reserves
     return max(2, min(k["NUM_STAGES"], fits))
 
@@ -167,9 +176,9 @@ def _producer(x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
 
 
 @gluon.jit
-def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
+def _consumer(x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr):
+              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr, SAVE_GU: gl.constexpr):
     """One warpgroup: the program's tiles WHICH, WHICH + CONSUMERS, …: K loop of wgmma, then the GeGLU epilogue."""
     dtype: gl.constexpr = h_desc.dtype
     # The accumulator's register layout: one warpgroup (4 warps down M), one
@@ -177,6 +186,9 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, 2 * BLOCK_N, 16])  # fmt: skip
     staging = gl.allocate_shared_memory(dtype, h_desc.block_type.shape, h_desc.layout)
+    # With SAVE_GU, g and u leave in rows: 8 elements (16 bytes) per thread, a warp's 32 threads on
+    # 32·8/BLOCK_N rows of BLOCK_N columns, so each row of a tile is written by whole 16-byte stores.
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8], [4, 1], [1, 0])
     num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     first = gl.program_id(0)
@@ -217,10 +229,21 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
         # The epilogue, while the other warpgroup's wgmmas run. acc[:, 2j] is
         # g[:, j] and acc[:, 2j+1] is u[:, j]: each thread holds both.
         g, u = acc.reshape([BLOCK_M, BLOCK_N, 2]).split()
-        h = _gelu_tanh_times(g, u).to(dtype)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         tma.store_wait(0)  # the staging tile's store of this consumer's previous tile has left
+        if SAVE_GU:
+            # g and u as the GEMM computed them, rounded to x's dtype, for the backward: regrouped
+            # from the accumulator's layout into rows (through shared memory, by the compiler) and
+            # stored from registers. Staged and stored by the TMA unit instead, as h is, they took
+            # 197 µs where this takes 126 (H100, the guide's shape; h alone: 108).
+            rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, rows_layout))
+            cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, rows_layout))
+            ptrs = gu_ptr + rows.to(gl.int64)[:, None] * (2 * N) + cols[None, :]
+            mask = (rows[:, None] < M) & (cols[None, :] < N)
+            gl.store(ptrs, gl.convert_layout(g.to(dtype), rows_layout), mask=mask)
+            gl.store(ptrs + N, gl.convert_layout(u.to(dtype), rows_layout), mask=mask)
+        h = _gelu_tanh_times(g, u).to(dtype)
         staging.store(h)
         fence_async_shared()
         _tma_store(h_desc, [off_m, off_n], staging)
@@ -229,10 +252,15 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
 
 
 @gluon.jit
-def _geglu_pingpong_gemm_kernel(x_desc, w_desc, h_desc, M, N, K,
+def _geglu_pingpong_gemm_kernel(x_desc, w_desc, h_desc, gu_ptr, M, N, K,
                                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                                GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
-    """h[M, N] = gelu_tanh(g)·u, g and u from one wgmma per K step against the packed [2N, K] weight; persistent."""
+                                GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                                SAVE_GU: gl.constexpr):  # fmt: skip
+    """h[M, N] = gelu_tanh(g)·u, g and u from one wgmma per K step against the packed [2N, K] weight; persistent.
+
+    With SAVE_GU, g and u are stored too, to gu_ptr (``[M, 2N]``, ``[g | u]``;
+    otherwise unused).
+    """
     dtype: gl.constexpr = x_desc.dtype
     x_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + x_desc.block_type.shape, x_desc.layout)
     w_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -247,17 +275,17 @@ def _geglu_pingpong_gemm_kernel(x_desc, w_desc, h_desc, M, N, K,
     if CONSUMERS == 2:  # ping-pong
         gl.warp_specialize([
             # The default partition is the kernel's own 4 warps: consumer 0.
-            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2)),
-            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2)),
+            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2, SAVE_GU)),
+            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2, SAVE_GU)),
             (_producer, (x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
         ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
     else:  # one consumer and the producer: warp-specialized, without the ping-pong (to measure what it adds)
         gl.warp_specialize([
-            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1)),
+            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1, SAVE_GU)),
             (_producer, (x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
         ], [1], [PRODUCER_REGISTERS])  # fmt: skip
@@ -269,10 +297,13 @@ def descriptor(t: torch.Tensor, block_shape: list[int]) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(t, block_shape, gl.NVMMASharedLayout.get_default_for(block_shape, _GL_DTYPES[t.dtype]))
 
 
-def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Config | None = None) -> torch.Tensor:
+def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Config | None = None,
+                   gu: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """h ``[M, hidden]`` from x ``[M, dim]`` and ``pack_gate_up(w_gate, w_up)``, ping-pong scheduled (Hopper).
 
     Rows must be 16-byte aligned (the TMA unit's rule), inputs bf16 or fp16.
+    With ``gu`` (``[M, 2·hidden]``, x's dtype), g and u are also stored there
+    side by side, ``[g | u]``, as ``"packed-tma"`` stores them for the backward.
     """
     assert x2d.shape[1] == w_packed.shape[1] and w_packed.shape[0] % 2 == 0, "incompatible dimensions"
     assert x2d.dtype == w_packed.dtype and x2d.dtype in _GL_DTYPES, "bf16 or fp16 inputs"
@@ -282,20 +313,22 @@ def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.
     h = torch.empty((M, N), device=x2d.device, dtype=x2d.dtype)
     props = torch.cuda.get_device_properties(x2d.device)
     grid, args, meta = launch_plan(x2d, w_packed, h, full_config(config),
-                                   props.shared_memory_per_block_optin, props.multi_processor_count)
+                                   props.shared_memory_per_block_optin, props.multi_processor_count, gu=gu)
     with _on_device(x2d.device):  # as the Triton designs launch: nothing to do when x's GPU is current
         _geglu_pingpong_gemm_kernel[grid](*args, **meta)
     return h
 
 
-def launch_plan(x2d, w_packed, h, config: triton.Config, shared_bytes: int, sms: int):
+def launch_plan(x2d, w_packed, h, config: triton.Config, shared_bytes: int, sms: int, gu=None):
     """The grid, the arguments and the constants of one launch: what runs, decided without a GPU."""
     M, K = x2d.shape
     N = h.shape[1]
-    meta = {**config.kwargs, "NUM_STAGES": fit_stages(config, x2d.element_size(), shared_bytes),
-            "num_warps": config.num_warps}
+    save_gu = gu is not None
+    meta = {**config.kwargs, "NUM_STAGES": fit_stages(config, x2d.element_size(), shared_bytes, save_gu),
+            "SAVE_GU": save_gu, "num_warps": config.num_warps}
     bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
-    args = (descriptor(x2d, [bm, bk]), descriptor(w_packed, [2 * bn, bk]), descriptor(h, [bm, bn]), M, N, K)
+    args = (descriptor(x2d, [bm, bk]), descriptor(w_packed, [2 * bn, bk]), descriptor(h, [bm, bn]),
+            gu if save_gu else h, M, N, K)  # fmt: skip
     # Persistent: one program per SM (fewer if there are fewer tiles); its consumers take its tiles in turn.
     grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
     return grid, args, meta
