@@ -29,8 +29,8 @@ chunk do not fit the consumer's registers beside the rest of the tile, and
 the compiler spills.
 
 Measured the benchmark's way (``scripts/probe_backward.py``, committed as
-``docs/recordings/<gpu>/probe_backward.json``): 0.78× the time of
-``"packed-tma"`` on an H100 and 0.73× on an H200, and still 1.79× and 1.60×
+``docs/recordings/<gpu>/probe_backward.json``): 0.77× the time of
+``"packed-tma"`` on an H100 and 0.72× on an H200, and still 1.76× and 1.59×
 the time of cuBLAS's bare dh GEMM. Each consumer waits for its previous
 tile's dg and du to leave shared memory before it asks for its next g and
 u, so an SM has at most two tiles of g and u in flight: most of the
