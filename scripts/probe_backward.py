@@ -28,7 +28,8 @@ from profiling_guide.measure.timing import device_times  # noqa: E402
 from probe_checks import GUIDE_SHAPE, checked, guide_weights  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
-CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, consumers=1)]
+CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, consumers=1),
+           bp._config(64, 64, 64, 1, 12)]
 
 
 def check(dtype) -> bool:
@@ -51,8 +52,10 @@ def check(dtype) -> bool:
 
 
 def sweep_configs():
-    """Tile orders × ring depths at 64 columns of dh per consumer, 128 columns, and 64-column epilogue chunks."""
+    """Tile orders × ring depths at 128×64 tiles of dh per consumer, 64-row tiles, 128 columns, 64-column chunks."""
     out = [bp._config(128, 64, 64, group_m, stages) for group_m in (1, 2, 4, 8) for stages in (5, 6)]
+    out += [bp._config(64, 64, 64, group_m, stages) for group_m in (1, 4) for stages in (8, 12)]
+    out += [bp._config(64, 128, 64, group_m, 6) for group_m in (1, 4)]
     return out + [bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, sub_n=64),
                   bp._config(128, 64, 64, 1, 6, consumers=1)]
 

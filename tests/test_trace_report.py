@@ -122,11 +122,15 @@ def test_a_tiny_linear_is_paced_by_the_cpu(linear_eager):
 
 def test_a_step_the_gpu_paces_queues_work_ahead_of_a_busy_gpu(reports):
     # Which runs the GPU paces changes from one recording to the next; in every one of them the GPU
-    # ran back to back while the launch→start delay grew along the step.
+    # ran back to back over its steps (idle under BACK_TO_BACK of their spans together: one step
+    # alone may idle more) while the launch→start delay grew along the step.
+    from profiling_guide.analysis.pace import BACK_TO_BACK
+
     gpu_paced = [report for _, report in reports if report.pace.verdict == "GPU"]
     assert gpu_paced
     for report in gpu_paced:
-        assert all(s.gpu_idle_fraction < 0.1 for s in report.steps)
+        idle_us = sum(s.gpu_idle_fraction * s.gpu_span_us for s in report.steps)
+        assert idle_us < BACK_TO_BACK * sum(s.gpu_span_us for s in report.steps)
         assert any("the wait grows" in e for e in report.pace.evidence)
 
 

@@ -90,8 +90,9 @@ def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32) -> triton.Config
 # (32 KiB). Six slots and two consumers: 208 KiB of the H100's 227.
 # Measured the benchmark's way on the H100 (scripts/probe_backward.py
 # --sweep): 64 columns of dh per consumer with six slots beat 128 columns
-# with three, and tiles taken along a row of dh (GROUP_M=1) beat grouped
-# orders. Not autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
+# with three (125.2 µs against 107.6) and 64-row tiles with up to twelve
+# slots (111.5 at best), and tiles taken along a row of dh (GROUP_M=1) beat
+# grouped orders. Not autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
 DEFAULT_CONFIG = _config(128, 64, 64, 1, stages=6)
 
 
