@@ -71,6 +71,7 @@ from profiling_guide.kernels.geglu_kernels import _on_device
 from profiling_guide.kernels.geglu_pingpong import (
     CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
+    _producer,
     _tile_coordinates,
     _tma_load,
     _tma_store,
@@ -115,25 +116,6 @@ def _geglu_grads(g, u, dh):
     gelu = g * half_one_plus_t
     dgelu = half_one_plus_t + 0.5 * g * (1.0 - t * t) * (0.7978845608028654 + 0.10703222440890037 * g * g)
     return dh * u * dgelu, dh * gelu
-
-
-@gluon.jit
-def _producer(dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr):  # fmt: skip
-    """One warp: every K step of every tile of this program, in order, into the ring."""
-    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
-    nbytes: gl.constexpr = dy_desc.block_type.nbytes + wd_desc.block_type.nbytes
-    step = 0
-    for tile_id in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        for k in range(0, K, BLOCK_K):
-            slot = step % NUM_STAGES
-            mbarrier.wait(empty.index(slot), ((step // NUM_STAGES) & 1) ^ 1)  # as in geglu_pingpong._producer
-            mbarrier.expect(full.index(slot), nbytes)
-            _tma_load(dy_desc, [pid_m * BLOCK_M, k], full.index(slot), dy_ring.index(slot))
-            _tma_load(wd_desc, [k, pid_n * BLOCK_N], full.index(slot), wd_ring.index(slot))
-            step += 1
 
 
 @gluon.jit
@@ -264,14 +246,14 @@ def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_de
             (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
                          du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2)),
             (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, True)),
         ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
     else:
         gl.warp_specialize([
             (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
                          du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1)),
             (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, True)),
         ], [1], [PRODUCER_REGISTERS])  # fmt: skip
 
 

@@ -154,12 +154,18 @@ def _gelu_tanh_times(g, u):
 
 
 @gluon.jit
-def _producer(x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
+def _producer(a_desc, b_desc, a_ring, b_ring, full, empty, M, N, K,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr):  # fmt: skip
-    """One warp: every K step of every tile of this program, in order, into the ring."""
+              NUM_STAGES: gl.constexpr, B_KN: gl.constexpr):  # fmt: skip
+    """One warp: every K step of every tile of this program, in order, into the ring.
+
+    A's tiles are ``[BLOCK_M, BLOCK_K]`` (x here, dy in the backward's
+    kernel); B's are ``[n, BLOCK_K]`` as the packed weight stores them (n =
+    2·BLOCK_N) or, with B_KN, ``[BLOCK_K, n]`` as the down weight does.
+    """
     num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
-    nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    b_cols: gl.constexpr = b_desc.block_type.shape[1 if B_KN else 0]  # B's tile extent along n
     step = 0  # how many ring slots this program has filled
     for tile_id in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -170,8 +176,11 @@ def _producer(x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
             # so the first pass over the ring (parity 1) does not wait.
             mbarrier.wait(empty.index(slot), ((step // NUM_STAGES) & 1) ^ 1)
             mbarrier.expect(full.index(slot), nbytes)
-            _tma_load(x_desc, [pid_m * BLOCK_M, k], full.index(slot), x_ring.index(slot))
-            _tma_load(w_desc, [pid_n * 2 * BLOCK_N, k], full.index(slot), w_ring.index(slot))
+            _tma_load(a_desc, [pid_m * BLOCK_M, k], full.index(slot), a_ring.index(slot))
+            if B_KN:
+                _tma_load(b_desc, [k, pid_n * b_cols], full.index(slot), b_ring.index(slot))
+            else:
+                _tma_load(b_desc, [pid_n * b_cols, k], full.index(slot), b_ring.index(slot))
             step += 1
 
 
@@ -280,14 +289,14 @@ def _geglu_pingpong_gemm_kernel(x_desc, w_desc, h_desc, gu_ptr, M, N, K,
             (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2, SAVE_GU)),
             (_producer, (x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, False)),
         ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
     else:  # one consumer and the producer: warp-specialized, without the ping-pong (to measure what it adds)
         gl.warp_specialize([
             (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1, SAVE_GU)),
             (_producer, (x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, False)),
         ], [1], [PRODUCER_REGISTERS])  # fmt: skip
 
 
