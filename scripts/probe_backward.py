@@ -3,19 +3,18 @@
     python scripts/probe_backward.py [--out results.json] [--check-only] [--repeats 7] [--sweep]
 
 First checks ``geglu_backward`` with ``design="pingpong"`` (the default
-config, and a 64-column one) against torch's float64 autograd of the GeGLU on
-several shapes, ragged ones included, and that a second call gives the same
-bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
+config, 128-column tiles, 64-row tiles, one consumer) against torch's float64
+autograd of the GeGLU on several shapes, ragged ones included, and that a
+second call gives the same bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
 medians and IQR over interleaved repeats): cuBLAS's bare dh = dy @ Wd GEMM,
 ``packed-tma`` and each ping-pong config; and the forward's gate/up kernels a
 training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
-``pingpong``, each with and without g and u saved. Prints one line per step.
+``pingpong``, each with and without g and u saved. Prints one line per step;
+``--out`` writes the timings as JSON, with the GPU, the versions and the method.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 import torch
@@ -25,7 +24,7 @@ from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
 from profiling_guide.kernels.fused_mlp import geglu, max_rel_error  # noqa: E402
 from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads  # noqa: E402
 from profiling_guide.measure.timing import device_times  # noqa: E402
-from probe_checks import GUIDE_SHAPE, checked, guide_weights  # noqa: E402
+from probe_checks import GUIDE_SHAPE, checked, guide_weights, probe_main  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
 CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, consumers=1),
@@ -88,31 +87,8 @@ def timings(repeats: int, sweep: bool) -> dict:
         out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3, "ratio_to_cublas_dh": s.median / base}
         print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us, {s.median / base:.3f}x cuBLAS's bare dh GEMM",
               flush=True)
-    return out
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", help="write the results as JSON here")
-    parser.add_argument("--check-only", action="store_true", help="check the numbers, time nothing")
-    parser.add_argument("--sweep", action="store_true", help="time a sweep of tile configs, not only the default")
-    parser.add_argument("--repeats", type=int, default=7, help="interleaved timing repeats (default 7)")
-    args = parser.parse_args()
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        print("error: this probe needs a Hopper GPU (compute capability 9.x)", file=sys.stderr)
-        return 2
-    ok = check(torch.bfloat16) & check(torch.float16)
-    print("CHECK passed" if ok else "CHECK FAILED", flush=True)
-    if args.check_only or not ok:
-        return 0 if ok else 1
-    rows, dim, hidden = GUIDE_SHAPE
-    result = {"gpu": torch.cuda.get_device_name(), "shape": {"rows": rows, "dim": dim, "hidden": hidden},
-              "device_us": timings(args.repeats, args.sweep)}  # fmt: skip
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-    return 0
+    return {"device_us": out}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(probe_main(__doc__, check, timings))

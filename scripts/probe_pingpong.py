@@ -1,6 +1,6 @@
 """Probe: the Gluon ping-pong gate/up kernel against packed-tma and cuBLAS, on a Hopper GPU.
 
-    python scripts/probe_pingpong.py [--out results.json] [--check-only] [--repeats 7]
+    python scripts/probe_pingpong.py [--out results.json] [--check-only] [--repeats 7] [--sweep]
 
 First checks the default config, a 64-row one and a one-consumer one against
 a float64 reference on several shapes, ragged ones included (and that a
@@ -14,10 +14,7 @@ cuBLAS's down GEMM. Prints one line per step on the console.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +26,7 @@ from profiling_guide.kernels.fused_mlp import max_rel_error, pack_gate_up, refer
 from profiling_guide.kernels.geglu_kernels import geglu_packed_tma  # noqa: E402
 from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
 from profiling_guide.measure.timing import device_times  # noqa: E402
-from probe_checks import GUIDE_SHAPE, checked, guide_weights  # noqa: E402
+from probe_checks import GUIDE_SHAPE, checked, guide_weights, probe_main  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
 
@@ -102,27 +99,5 @@ def timings(repeats: int, sweep: bool) -> dict:
             "sweep": [{"config": cfg.kwargs, "quick_us": round(t, 2)} for t, cfg in ranked]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--check-only", action="store_true")
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--sweep", action="store_true", help="first rank tile shapes, tile orders and ring depths")
-    a = ap.parse_args()
-    torch.manual_seed(0)
-    ok = check(torch.bfloat16) and check(torch.float16)
-    print("CHECK", "passed" if ok else "FAILED", flush=True)
-    if a.check_only or not ok:
-        return 0 if ok else 1
-    out = timings(a.repeats, a.sweep)
-    out.update(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, triton=triton.__version__,
-               method="median_rotating_us (queue full, 10 rotating inputs, 20 rounds), "
-                      f"{a.repeats} interleaved repeats: median and IQR", date=time.strftime("%Y-%m-%d"))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(out, f, indent=1)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(probe_main(__doc__, check, timings))
