@@ -426,13 +426,14 @@ Facts(*sentences)
 # storing g and u beside h, so its epilogue runs under the other consumer's
 # MMAs here too. How it stores them mattered more than anything else in
 # this kernel. Through shared-memory staging tiles and the TMA unit, as it
-# stores h, the epilogue outlasted the other consumer's K loop and the
-# kernel took 197 µs on the H100 (``scripts/probe_backward.py``, the
-# benchmark's way); straight from the accumulator's registers, the stores
+# stores h, the kernel took 197 µs on the H100 (``scripts/probe_backward.py``,
+# the benchmark's way), and Nsight Compute saw its tensor pipe busy 43 % of
+# the time, against 87 % for h alone; straight from the accumulator's registers, the stores
 # do not coalesce (each thread holds two-byte pieces of many rows). The
 # kernel has the compiler regroup g and u into rows, 16 bytes per
-# thread, and stores them from registers: 126 µs, against 137 µs for
-# ``"packed-tma"`` storing the same, and 108 µs for h alone.
+# thread, and stores them from registers: 126 µs, against 136 µs for
+# ``"packed-tma"`` storing the same, and 106 µs for h alone (the committed
+# ``probe_backward.json``).
 
 
 # %%
