@@ -77,6 +77,7 @@ from profiling_guide.kernels.geglu_pingpong import (
     _tma_store,
     descriptor,
     full_config,
+    ring_slots,
 )
 
 
@@ -102,8 +103,7 @@ def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> 
     k = config.kwargs
     slot = element_bytes * k["BLOCK_K"] * (k["BLOCK_M"] + k["BLOCK_N"])
     epilogue = k["CONSUMERS"] * 2 * element_bytes * k["BLOCK_M"] * k["BLOCK_N"]
-    fits = (shared_bytes - epilogue - 1024) // slot  # 1 KiB for the mbarriers and what the compiler reserves
-    return max(2, min(k["NUM_STAGES"], fits))
+    return ring_slots(k["NUM_STAGES"], slot, epilogue, shared_bytes)
 
 
 # ---------------------------------------------------------------- device code

@@ -122,8 +122,17 @@ def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int, sav
     k = config.kwargs
     slot = element_bytes * k["BLOCK_K"] * (k["BLOCK_M"] + 2 * k["BLOCK_N"])
     staging = (1 + save_gu) * k["CONSUMERS"] * element_bytes * k["BLOCK_M"] * k["BLOCK_N"]
-    fits = (shared_bytes - staging - 1024) // slot  # 1 KiB for the mbarriers and what the compiler reserves
-    return max(2, min(k["NUM_STAGES"], fits))
+    return ring_slots(k["NUM_STAGES"], slot, staging, shared_bytes)
+
+
+def ring_slots(stages: int, slot_bytes: int, reserved_bytes: int, shared_bytes: int) -> int:
+    """``stages`` ring slots of ``slot_bytes``, or as many as fit beside ``reserved_bytes``; never fewer than two.
+
+    Both Gluon kernels size their rings so (the backward's reserves its g/u tiles).
+    """
+    # 1 KiB for the mbarriers and what the compiler reserves
+    fits = (shared_bytes - reserved_bytes - 1024) // slot_bytes
+    return max(2, min(stages, fits))
 
 
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
