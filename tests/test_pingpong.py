@@ -84,10 +84,19 @@ def test_storing_g_and_u_keeps_room_for_a_tile_more_per_consumer():
     assert gp.fit_stages(gp.DEFAULT_CONFIG, 2, 166912, save_gu=True) == 3  # A100-sized: 3 × 32 + 4 × 16 KiB
 
 
+GUIDE = (8192, 768, 3072)  # rows, dim, hidden
+
+
+def guide_operands():
+    """x, the packed weight, h and gu at the guide's shape in bf16: CPU tensors, for launch plans and compiles."""
+    M, dim, hidden = GUIDE
+    return tuple(torch.empty(shape, dtype=torch.bfloat16) for shape in
+                 ((M, dim), (2 * hidden, dim), (M, hidden), (M, 2 * hidden)))  # fmt: skip
+
+
 def test_the_launch_plan_gives_one_program_per_sm_and_descriptors_of_the_config_s_tiles():
-    M, dim, hidden = 8192, 768, 3072
-    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
-    h = torch.empty(M, hidden, dtype=torch.bfloat16)
+    M, dim, hidden = GUIDE
+    x, w, h, _ = guide_operands()
     grid, args, meta = gp.launch_plan(x, w, h, gp.DEFAULT_CONFIG, H100_SHARED, 132)
     assert grid == (132,)
     assert [d.block_shape for d in args[:3]] == [[128, 64], [128, 64], [128, 64]]  # x, packed w (2·BLOCK_N rows), h
@@ -99,9 +108,7 @@ def test_the_launch_plan_gives_one_program_per_sm_and_descriptors_of_the_config_
 
 
 def test_a_training_forward_stores_g_and_u_to_gu_with_one_ring_slot_fewer():
-    M, dim, hidden = 8192, 768, 3072
-    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
-    h, gu = torch.empty(M, hidden, dtype=torch.bfloat16), torch.empty(M, 2 * hidden, dtype=torch.bfloat16)
+    x, w, h, gu = guide_operands()
     _, args, meta = gp.launch_plan(x, w, h, gp.DEFAULT_CONFIG, H100_SHARED, 132, gu=gu)
     assert args[3] is gu and meta["SAVE_GU"]
     # 5 × 32 KiB slots, the h staging tiles and room for regrouping g and u into rows: 6 slots would not fit
@@ -150,10 +157,8 @@ def compile_gluon_for_h100(kernel, args, meta):
 
 def compile_for_h100(config, save_gu=False):
     """The gate/up kernel compiled for sm_90 at the guide's shape (storing g and u too, with ``save_gu``)."""
-    M, dim, hidden = 8192, 768, 3072
-    x, w = torch.empty(M, dim, dtype=torch.bfloat16), torch.empty(2 * hidden, dim, dtype=torch.bfloat16)
-    gu = torch.empty(M, 2 * hidden, dtype=torch.bfloat16) if save_gu else None
-    _, args, meta = gp.launch_plan(x, w, torch.empty(M, hidden, dtype=torch.bfloat16), config, H100_SHARED, 132, gu=gu)
+    x, w, h, gu = guide_operands()
+    _, args, meta = gp.launch_plan(x, w, h, config, H100_SHARED, 132, gu=gu if save_gu else None)
     return compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
 
 
