@@ -3,7 +3,8 @@
     python scripts/probe_backward.py [--out results.json] [--check-only] [--repeats 7] [--sweep]
 
 First checks ``geglu_backward`` with ``design="pingpong"`` (the default
-config, 128-column tiles, 64-row tiles, one consumer) against torch's float64
+config, 128-column tiles holding every chunk or one, 64-column tiles, 64-row
+tiles, one consumer) against torch's float64
 autograd of the GeGLU on several shapes, ragged ones included, and that a
 second call gives the same bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
 medians and IQR over interleaved repeats): cuBLAS's bare dh = dy @ Wd GEMM,
@@ -27,7 +28,8 @@ from profiling_guide.measure.timing import device_times  # noqa: E402
 from probe_checks import GUIDE_SHAPE, checked, guide_weights, probe_main  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
-CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, consumers=1),
+CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 128, 64, 1, 6, gu_bufs=1),
+           bp._config(128, 64, 64, 1, 6), bp._config(128, 128, 64, 1, 5, consumers=1, gu_bufs=2),
            bp._config(64, 64, 64, 1, 12)]
 
 
@@ -51,12 +53,14 @@ def check(dtype) -> bool:
 
 
 def sweep_configs():
-    """Tile orders × ring depths at 128×64 tiles of dh per consumer, 64-row tiles, 128 columns, 64-column chunks."""
-    out = [bp._config(128, 64, 64, group_m, stages) for group_m in (1, 2, 4, 8) for stages in (5, 6)]
-    out += [bp._config(64, 64, 64, group_m, stages) for group_m in (1, 4) for stages in (8, 12)]
-    out += [bp._config(64, 128, 64, group_m, 6) for group_m in (1, 4)]
-    return out + [bp._config(128, 128, 64, 8, 3), bp._config(128, 64, 64, 1, 6, sub_n=64),
-                  bp._config(128, 64, 64, 1, 6, consumers=1)]
+    """128×128 tiles of dh holding 1 to 4 of their 32-column chunks of g and u (the ring as deep as fits),
+    tile orders; 128×64 tiles holding theirs whole or one chunk; 64-row tiles; 64-column chunks; one consumer."""
+    c = bp._config
+    out = [c(128, 128, 64, group_m, 5, gu_bufs=2) for group_m in (1, 4, 8)]
+    out += [c(128, 128, 64, 1, 6, gu_bufs=1), c(128, 128, 64, 1, 4, gu_bufs=3), c(128, 128, 64, 1, 3, gu_bufs=4)]
+    out += [c(128, 64, 64, group_m, 6) for group_m in (1, 4)] + [c(128, 64, 64, 1, 8, gu_bufs=1)]
+    out += [c(64, 64, 64, 1, 12), c(64, 128, 64, 1, 6), c(128, 128, 64, 1, 5, sub_n=64, gu_bufs=1)]
+    return out + [c(128, 128, 64, 1, 5, consumers=1, gu_bufs=2)]
 
 
 def timings(repeats: int, sweep: bool) -> dict:
@@ -72,7 +76,8 @@ def timings(repeats: int, sweep: bool) -> dict:
         fns[f"forward {design}{' saving g, u' if save else ''}"] = (
             lambda x, gu, d=design, s=save: geglu(x, wg, wu, design=d, packed_weight=packed, save_gate_up=s))
     fns["forward cublas gate and up GEMMs"] = lambda x, gu: (x @ wg.T, x @ wu.T)
-    configs = sweep_configs() if sweep else [bp.DEFAULT_CONFIG, bp._config(128, 64, 64, 1, 6, consumers=1)]
+    configs = sweep_configs() if sweep else [bp.DEFAULT_CONFIG, bp._config(128, 64, 64, 1, 6),
+                                             bp._config(128, 128, 64, 1, 5, consumers=1, gu_bufs=2)]
     for cfg in configs:
         name = "pingpong " + " ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
         fns[name] = lambda dy, gu, cfg=cfg: geglu_backward(dy, wd, gu, design="pingpong", config=cfg)

@@ -14,34 +14,29 @@ producer, the ring and the turns):
 
 * the **producer** warp streams dy tiles and Wd tiles into the ring;
 * two **consumer** warpgroups take the program's dh tiles in turn. Each one,
-  as it takes a tile, asks the TMA unit for the tile's g and u (into its own
-  shared-memory tiles, on its own mbarrier), then waits for its turn and runs
-  its K loop; the g and u copies arrive meanwhile. Its epilogue, while the
-  other consumer's ``wgmma`` run: the GeGLU's derivative on the fp32 dh tile
-  (``_geglu_grads``, the same formulas as the Triton designs), dg and du
-  written over g and u in shared memory, and TMA stores from there.
+  as it takes a tile, asks the TMA unit for the first ``GU_BUFS`` chunks of
+  the tile's g and u (``SUB_N`` columns each, into its own shared-memory
+  tiles, on its own mbarrier), then waits for its turn and runs its K loop;
+  the copies arrive meanwhile. Its epilogue, while the other consumer's
+  ``wgmma`` run, goes chunk by chunk: the GeGLU's derivative on the chunk of
+  the fp32 dh tile (``_geglu_grads``, the same formulas as the Triton
+  designs), dg and du written over g and u in shared memory, TMA stores from
+  there, and, once those stores have read the chunk's tiles, a copy of a
+  later chunk's g and u into them (a *refill*), which lands while the next
+  chunk is computed.
 
 Wd is read as the down projection stores it (``[dim, hidden]``, N-major):
 ``wgmma`` takes its B operand in either major order, so no transposed copy.
-The epilogue runs in chunks of ``SUB_N`` columns (32 by default), one TMA
-copy each way per chunk: with 64-column chunks the accumulator, g and u of a
-chunk do not fit the consumer's registers beside the rest of the tile, and
-the compiler spills.
 
-Measured the benchmark's way (``scripts/probe_backward.py``, committed as
-``docs/recordings/<gpu>/probe_backward.json``): 0.77× the time of
-``"packed-tma"`` on an H100 and 0.72× on an H200, and still 1.76× and 1.59×
-the time of cuBLAS's bare dh GEMM. Each consumer waits for its previous
-tile's dg and du to leave shared memory before it asks for its next g and
-u, so an SM has at most two tiles of g and u in flight: most of the
-epilogue's traffic still adds to the GEMM's time.
-
-What it does not do: hold a second set of g/u tiles per consumer, to ask
-for the next tile's g and u before this tile's dg and du have left shared
-memory. That was measured slower at the guide's shape (four ring slots
-beside two sets of tiles, against six beside one), and the ring's depth
-matters more here (``scripts/probe_backward.py --sweep`` ranks ring depths and tile
-orders).
+Why 128×128 tiles, and why refills. A 128×128 tile of dh reads a third
+fewer dy and Wd bytes per element than a 128×64 one, and its K loop keeps
+the tensor cores busier, but its g and u take 64 KiB of shared memory per
+consumer: held whole, they leave room for three ring slots only. Holding two
+of its four 32-column chunks at a time and refilling them leaves room for
+five. Measured the benchmark's way on an H100 (``scripts/probe_backward.py
+--sweep``, committed as ``docs/recordings/<gpu>/probe_backward.json``), that
+is the fastest of the configs tried; the chunk width and the number of
+chunks held are the config's ``SUB_N`` and ``GU_BUFS``.
 
 g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
 hanging over column ``hidden`` is clipped at its own half's edge, as in the
@@ -69,7 +64,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from profiling_guide.kernels.geglu_kernels import _on_device
 from profiling_guide.kernels.geglu_pingpong import (
-    CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
     _producer,
     _tile_coordinates,
@@ -81,29 +75,43 @@ from profiling_guide.kernels.geglu_pingpong import (
 )
 
 
-def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32) -> triton.Config:
+# Registers per thread for each consumer warpgroup (setmaxnreg). Eight more than
+# the forward's: a 128×128 fp32 accumulator and a chunk's epilogue need them,
+# and at 232 ptxas spilled. The producer warp's warpgroup gives back what the
+# two consumers take: 2·128·240 + 128·24 is the 12 warps' 168 registers each.
+CONSUMER_REGISTERS = gl.constexpr(240)
+
+
+def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32, gu_bufs=None) -> triton.Config:
+    """A config; ``gu_bufs`` (chunks of g and u held per consumer) defaults to the whole tile's."""
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "NUM_STAGES": stages,
-                          "CONSUMERS": consumers, "SUB_N": sub_n}, num_warps=4)  # fmt: skip
+                          "CONSUMERS": consumers, "SUB_N": sub_n, "GU_BUFS": gu_bufs or bn // sub_n},
+                         num_warps=4)  # fmt: skip
 
 
-# BLOCK_N counts columns of dh. Shared memory in bf16 at 128/64/64: a ring
+# BLOCK_N counts columns of dh. Shared memory in bf16 at 128/128/64: a ring
 # slot holds a dy tile and a Wd tile, 2·BLOCK_K·(BLOCK_M + BLOCK_N) bytes
-# (24 KiB); each consumer holds its tile's g and u, 4·BLOCK_M·BLOCK_N bytes
-# (32 KiB). Six slots and two consumers: 208 KiB of the H100's 227.
-# Measured the benchmark's way on the H100 (scripts/probe_backward.py
-# --sweep): 64 columns of dh per consumer with six slots beat 128 columns
-# with three (125.2 µs against 107.6) and 64-row tiles with up to twelve
-# slots (111.5 at best), and tiles taken along a row of dh (GROUP_M=1) beat
-# grouped orders. Not autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
-DEFAULT_CONFIG = _config(128, 64, 64, 1, stages=6)
+# (32 KiB); each consumer holds GU_BUFS chunks of g and u, 4·BLOCK_M·SUB_N
+# bytes each (16 KiB). Five slots and two consumers holding two chunks each:
+# 224 KiB of the H100's 227. Measured the benchmark's way on the H100
+# (scripts/probe_backward.py --sweep, whose figures the docstring quotes);
+# tiles taken along a row of dh (GROUP_M=1) beat grouped orders. Not
+# autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
+DEFAULT_CONFIG = _config(128, 128, 64, 1, stages=5, gu_bufs=2)
 
 
 def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
-    """The ring slots ``config`` runs with: its NUM_STAGES, or fewer where they and the g/u tiles would not fit."""
+    """The ring slots ``config`` runs with: its NUM_STAGES, or fewer where they and the g/u chunks would not fit."""
     k = config.kwargs
     slot = element_bytes * k["BLOCK_K"] * (k["BLOCK_M"] + k["BLOCK_N"])
-    epilogue = k["CONSUMERS"] * 2 * element_bytes * k["BLOCK_M"] * k["BLOCK_N"]
-    return ring_slots(k["NUM_STAGES"], slot, epilogue, shared_bytes)
+    held = k["CONSUMERS"] * held_chunks(config) * 2 * element_bytes * k["BLOCK_M"] * k["SUB_N"]
+    return ring_slots(k["NUM_STAGES"], slot, held, shared_bytes)
+
+
+def held_chunks(config: triton.Config) -> int:
+    """The chunks of g and u a consumer holds: the config's GU_BUFS, or a whole tile's where that is fewer."""
+    k = config.kwargs
+    return min(k["GU_BUFS"], max(1, k["BLOCK_N"] // k["SUB_N"]))
 
 
 # ---------------------------------------------------------------- device code
@@ -144,22 +152,33 @@ def _epilogue_chunk(dh, g_tile, u_tile, dg_desc, du_desc, off_m, off_n):
 
 
 @gluon.jit
-def _load_gu(g_desc, u_desc, g_tiles, u_tiles, ready, first_chunk, tile_id, M, N,
-             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):  # fmt: skip
-    """Ask the TMA unit for tile ``tile_id``'s g and u, into chunks first_chunk, first_chunk + 1, … on ``ready``."""
-    SUB_N: gl.constexpr = g_desc.block_type.shape[1]
-    CHUNKS: gl.constexpr = BLOCK_N // SUB_N
-    pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    mbarrier.expect(ready, 2 * CHUNKS * g_desc.block_type.nbytes)
-    for c in gl.static_range(CHUNKS):
-        _tma_load(g_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + c * SUB_N], ready, g_tiles.index(first_chunk + c))
-        _tma_load(u_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + c * SUB_N], ready, u_tiles.index(first_chunk + c))
+def _chunk_of(acc, c: gl.constexpr, CHUNKS: gl.constexpr):
+    """Chunk ``c`` of CHUNKS (1, 2 or 4) of the accumulator's columns, by halving: no data moves."""
+    if CHUNKS == 1:
+        chunk = acc
+    elif CHUNKS == 2:
+        lo, hi = _halves(acc)
+        chunk = lo if c == 0 else hi
+    else:
+        left, right = _halves(acc)
+        lo, hi = _halves(left if c < 2 else right)
+        chunk = lo if c % 2 == 0 else hi
+    return chunk
 
 
 @gluon.jit
-def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc, du_desc,
-              M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
+def _load_chunk(g_desc, u_desc, g_tile, u_tile, ready, off_m, off_n):
+    """Ask the TMA unit for the SUB_N-column chunk of g and u at (off_m, off_n), into g_tile and u_tile, on ``ready``."""
+    mbarrier.expect(ready, 2 * g_desc.block_type.nbytes)
+    _tma_load(g_desc, [off_m, off_n], ready, g_tile)
+    _tma_load(u_desc, [off_m, off_n], ready, u_tile)
+
+
+@gluon.jit
+def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
+              du_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+              GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr,
+              GU_BUFS: gl.constexpr):  # fmt: skip
     """One warpgroup: tiles WHICH, WHICH + CONSUMERS, … of this program: g/u copies, K loop, epilogue."""
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])  # fmt: skip
@@ -170,16 +189,21 @@ def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g
     first = gl.program_id(0)
     programs = gl.num_programs(0)
     ready = gu_ready.index(WHICH)
-    base = WHICH * CHUNKS  # this consumer's first g/u chunk
+    base = WHICH * GU_BUFS  # this consumer's first g/u tile
     i = 0  # how many tiles this consumer has taken
     for tile_id in range(first + WHICH * programs, num_tiles, CONSUMERS * programs):
         pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
         step = (tile_id - first) // programs * k_steps
-        # This tile's g and u, copied in while we wait for our turn and run the
-        # K loop. The previous tile's dg and du stores read the same shared
-        # tiles: wait until they have.
+        # This tile's first GU_BUFS chunks of g and u, copied in while we wait for
+        # our turn and run the K loop. The previous tile's dg and du stores read
+        # the same shared tiles: wait until they have.
         tma.store_wait(0)
-        _load_gu(g_desc, u_desc, g_tiles, u_tiles, ready, base, tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        mbarrier.expect(ready, 2 * GU_BUFS * g_desc.block_type.nbytes)
+        for c in gl.static_range(GU_BUFS):
+            _tma_load(g_desc, [off_m, off_n + c * SUB_N], ready, g_tiles.index(base + c))
+            _tma_load(u_desc, [off_m, off_n + c * SUB_N], ready, u_tiles.index(base + c))
         if CONSUMERS == 2:
             mbarrier.wait(turn.index(WHICH), (i & 1) ^ (1 - WHICH))  # see geglu_pingpong._consumer
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
@@ -196,39 +220,35 @@ def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g
         mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES))
 
         mbarrier.wait(ready, i & 1)
+        for c in gl.static_range(CHUNKS):
+            buf = base + c % GU_BUFS
+            if c >= GU_BUFS:  # this chunk's g and u came in as a refill (below): each mbarrier serves one chunk
+                mbarrier.wait(refilled.index(WHICH * CHUNKS + c), i & 1)
+            _epilogue_chunk(_chunk_of(acc, c, CHUNKS), g_tiles.index(buf), u_tiles.index(buf), dg_desc, du_desc,
+                            off_m, off_n + c * SUB_N)  # fmt: skip
+            if c + GU_BUFS < CHUNKS:
+                # refill: once this chunk's dg and du stores have read its tiles, chunk
+                # c + GU_BUFS's g and u go into them, landing while chunk c + 1 is computed
+                tma.store_wait(0)
+                _load_chunk(g_desc, u_desc, g_tiles.index(buf), u_tiles.index(buf),
+                            refilled.index(WHICH * CHUNKS + c + GU_BUFS), off_m, off_n + (c + GU_BUFS) * SUB_N)
         i += 1
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        if CHUNKS == 1:
-            _epilogue_chunk(acc, g_tiles.index(base), u_tiles.index(base), dg_desc, du_desc, off_m, off_n)
-        elif CHUNKS == 2:
-            dh0, dh1 = _halves(acc)
-            _epilogue_chunk(dh0, g_tiles.index(base), u_tiles.index(base), dg_desc, du_desc, off_m, off_n)
-            _epilogue_chunk(dh1, g_tiles.index(base + 1), u_tiles.index(base + 1), dg_desc, du_desc, off_m,
-                            off_n + SUB_N)  # fmt: skip
-        else:
-            left, right = _halves(acc)
-            for c in gl.static_range(4):
-                half = left if c < 2 else right
-                dh_lo, dh_hi = _halves(half)
-                dh = dh_lo if c % 2 == 0 else dh_hi
-                _epilogue_chunk(dh, g_tiles.index(base + c), u_tiles.index(base + c), dg_desc, du_desc, off_m,
-                                off_n + c * SUB_N)  # fmt: skip
     tma.store_wait(0)
 
 
 @gluon.jit
 def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_desc, du_desc, M, N, K,
                                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                                    GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):  # fmt: skip
+                                    GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                                    GU_BUFS: gl.constexpr):  # fmt: skip
     """dg, du ``[M, N]`` from dh = dy[M, K] @ Wd[K, N] and the saved g, u; persistent, ping-pong scheduled."""
     dtype: gl.constexpr = dy_desc.dtype
     CHUNKS: gl.constexpr = BLOCK_N // g_desc.block_type.shape[1]
     dy_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + dy_desc.block_type.shape, dy_desc.layout)
     wd_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + wd_desc.block_type.shape, wd_desc.layout)
-    # per consumer, its tile's g and u in SUB_N-column chunks: consumer c's chunk i is index c·CHUNKS + i
-    g_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * CHUNKS] + g_desc.block_type.shape, g_desc.layout)
-    u_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * CHUNKS] + u_desc.block_type.shape, u_desc.layout)
+    # per consumer, GU_BUFS SUB_N-column tiles of g and of u: consumer c's tile j is index c·GU_BUFS + j
+    g_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * GU_BUFS] + g_desc.block_type.shape, g_desc.layout)
+    u_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * GU_BUFS] + u_desc.block_type.shape, u_desc.layout)
     full = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(NUM_STAGES):
@@ -238,20 +258,24 @@ def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_de
     gu_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
-        mbarrier.init(gu_ready.index(i), count=1)  # consumer i's expect + the TMA's bytes of g and u
+        mbarrier.init(gu_ready.index(i), count=1)  # consumer i's expect + the TMA's bytes of its first chunks
+    # per consumer and chunk of a tile, the mbarrier its refill lands on (chunks past GU_BUFS use theirs)
+    refilled = gl.allocate_shared_memory(gl.int64, [2 * CHUNKS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2 * CHUNKS):
+        mbarrier.init(refilled.index(i), count=1)
     if CONSUMERS == 2:
         gl.warp_specialize([
-            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
-                         du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2)),
-            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
-                         du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2)),
+            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
+                         dg_desc, du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2, GU_BUFS)),
+            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
+                         dg_desc, du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2, GU_BUFS)),
             (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, True)),
         ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
     else:
         gl.warp_specialize([
-            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
-                         du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1)),
+            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
+                         dg_desc, du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1, GU_BUFS)),
             (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, True)),
         ], [1], [PRODUCER_REGISTERS])  # fmt: skip
@@ -283,6 +307,10 @@ def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int,
     if bn // sub_n not in (1, 2, 4) or bn % sub_n:
         raise ValueError(f"the backward's ping-pong kernel runs its epilogue in 1, 2 or 4 chunks of a tile, "
                          f"got BLOCK_N {bn} in chunks of {sub_n}")  # fmt: skip
+    if meta["GU_BUFS"] < 1:
+        raise ValueError(f"the backward's ping-pong kernel holds at least one chunk of g and u per consumer, "
+                         f"got GU_BUFS {meta['GU_BUFS']}")  # fmt: skip
+    meta["GU_BUFS"] = held_chunks(config)
     halves = (gu[:, :N], gu[:, N:], dgu[:, :N], dgu[:, N:])
     args = (descriptor(dy2d, [bm, bk]), descriptor(w_down, [bk, bn]),
             *(descriptor(t, [bm, sub_n]) for t in halves), M, N, K)  # fmt: skip
