@@ -3,15 +3,18 @@
     python scripts/probe_backward.py [--out results.json] [--check-only] [--repeats 7] [--sweep]
 
 First checks ``geglu_backward`` with ``design="pingpong"`` (the default
-config, 128-column tiles holding every chunk or one, 64-column tiles, 64-row
-tiles, one consumer) against torch's float64
+config, 128-column tiles holding two, four or one of their chunks of g and u,
+one consumer, 64-row tiles) against torch's float64
 autograd of the GeGLU on several shapes, ragged ones included, and that a
 second call gives the same bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
 medians and IQR over interleaved repeats): cuBLAS's bare dh = dy @ Wd GEMM,
 ``packed-tma`` and each ping-pong config; and the forward's gate/up kernels a
 training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
-``pingpong``, each with and without g and u saved. Prints one line per step;
-``--out`` writes the timings as JSON, with the GPU, the versions and the method.
+``pingpong``, each with and without g and u saved; and, for each ping-pong
+config, a training step's six kernels with the dh kernel in that config
+(``step_us``): a config that is fastest alone need not be fastest where it
+runs. Prints one line per step; ``--out`` writes the timings as JSON, with
+the GPU, the versions and the method.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from profiling_guide.measure.timing import device_times  # noqa: E402
 from probe_checks import GUIDE_SHAPE, checked, guide_weights, probe_main  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
-CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 8, 3), bp._config(128, 128, 64, 1, 6, gu_bufs=1),
-           bp._config(128, 64, 64, 1, 6), bp._config(128, 128, 64, 1, 5, consumers=1, gu_bufs=2),
+CHECKED = [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 1, 5, gu_bufs=2), bp._config(128, 128, 64, 8, 3),
+           bp._config(128, 128, 64, 1, 6, gu_bufs=1), bp._config(128, 128, 64, 1, 5, consumers=1, gu_bufs=2),
            bp._config(64, 64, 64, 1, 12)]
 
 
@@ -76,23 +79,49 @@ def timings(repeats: int, sweep: bool) -> dict:
         fns[f"forward {design}{' saving g, u' if save else ''}"] = (
             lambda x, gu, d=design, s=save: geglu(x, wg, wu, design=d, packed_weight=packed, save_gate_up=s))
     fns["forward cublas gate and up GEMMs"] = lambda x, gu: (x @ wg.T, x @ wu.T)
-    configs = sweep_configs() if sweep else [bp.DEFAULT_CONFIG, bp._config(128, 64, 64, 1, 6),
-                                             bp._config(128, 128, 64, 1, 5, consumers=1, gu_bufs=2)]
+    configs = sweep_configs() if sweep else [bp.DEFAULT_CONFIG, bp._config(128, 128, 64, 1, 5, gu_bufs=2),
+                                             bp._config(128, 64, 64, 1, 6, consumers=1)]
+    steps = {}  # the same configs where they run: inside a training step's six kernels
     for cfg in configs:
         name = "pingpong " + " ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
         fns[name] = lambda dy, gu, cfg=cfg: geglu_backward(dy, wd, gu, design="pingpong", config=cfg)
-    for fn in fns.values():  # compile and autotune outside the timing
-        fn(*inputs[0])
+        steps[f"step with {name}"] = step_kernels(wg, wu, wd, packed, cfg)
+    step_inputs = [(torch.randn(M, dim, device="cuda", dtype=dt), torch.randn(M, dim, device="cuda", dtype=dt))
+                   for _ in range(5)]  # (x, dy)  # fmt: skip
+    candidates = {**{n: (fn, inputs) for n, fn in fns.items()}, **{n: (fn, step_inputs) for n, fn in steps.items()}}
+    for fn, ins in candidates.values():  # compile and autotune outside the timing
+        fn(*ins[0])
     torch.cuda.synchronize()
-    spreads = device_times({name: (fn, inputs) for name, fn in fns.items()}, repeats=repeats,
-                           progress=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
+    spreads = device_times(candidates, repeats=repeats, progress=lambda line: print(line, file=sys.stderr, flush=True))
     base = spreads["cublas dh GEMM"].median
-    out = {}
+    out, step_out = {}, {}
     for name, s in spreads.items():
+        if name in steps:
+            step_out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3}
+            print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us per step", flush=True)
+            continue
         out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3, "ratio_to_cublas_dh": s.median / base}
         print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us, {s.median / base:.3f}x cuBLAS's bare dh GEMM",
               flush=True)
-    return {"device_us": out}
+    return {"device_us": out, "step_us": step_out}
+
+
+def step_kernels(wg, wu, wd, packed, config):
+    """A training step's six kernels as fused_mlp.GeGLUFunction runs them, with the dh kernel in ``config``.
+
+    A kernel timed alone runs after itself; in a step it runs after the
+    forward and the down GEMM, with what they left in L2 and in DRAM's
+    queues, and the two can rank configs differently.
+    """
+    stacked = torch.cat([wg, wu])  # [2·hidden, dim]: dx = dgu @ stacked
+
+    def step(x, dy):
+        h, gu = geglu(x, wg, wu, design="pingpong", packed_weight=packed, save_gate_up=True)
+        y = h @ wd.T
+        dgu = geglu_backward(dy, wd, gu, design="pingpong", config=config)
+        return y, dgu @ stacked, dy.T @ h, dgu.T @ x
+
+    return step
 
 
 if __name__ == "__main__":

@@ -48,11 +48,11 @@ def test_on_the_cpu_the_backward_keeps_the_forward_s_design():
 
 
 @pytest.mark.parametrize("config,shared,want", [
-    (bp.DEFAULT_CONFIG, H100_SHARED, 5),  # 5 × 32 KiB slots + 2 consumers × 2 chunks × 16 KiB of g and u
+    (bp.DEFAULT_CONFIG, H100_SHARED, 6),  # 6 × 24 KiB slots + 2 consumers × 2 chunks × 16 KiB of g and u
+    (bp._config(128, 128, 64, 1, stages=6, gu_bufs=2), H100_SHARED, 5),  # 32 KiB slots beside 2 of 4 chunks
     (bp._config(128, 128, 64, 8, stages=6), H100_SHARED, 3),  # all 4 chunks held, 64 KiB each: lowered
     (bp._config(128, 128, 64, 1, stages=6, gu_bufs=1), H100_SHARED, 6),  # one chunk held: 6 slots fit
-    (bp.DEFAULT_CONFIG, 166912, 3),  # an A100-sized budget (163 KiB)
-    (bp._config(128, 64, 64, 1, stages=6), H100_SHARED, 6),  # 24 KiB slots beside 2 × 32 KiB
+    (bp.DEFAULT_CONFIG, 166912, 4),  # an A100-sized budget (163 KiB)
     (bp._config(128, 64, 64, 1, stages=6, consumers=1), H100_SHARED, 6),
     (bp._config(128, 64, 64, 1, stages=6, gu_bufs=4), H100_SHARED, 6),  # more chunks than a tile has: its 2
     (bp.DEFAULT_CONFIG, 60000, 2),  # never fewer than two: one loading while one is read
@@ -73,16 +73,16 @@ def test_the_launch_plan_reads_wd_as_stored_and_gu_s_halves_in_chunks():
     rows, dim, hidden = GUIDE
     assert grid == (132,)
     # dy [BLOCK_M, BLOCK_K]; Wd as the down projection stores it, [BLOCK_K, BLOCK_N]; g, u, dg, du in 32-column chunks
-    assert [d.block_shape for d in args[:6]] == [[128, 64], [64, 128]] + [[128, 32]] * 4
+    assert [d.block_shape for d in args[:6]] == [[128, 64], [64, 64]] + [[128, 32]] * 4
     g, u, dg, du = args[2:6]
     assert (g.base.data_ptr(), u.base.data_ptr()) == (gu.data_ptr(), gu.data_ptr() + 2 * hidden)
     assert (dg.base.data_ptr(), du.base.data_ptr()) == (dgu.data_ptr(), dgu.data_ptr() + 2 * hidden)
     assert list(g.shape) == [rows, hidden] and list(g.strides) == [2 * hidden, 1], "a tile is clipped at its own half"
     assert args[6:] == (rows, hidden, dim)
     assert "SUB_N" not in meta, "the chunk width travels in the descriptors' tiles, not as a constant"
-    assert meta["NUM_STAGES"] == 5 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
-    assert meta["GU_BUFS"] == 2, "two of a tile's four chunks of g and u held, the others refilled"
-    assert plan(rows=100)[1][0] == (24,), "fewer tiles than SMs: one program per tile"
+    assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
+    assert meta["GU_BUFS"] == 2, "both of a tile's chunks of g and u held"
+    assert plan(rows=100)[1][0] == (48,), "fewer tiles than SMs: one program per tile"
 
 
 def test_a_config_naming_only_tiles_runs_with_the_backward_s_own_ring_chunks_and_consumers():
@@ -90,12 +90,13 @@ def test_a_config_naming_only_tiles_runs_with_the_backward_s_own_ring_chunks_and
 
     from profiling_guide.kernels.geglu_pingpong import full_config
 
-    tiles_only = triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8)
+    tiles_only = triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8)
     config = full_config(tiles_only, bp.DEFAULT_CONFIG)
-    assert config.kwargs == {**bp.DEFAULT_CONFIG.kwargs, "BLOCK_N": 64, "GROUP_M": 8} and config.num_warps == 4
+    assert config.kwargs == {**bp.DEFAULT_CONFIG.kwargs, "BLOCK_N": 128, "GROUP_M": 8} and config.num_warps == 4
     _, (_, args, meta) = plan(config)
-    assert [d.block_shape for d in args[:6]] == [[128, 64], [64, 64]] + [[128, 32]] * 4
-    assert meta["GU_BUFS"] == 2 and meta["NUM_STAGES"] == 5, "a 64-column tile's 2 chunks, held whole; 5 slots"
+    assert [d.block_shape for d in args[:6]] == [[128, 64], [64, 128]] + [[128, 32]] * 4
+    assert meta["GU_BUFS"] == 2, "the default's 2 chunks held, of the 128-column tile's 4"
+    assert meta["NUM_STAGES"] == 5, "the default 6 slots of 32 KiB do not fit beside them: lowered"
 
 
 def test_a_config_holding_no_chunk_of_g_and_u_is_refused():
@@ -123,9 +124,9 @@ if INTERPRETED:
 
 @pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
 @pytest.mark.parametrize("config,consumers,warps,width,refills", [
-    (bp.DEFAULT_CONFIG, 2, 12, 128, 2),  # 128-column tiles, 2 of 4 chunks held, 2 refilled
-    (bp._config(128, 128, 64, 1, stages=5, consumers=1, gu_bufs=2), 1, 8, 128, 2),
-    (bp._config(128, 64, 64, 1, stages=6), 2, 12, 64, 0),  # 64-column tiles, both chunks held
+    (bp.DEFAULT_CONFIG, 2, 12, 64, 0),  # 64-column tiles, both chunks held
+    (bp._config(128, 64, 64, 1, stages=6, consumers=1), 1, 8, 64, 0),
+    (bp._config(128, 128, 64, 1, stages=5, gu_bufs=2), 2, 12, 128, 2),  # 128-column tiles, 2 of 4 chunks held, 2 refilled
 ])  # fmt: skip
 def test_the_kernel_compiles_for_an_h100_with_its_partitions_in_its_shared_memory_and_registers(
         config, consumers, warps, width, refills, tmp_path):  # fmt: skip

@@ -28,15 +28,17 @@ producer, the ring and the turns):
 Wd is read as the down projection stores it (``[dim, hidden]``, N-major):
 ``wgmma`` takes its B operand in either major order, so no transposed copy.
 
-Why 128×128 tiles, and why refills. A 128×128 tile of dh reads a third
-fewer dy and Wd bytes per element than a 128×64 one, and its K loop keeps
-the tensor cores busier, but its g and u take 64 KiB of shared memory per
-consumer: held whole, they leave room for three ring slots only. Holding two
-of its four 32-column chunks at a time and refilling them leaves room for
-five. Measured the benchmark's way on an H100 (``scripts/probe_backward.py
---sweep``, committed as ``docs/recordings/<gpu>/probe_backward.json``), that
-is the fastest of the configs tried; the chunk width and the number of
-chunks held are the config's ``SUB_N`` and ``GU_BUFS``.
+Tiles, held chunks and where a config is timed. A 128×128 tile of dh reads
+a third fewer dy and Wd bytes per element than a 128×64 one, but its g and u
+take 64 KiB of shared memory per consumer, which leaves room for three ring
+slots. Holding two of its
+four 32-column chunks at a time and refilling the others (``GU_BUFS=2``)
+leaves room for five, and timed alone that config beats 128×64 tiles holding
+both of theirs: 99.0 against 107.6 µs on an H100. Inside a training step,
+after the forward and the down GEMM, it loses: 547.5 against 539.0 µs per
+step. The default is the config that is fastest where it runs
+(``scripts/probe_backward.py --sweep`` times every config both ways; its
+last run on each GPU is committed as ``docs/recordings/<gpu>/probe_backward.json``).
 
 g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
 hanging over column ``hidden`` is clipped at its own half's edge, as in the
@@ -89,15 +91,14 @@ def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32, gu_bufs=None) ->
                          num_warps=4)  # fmt: skip
 
 
-# BLOCK_N counts columns of dh. Shared memory in bf16 at 128/128/64: a ring
+# BLOCK_N counts columns of dh. Shared memory in bf16 at 128/64/64: a ring
 # slot holds a dy tile and a Wd tile, 2·BLOCK_K·(BLOCK_M + BLOCK_N) bytes
-# (32 KiB); each consumer holds GU_BUFS chunks of g and u, 4·BLOCK_M·SUB_N
-# bytes each (16 KiB). Five slots and two consumers holding two chunks each:
-# 224 KiB of the H100's 227. Measured the benchmark's way on the H100
-# (scripts/probe_backward.py --sweep, whose figures the docstring quotes);
-# tiles taken along a row of dh (GROUP_M=1) beat grouped orders. Not
-# autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
-DEFAULT_CONFIG = _config(128, 128, 64, 1, stages=5, gu_bufs=2)
+# (24 KiB); each consumer holds GU_BUFS chunks of g and u, 4·BLOCK_M·SUB_N
+# bytes each (16 KiB), here both of a tile's. Six slots and two consumers: 208
+# KiB of the H100's 227. Chosen by the training step's time, not the kernel's
+# alone (the docstring says why); tiles taken along a row of dh (GROUP_M=1)
+# beat grouped orders. Not autotuned, for the reason geglu_pingpong.DEFAULT_CONFIG gives.
+DEFAULT_CONFIG = _config(128, 64, 64, 1, stages=6)
 
 
 def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int) -> int:
