@@ -422,6 +422,14 @@ Facts(*sentences)
 # slower on the H100: shared memory holds either those tiles or a deeper
 # ring of dy and Wd, and the ring's depth mattered more.
 #
+# Where a kernel is timed matters as much as how. 128×128 tiles of dh,
+# holding two of their four chunks of g and u and refilling them in the
+# epilogue, beat the 128×64 tiles this step runs when each is timed alone,
+# and lose inside the step, after the forward and the down GEMM
+# (``probe_backward.json``'s ``step_us``: 545.2 against 537.6 µs per step on
+# the H100, 531.1 against 528.2 on the H200). The kernel runs in the step,
+# so its config is the step's fastest.
+#
 # **The forward's gate/up kernel** is the ping-pong design of chapter 6,
 # storing g and u beside h, so its epilogue runs under the other consumer's
 # MMAs here too. How it stores them mattered more than anything else in
@@ -431,8 +439,9 @@ Facts(*sentences)
 # the time, against 87 % for h alone; straight from the accumulator's registers, the stores
 # do not coalesce (each thread holds two-byte pieces of many rows). The
 # kernel has the compiler regroup g and u into rows, 16 bytes per
-# thread, and stores them from registers: 126 µs, against 136 µs for
-# ``"packed-tma"`` storing the same, and 106 µs for h alone (the committed
+# thread, and stores them from registers, marked streaming (``.cs``: nothing
+# reads them before the backward): 124 µs on the H100, against 137 µs for
+# ``"packed-tma"`` storing the same, and 108 µs for h alone (the committed
 # ``probe_backward.json``).
 
 

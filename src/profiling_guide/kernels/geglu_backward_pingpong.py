@@ -34,9 +34,10 @@ take 64 KiB of shared memory per consumer, which leaves room for three ring
 slots. Holding two of its
 four 32-column chunks at a time and refilling the others (``GU_BUFS=2``)
 leaves room for five, and timed alone that config beats 128×64 tiles holding
-both of theirs: 99.0 against 107.6 µs on an H100. Inside a training step,
-after the forward and the down GEMM, it loses: 547.5 against 539.0 µs per
-step. The default is the config that is fastest where it runs
+both of theirs: 98.8 against 107.6 µs on an H100, 90.0 against 97.3 on an
+H200. Inside a training step's six kernels, after the forward and the down
+GEMM, it loses: 545.2 against 537.6 µs per step on the H100, 531.1 against
+528.2 on the H200. The default is the config that is fastest where it runs
 (``scripts/probe_backward.py --sweep`` times every config both ways; its
 last run on each GPU is committed as ``docs/recordings/<gpu>/probe_backward.json``).
 
