@@ -27,19 +27,33 @@ producer, the ring and the turns):
 
 Wd is read as the down projection stores it (``[dim, hidden]``, N-major):
 ``wgmma`` takes its B operand in either major order, so no transposed copy.
+The epilogue runs in chunks of ``SUB_N`` columns (32 by default), one TMA
+copy each way per chunk: with 64-column chunks the accumulator, g and u of a
+chunk do not fit the consumer's registers beside the rest of the tile, and
+the compiler spills.
 
-Tiles, held chunks and where a config is timed. A 128×128 tile of dh reads
+Measured the benchmark's way (``scripts/probe_backward.py``, committed as
+``docs/recordings/<gpu>/probe_backward.json``): 0.77× the time of
+``"packed-tma"`` on an H100 and 0.75× on an H200, and still 1.75× and 1.62×
+the time of cuBLAS's bare dh GEMM. Each consumer waits for its previous
+tile's dg and du to leave shared memory before it asks for its next g and
+u, so an SM has at most two tiles of g and u in flight: most of the
+epilogue's traffic still adds to the GEMM's time. Holding a second set of
+g/u tiles per consumer, to ask for the next tile's g and u before this
+tile's dg and du have left shared memory, was measured slower at the guide's
+shape (four ring slots beside two sets of tiles, against six beside one).
+
+Tiles, held chunks, and where a config is timed. A 128×128 tile of dh reads
 a third fewer dy and Wd bytes per element than a 128×64 one, but its g and u
 take 64 KiB of shared memory per consumer, which leaves room for three ring
-slots. Holding two of its
-four 32-column chunks at a time and refilling the others (``GU_BUFS=2``)
-leaves room for five, and timed alone that config beats 128×64 tiles holding
-both of theirs: 98.8 against 107.6 µs on an H100, 90.0 against 97.3 on an
-H200. Inside a training step's six kernels, after the forward and the down
-GEMM, it loses: 545.2 against 537.6 µs per step on the H100, 531.1 against
-528.2 on the H200. The default is the config that is fastest where it runs
-(``scripts/probe_backward.py --sweep`` times every config both ways; its
-last run on each GPU is committed as ``docs/recordings/<gpu>/probe_backward.json``).
+slots. Holding two of its four chunks at a time and refilling the others
+(``GU_BUFS=2``) leaves room for five, and timed alone that config beats
+128×64 tiles holding both of theirs: 98.8 against 107.6 µs on an H100, 90.0
+against 97.3 on an H200. Inside a training step's six kernels, after the
+forward and the down GEMM, it loses: 545.2 against 537.6 µs per step on the
+H100, 531.1 against 528.2 on the H200. The default is the config that is
+fastest where it runs (``scripts/probe_backward.py --sweep`` times every
+config both ways).
 
 g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
 hanging over column ``hidden`` is clipped at its own half's edge, as in the
