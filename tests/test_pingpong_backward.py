@@ -147,3 +147,18 @@ def test_the_kernel_compiles_for_an_h100_with_its_partitions_in_its_shared_memor
     assert consumers == 1 or re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+240;", ptx)
     report = ptxas_report(ptx, tmp_path)
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", report), report
+
+
+def test_every_config_the_probe_checks_or_sweeps_runs_as_its_name_says_on_an_h100():
+    # the probe names each timing by its config's constants: a ring lowered to fit, or fewer
+    # chunks held than asked, would time something other than what the name says
+    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    import probe_backward
+
+    configs = probe_backward.CHECKED + probe_backward.sweep_configs()
+    assert bp.DEFAULT_CONFIG in configs
+    for config in configs:
+        _, (_, _, meta) = plan(config)
+        assert (meta["NUM_STAGES"], meta["GU_BUFS"]) == (config.kwargs["NUM_STAGES"], config.kwargs["GU_BUFS"]), config
