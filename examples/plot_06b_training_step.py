@@ -337,8 +337,8 @@ tables.styled(pd.DataFrame([
 # Eager keeps g, u, gelu(g) and h: four ``[rows, hidden]`` bf16 tensors.
 # Ours keeps ``[g | u]`` and h (three), the same bytes as compile and Liger,
 # which recompute gelu(g) in their backward. Every step does nine GEMMs'
-# worth of FLOPs. The issue's target for ours is at most 1.05× the nine
-# bare GEMMs; it is a target, and the verdict says whether it held here.
+# worth of FLOPs. Our target is at most 1.05× the time of the nine bare
+# GEMMs; it is a target, and the verdict says whether it held here.
 
 from profiling_guide.analysis import checks, expect
 
