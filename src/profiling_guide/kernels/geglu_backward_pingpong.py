@@ -102,7 +102,8 @@ CONSUMER_REGISTERS = gl.constexpr(240)
 def _config(bm, bn, bk, group_m, stages, consumers=2, sub_n=32, gu_bufs=None) -> triton.Config:
     """A config; ``gu_bufs`` (chunks of g and u held per consumer) defaults to the whole tile's."""
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "NUM_STAGES": stages,
-                          "CONSUMERS": consumers, "SUB_N": sub_n, "GU_BUFS": gu_bufs or bn // sub_n},
+                          "CONSUMERS": consumers, "SUB_N": sub_n,
+                          "GU_BUFS": bn // sub_n if gu_bufs is None else gu_bufs},
                          num_warps=4)  # fmt: skip
 
 
@@ -183,11 +184,16 @@ def _chunk_of(acc, c: gl.constexpr, CHUNKS: gl.constexpr):
 
 
 @gluon.jit
-def _load_chunk(g_desc, u_desc, g_tile, u_tile, ready, off_m, off_n):
-    """Ask the TMA unit for the SUB_N-column chunk of g and u at (off_m, off_n), into g_tile and u_tile, on ``ready``."""
-    mbarrier.expect(ready, 2 * g_desc.block_type.nbytes)
-    _tma_load(g_desc, [off_m, off_n], ready, g_tile)
-    _tma_load(u_desc, [off_m, off_n], ready, u_tile)
+def _load_chunks(g_desc, u_desc, g_tiles, u_tiles, first, ready, off_m, off_n, COUNT: gl.constexpr):
+    """Ask the TMA unit for COUNT SUB_N-column chunks of g and u from (off_m, off_n) on, into tiles first, first + 1, …
+
+    One ``expect`` for all of them: ``ready`` completes when every chunk has landed.
+    """
+    SUB_N: gl.constexpr = g_desc.block_type.shape[1]
+    mbarrier.expect(ready, 2 * COUNT * g_desc.block_type.nbytes)
+    for c in gl.static_range(COUNT):
+        _tma_load(g_desc, [off_m, off_n + c * SUB_N], ready, g_tiles.index(first + c))
+        _tma_load(u_desc, [off_m, off_n + c * SUB_N], ready, u_tiles.index(first + c))
 
 
 @gluon.jit
@@ -216,10 +222,7 @@ def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, 
         # our turn and run the K loop. The previous tile's dg and du stores read
         # the same shared tiles: wait until they have.
         tma.store_wait(0)
-        mbarrier.expect(ready, 2 * GU_BUFS * g_desc.block_type.nbytes)
-        for c in gl.static_range(GU_BUFS):
-            _tma_load(g_desc, [off_m, off_n + c * SUB_N], ready, g_tiles.index(base + c))
-            _tma_load(u_desc, [off_m, off_n + c * SUB_N], ready, u_tiles.index(base + c))
+        _load_chunks(g_desc, u_desc, g_tiles, u_tiles, base, ready, off_m, off_n, GU_BUFS)
         if CONSUMERS == 2:
             mbarrier.wait(turn.index(WHICH), (i & 1) ^ (1 - WHICH))  # see geglu_pingpong._consumer
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
@@ -246,8 +249,8 @@ def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, 
                 # refill: once this chunk's dg and du stores have read its tiles, chunk
                 # c + GU_BUFS's g and u go into them, landing while chunk c + 1 is computed
                 tma.store_wait(0)
-                _load_chunk(g_desc, u_desc, g_tiles.index(buf), u_tiles.index(buf),
-                            refilled.index(WHICH * CHUNKS + c + GU_BUFS), off_m, off_n + (c + GU_BUFS) * SUB_N)
+                _load_chunks(g_desc, u_desc, g_tiles, u_tiles, buf, refilled.index(WHICH * CHUNKS + c + GU_BUFS),
+                             off_m, off_n + (c + GU_BUFS) * SUB_N, 1)
         i += 1
     tma.store_wait(0)
 
