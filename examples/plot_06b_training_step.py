@@ -159,6 +159,41 @@ tables.styled(step_table, precision=3,
               caption=f"cuBLAS's nine GEMMs alone: {spread_cell(floor)} µs per step")
 
 # %%
+# At the power limit
+# ------------------
+# After the timing, each variant's timing loop and the floor's ran again,
+# over and over for a second and a half, while ``nvidia-smi`` sampled the GPU's SM clock, its
+# power draw and the reasons the driver gives for holding the clock below
+# its maximum (:mod:`~profiling_guide.measure.clocks`; a trace records
+# times, not clocks). Where the reason reads *software power cap*, the
+# loop drew the GPU to its power limit and the driver lowered the clock
+# for every kernel in it: a kernel that waits on its tensor cores slows with
+# the clock, one that waits on memory hardly does, and the table's times
+# are those of a slower GPU than its datasheet's. The timing loop sleeps
+# between rounds (the sleep that lets the host queue a round), so it draws
+# less than a training loop with no pauses would: the figures below are
+# what these times were taken at, not what every loop runs at.
+
+clocks = result.get("clocks", {})
+clock_table = pd.DataFrame([
+    {
+        "step": name,
+        "SM clock, median MHz": c["sm_mhz"],
+        "GPU's maximum MHz": c["max_sm_mhz"],
+        "power draw, median W": c["power_w"],
+        "power limit W": c["power_limit_w"],
+        "clock held down by (share of samples)":
+            [f"{why} {share:.0%}" for why, share in c["reasons"].items()] or ["nothing"],
+    }
+    for name, c in clocks.items()
+], columns=["step", "SM clock, median MHz", "GPU's maximum MHz", "power draw, median W",
+            "power limit W", "clock held down by (share of samples)"]).set_index("step")
+not_sampled = result["notes"].get("clocks", "no readings")
+tables.styled(clock_table, precision=0,
+              caption="nvidia-smi every 20 ms, while each timing loop ran again" if clocks
+              else f"Clocks not sampled in this run: {not_sampled}")
+
+# %%
 # Where a step's device time goes: forward, backward
 # --------------------------------------------------
 # The profiler puts every backward op under
@@ -426,9 +461,11 @@ Facts(*sentences)
 # holding two of their four chunks of g and u and refilling them in the
 # epilogue, beat the 128×64 tiles this step runs when each is timed alone,
 # and lose inside the step, after the forward and the down GEMM
-# (``probe_backward.json``'s ``step_us``: 545.2 against 537.6 µs per step on
-# the H100, 531.1 against 528.2 on the H200). The kernel runs in the step,
-# so its config is the step's fastest.
+# (``probe_backward.json``'s ``step_us``: 540.8 against 529.6 µs per step on
+# the H100, 520.1 against 515.8 on the H200). Not because the step runs at a
+# lower clock: the probe sampled 1980 MHz, the GPUs' maximum, for both
+# configs, alone and in the step, on both GPUs (its ``clocks``). The kernel runs in
+# the step, so its config is the step's fastest.
 #
 # **The forward's gate/up kernel** is the ping-pong design of chapter 6,
 # storing g and u beside h, so its epilogue runs under the other consumer's
@@ -440,7 +477,7 @@ Facts(*sentences)
 # do not coalesce (each thread holds two-byte pieces of many rows). The
 # kernel has the compiler regroup g and u into rows, 16 bytes per
 # thread, and stores them from registers, marked streaming (``.cs``: nothing
-# reads them before the backward): 124 µs on the H100, against 137 µs for
+# reads them before the backward): 122 µs on the H100, against 136 µs for
 # ``"packed-tma"`` storing the same, and 108 µs for h alone (the committed
 # ``probe_backward.json``).
 

@@ -25,6 +25,13 @@ after warm-up: ``saved_mb``, what the forward leaves allocated for the
 backward (allocated after the forward, less before it, less the output y),
 and ``peak_mb``, the step's peak above what was allocated when it began (the
 gradients included).
+
+**Clocks** (``clocks``): after the timing, each variant's timing loop and
+the floor's run again, over and over for a second and a half, while ``nvidia-smi``
+samples the SM clock, the power draw and why the clock was held down
+(:mod:`~profiling_guide.measure.clocks`). A step of dense GEMMs can draw the
+GPU to its power limit; the driver then lowers the SM clock for every kernel
+of the step, and a kernel's time in the step is not its time alone.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from profiling_guide.errors import GuideError
 from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
 from profiling_guide.measure.bench_mlp import DTYPE, _rel_error, build_variant
 from profiling_guide.measure.capture import median_rotating_us, require_cuda_memory
+from profiling_guide.measure.clocks import clocks_while, describe
 from profiling_guide.measure.timing import REPEATS, Spread
 
 STEP_VARIANTS = ("eager", "compile", "liger", "fused")
@@ -169,7 +177,7 @@ def measure_training_step(
     result: dict = {
         "shape": {"batch": batch, "seq": seq, "rows": rows, "dim": dim, "hidden": hidden, "dtype": "bfloat16"},
         "flops": 3 * mlp_flops(rows, dim, hidden),
-        "variants_us": {}, "memory": {}, "max_rel_error": {}, "errors": {}, "wrong": [], "notes": {},
+        "variants_us": {}, "memory": {}, "max_rel_error": {}, "errors": {}, "wrong": [], "notes": {}, "clocks": {},
         "timing": {"method": "device time per training step (forward + backward, no optimizer), queue kept full, "
                              "rotating inputs", "rounds": rounds, "repeats": repeats, "inputs": n_inputs},
     }  # fmt: skip
@@ -212,6 +220,14 @@ def measure_training_step(
         else:
             result["variants_us"][name] = spread.to_dict()
         progress(f"  {name}: {spread:.1f} µs device time per step")
+    for name, fn in ready.items():
+        # the clocks of the timing loop itself: a bare loop of steps keeps the GPU busier than it did
+        summary = clocks_while(lambda fn=fn: median_rotating_us(fn, inputs, rounds=rounds), batch=1)
+        if summary is None:
+            result["notes"]["clocks"] = "not sampled: nvidia-smi is not on the PATH or gave no reading"
+            break
+        result["clocks"][name] = summary
+        progress(f"  {name}: {describe(summary)}")
     floor = result["nine_gemms_us"]["median"]
     result["ratio_to_nine_gemms"] = {k: round(v["median"] / floor, 4) for k, v in result["variants_us"].items()}
     del ready
@@ -231,17 +247,30 @@ def run_training_step(*args, **kwargs) -> dict:
 
 
 def format_training_step(result: dict) -> str:
-    """The training-step benchmark as a plain-text table (the CLI prints it)."""
+    """The training-step benchmark as a plain-text table (the CLI prints it), with the clocks where sampled."""
     floor = result.get("nine_gemms_us")
-    lines = [f"{'training step':<24}{'device µs (IQR)':>26}{'× nine GEMMs':>14}{'saved MB':>10}{'peak MB':>10}"]
+    clocks = result.get("clocks", {})
+
+    def clock_cells(name):
+        c = clocks.get(name)
+        return f"{c['sm_mhz']:>8.0f}{c['power_w']:>7.0f}" if c else f"{'':>8}{'':>7}"
+
+    lines = [f"{'training step':<24}{'device µs (IQR)':>26}{'× nine GEMMs':>14}{'saved MB':>10}{'peak MB':>10}"
+             + (f"{'SM MHz':>8}{'W':>7}" if clocks else "")]  # fmt: skip
     if floor:
-        lines.append(f"{NINE_GEMMS:<24}{_cell(floor):>26}{1.0:>14.3f}{'':>10}{'':>10}")
+        lines.append(f"{NINE_GEMMS:<24}{_cell(floor):>26}{1.0:>14.3f}{'':>10}{'':>10}"
+                     + (clock_cells(NINE_GEMMS) if clocks else ""))  # fmt: skip
     for name, spread in result["variants_us"].items():
         mem = result["memory"].get(name, {})
         lines.append(f"{name:<24}{_cell(spread):>26}{result['ratio_to_nine_gemms'][name]:>14.3f}"
-                     f"{mem.get('saved_mb', float('nan')):>10.0f}{mem.get('peak_mb', float('nan')):>10.0f}")  # fmt: skip
+                     f"{mem.get('saved_mb', float('nan')):>10.0f}{mem.get('peak_mb', float('nan')):>10.0f}"
+                     + (clock_cells(name) if clocks else ""))  # fmt: skip
     for name, error in result["errors"].items():
         lines.append(f"{name:<24}{error}")
+    if clocks:
+        c = next(iter(clocks.values()))
+        lines.append(f"SM MHz, W: medians while each timing loop ran again (nvidia-smi; the GPU's maximum "
+                     f"{c['max_sm_mhz']:.0f} MHz, limit {c['power_limit_w']:.0f} W)")  # fmt: skip
     return "\n".join(lines)
 
 
