@@ -13,8 +13,12 @@ training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
 ``pingpong``, each with and without g and u saved; and, for each ping-pong
 config, a training step's six kernels with the dh kernel in that config
 (``step_us``): a config that is fastest alone need not be fastest where it
-runs. Prints one line per step; ``--out`` writes the timings as JSON, with
-the GPU, the versions and the method.
+runs. Last, the clocks (``clocks``): cuBLAS's dh GEMM, the default config and
+128×128 tiles holding two chunks, each alone and inside the step, timed over
+and over the benchmark's way while ``nvidia-smi`` samples the SM clock, the power draw and what held
+the clock down (:mod:`profiling_guide.measure.clocks`). Prints one line per
+step; ``--out`` writes the timings as JSON, with the GPU, the versions and the
+method.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ sys.path.insert(0, "src")
 from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
 from profiling_guide.kernels.fused_mlp import geglu, max_rel_error  # noqa: E402
 from profiling_guide.kernels.geglu_backward import geglu_backward, reference_grads  # noqa: E402
+from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
+from profiling_guide.measure.clocks import clocks_while, describe  # noqa: E402
 from profiling_guide.measure.timing import device_times  # noqa: E402
 from probe_checks import GUIDE_SHAPE, checked, guide_weights, probe_main  # noqa: E402
 
@@ -83,7 +89,7 @@ def timings(repeats: int, sweep: bool) -> dict:
                                              bp._config(128, 64, 64, 1, 6, consumers=1)]
     steps = {}  # the same configs where they run: inside a training step's six kernels
     for cfg in configs:
-        name = "pingpong " + " ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
+        name = config_name(cfg)
         fns[name] = lambda dy, gu, cfg=cfg: geglu_backward(dy, wd, gu, design="pingpong", config=cfg)
         steps[f"step with {name}"] = step_kernels(wg, wu, wd, packed, cfg)
     step_inputs = [(torch.randn(M, dim, device="cuda", dtype=dt), torch.randn(M, dim, device="cuda", dtype=dt))
@@ -103,7 +109,21 @@ def timings(repeats: int, sweep: bool) -> dict:
         out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3, "ratio_to_cublas_dh": s.median / base}
         print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us, {s.median / base:.3f}x cuBLAS's bare dh GEMM",
               flush=True)
-    return {"device_us": out, "step_us": step_out}
+    # The clocks each ran at, alone and in the step: the step runs at the power limit (docstring)
+    clocks = {}
+    wide = config_name(bp._config(128, 128, 64, 1, 5, gu_bufs=2))
+    for name in ("cublas dh GEMM", config_name(bp.DEFAULT_CONFIG), wide,
+                 f"step with {config_name(bp.DEFAULT_CONFIG)}", f"step with {wide}"):
+        if name in candidates:
+            fn, ins = candidates[name]
+            clocks[name] = clocks_while(lambda fn=fn, ins=ins: median_rotating_us(fn, ins, rounds=5), batch=1)
+            print(f"{name}: {describe(clocks[name])}", flush=True)
+    return {"device_us": out, "step_us": step_out, "clocks": clocks}
+
+
+def config_name(cfg) -> str:
+    """How the timings name a ping-pong config: ``pingpong BLOCK_M=128 …``."""
+    return "pingpong " + " ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
 
 
 def step_kernels(wg, wu, wd, packed, config):

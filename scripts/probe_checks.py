@@ -51,8 +51,12 @@ def guide_weights(dtype=torch.bfloat16):
     return wg, wu, wd, pack_gate_up(wg, wu)
 
 
-def probe_main(doc: str, check: Callable[[torch.dtype], bool], timings: Callable[[int, bool], dict]) -> int:
+def probe_main(doc: str, check: Callable[[torch.dtype], bool], timings: Callable[..., dict],
+               flags: dict[str, str] | None = None) -> int:  # fmt: skip
     """The probes' command line: ``check`` in bf16 and fp16 on a Hopper GPU, then ``timings(repeats, sweep)``.
+
+    ``flags`` (name → help) are a probe's own on/off options: each is passed
+    to ``timings`` as a keyword argument.
 
     ``--out`` gets the timings' dict with the GPU, the guide's shape, the
     software versions, the method and the date beside it, written whole or
@@ -64,6 +68,8 @@ def probe_main(doc: str, check: Callable[[torch.dtype], bool], timings: Callable
     parser.add_argument("--sweep", action="store_true", help="time a sweep of tile configs, not only the default")
     parser.add_argument("--repeats", type=positive_int_for("--repeats"), default=7,
                         help="interleaved timing repeats behind each median and IQR (default 7)")
+    for name, text in (flags or {}).items():
+        parser.add_argument(f"--{name}", action="store_true", help=text)
     args = parser.parse_args()
     try:
         if args.out:  # before any GPU work: a path that cannot be written fails now, not after the run
@@ -84,7 +90,7 @@ def probe_main(doc: str, check: Callable[[torch.dtype], bool], timings: Callable
     result = {"gpu": torch.cuda.get_device_name(), "shape": {"rows": rows, "dim": dim, "hidden": hidden},
               "versions": {"torch": torch.__version__, "triton": triton.__version__},
               "method": METHOD.format(repeats=args.repeats), "date": time.strftime("%Y-%m-%d"),
-              **timings(args.repeats, args.sweep)}  # fmt: skip
+              **timings(args.repeats, args.sweep, **{name: getattr(args, name) for name in flags or {}})}  # fmt: skip
     if args.out:
         write_json_atomic(args.out, result)
     return 0

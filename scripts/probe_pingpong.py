@@ -1,6 +1,6 @@
 """Probe: the Gluon ping-pong gate/up kernel against packed-tma and cuBLAS, on a Hopper GPU.
 
-    python scripts/probe_pingpong.py [--out results.json] [--check-only] [--repeats 7] [--sweep]
+    python scripts/probe_pingpong.py [--out results.json] [--check-only] [--repeats 7] [--sweep] [--quack]
 
 First checks the default config, a 64-row one and a one-consumer one against
 a float64 reference on several shapes, ragged ones included (and that a
@@ -9,7 +9,13 @@ Then times, the benchmark's way (queue kept full, 10 rotating inputs, medians
 and IQR over interleaved repeats): cuBLAS's gate and up GEMMs alone,
 ``packed-tma`` and each ping-pong config, and the whole MLP's forward: cuBLAS's
 three GEMMs alone, ours with ``packed-tma`` and with ``pingpong``, each with
-cuBLAS's down GEMM. Prints one line per step on the console.
+cuBLAS's down GEMM. With ``--quack``, also quack-kernels' gated GEMM (the
+anchor, CuTe DSL: ``probe_gate_up.py`` says how to install it) in the same
+run, with clusters of two CTAs (``c2x1``: CUTLASS's Hopper mainloop
+multicasts the tiles both CTAs read) and without (``c1x1``), and the fastest
+of them with cuBLAS's down GEMM: what the clusters are worth, which a Gluon
+kernel on Triton 3.6 cannot use (its Hopper TMA copies take no multicast).
+Prints one line per step on the console.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from profiling_guide.kernels.geglu_kernels import geglu_packed_tma  # noqa: E402
 from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
 from profiling_guide.measure.timing import device_times  # noqa: E402
 from probe_checks import GUIDE_SHAPE, checked, guide_weights, probe_main  # noqa: E402
+from probe_gate_up import quack_candidates  # noqa: E402
 
 SHAPES = [(8192, 768, 3072), (1000, 768, 3072), (257, 264, 520), (4096, 4096, 11008), (77, 64, 8), (130, 200, 136)]
 
@@ -58,7 +65,7 @@ def sweep_configs():
     return out
 
 
-def timings(repeats: int, sweep: bool) -> dict:
+def timings(repeats: int, sweep: bool, quack: bool = False) -> dict:
     dt = torch.bfloat16
     M, dim, hidden = GUIDE_SHAPE
     wg, wu, wd, packed = guide_weights(dt)
@@ -89,6 +96,14 @@ def timings(repeats: int, sweep: bool) -> dict:
     if ranked:
         cands[f"mlp pingpong {best.kwargs} + cublas down"] = (
             lambda x: F.linear(gp.geglu_pingpong(x, packed, config=best), wd), xs)
+    if quack:
+        anchors = {name: run for name, run in quack_candidates(packed, hidden).items()
+                   if name in QUACK_PINS and _runs(run, xs[0][0], wg, wu)}  # fmt: skip
+        for name, run in anchors.items():
+            cands[name] = (run, xs)
+        if anchors:
+            fastest = min(anchors, key=lambda n: median_rotating_us(anchors[n], xs, rounds=5))
+            cands[f"mlp {fastest} + cublas down"] = (lambda x, run=anchors[fastest]: F.linear(run(x), wd), xs)
     spreads = device_times(cands, repeats=repeats)
     base = spreads["cublas gate+up alone"].median
     mlp = spreads["mlp cublas 3 GEMMs alone"].median
@@ -99,5 +114,21 @@ def timings(repeats: int, sweep: bool) -> dict:
             "sweep": [{"config": cfg.kwargs, "quick_us": round(t, 2)} for t, cfg in ranked]}
 
 
+# quack's ping-pong kernel at its two tile widths, each with and without a cluster of two CTAs
+QUACK_PINS = ("quack 128x192 pp c2x1", "quack 128x192 pp c1x1", "quack 128x128 pp c2x1", "quack 128x128 pp c1x1")
+
+
+def _runs(run, x, wg, wu) -> bool:
+    """Whether quack's kernel ``run`` compiles here and gives h within the ping-pong's accuracy bound; one line printed."""
+    try:
+        err = max_rel_error(run(x), reference_h(x, wg, wu))
+    except Exception as exc:  # noqa: BLE001  (an anchor that does not build is reported and left out)
+        print(f"quack: left out, {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+        return False
+    print(f"quack: max rel error {err:.1e}", flush=True)
+    return err <= 1e-2
+
+
 if __name__ == "__main__":
-    sys.exit(probe_main(__doc__, check, timings))
+    sys.exit(probe_main(__doc__, check, timings,
+                        flags={"quack": "also time quack-kernels' gated GEMM with and without 2-CTA clusters"}))
