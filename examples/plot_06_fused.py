@@ -508,7 +508,9 @@ facts.fused_kernels(work, times[ours])
 # shapes and ring depths the benchmark's way on your GPU, and
 # ``scripts/probe_gate_up.py --quack --mlp`` times a CUTLASS-style ping-pong
 # gated GEMM from `quack-kernels <https://github.com/Dao-AILab/quack>`_
-# beside ours; the README lists their flags.
+# beside ours, and ``scripts/probe_pingpong.py --quack`` times it with and
+# without clusters of two CTAs, whose TMA loads it multicasts to both; the
+# README lists their flags and the committed runs.
 
 verdicts.require()
 claim_verdicts.require()

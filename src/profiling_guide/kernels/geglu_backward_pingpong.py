@@ -34,7 +34,7 @@ the compiler spills.
 
 Measured the benchmark's way (``scripts/probe_backward.py``, committed as
 ``docs/recordings/<gpu>/probe_backward.json``): 0.77× the time of
-``"packed-tma"`` on an H100 and 0.75× on an H200, and still 1.75× and 1.62×
+``"packed-tma"`` on an H100 and 0.73× on an H200, and still 1.76× and 1.61×
 the time of cuBLAS's bare dh GEMM. Each consumer waits for its previous
 tile's dg and du to leave shared memory before it asks for its next g and
 u, so an SM has at most two tiles of g and u in flight: most of the
@@ -48,12 +48,13 @@ a third fewer dy and Wd bytes per element than a 128×64 one, but its g and u
 take 64 KiB of shared memory per consumer, which leaves room for three ring
 slots. Holding two of its four chunks at a time and refilling the others
 (``GU_BUFS=2``) leaves room for five, and timed alone that config beats
-128×64 tiles holding both of theirs: 98.8 against 107.6 µs on an H100, 90.0
-against 97.3 on an H200. Inside a training step's six kernels, after the
-forward and the down GEMM, it loses: 545.2 against 537.6 µs per step on the
-H100, 531.1 against 528.2 on the H200. The default is the config that is
-fastest where it runs (``scripts/probe_backward.py --sweep`` times every
-config both ways).
+128×64 tiles holding both of theirs: 98.4 against 107.3 µs on an H100, 88.3
+against 95.2 on an H200. Inside a training step's six kernels, after the
+forward and the down GEMM, it loses: 540.8 against 529.6 µs per step on the
+H100, 520.1 against 515.8 on the H200. The probe sampled the same SM clock
+(1980 MHz, the maximum) for both, alone and in the step, on both GPUs: the
+clock is not why. The default is the config that is fastest where it runs
+(``scripts/probe_backward.py --sweep`` times every config both ways).
 
 g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
 hanging over column ``hidden`` is clipped at its own half's edge, as in the

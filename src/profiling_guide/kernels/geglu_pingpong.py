@@ -38,8 +38,8 @@ the backward (``fused_mlp.GeGLUFunction``). Not through staging tiles and the
 TMA unit, as h goes: that way the kernel took 197 µs at the guide's shape on
 an H100, its tensor pipe busy 43 % of the time (Nsight Compute) against 87 %
 for h alone. The compiler regroups g and u from the accumulator's layout into rows
-and each thread stores 16 bytes at a time, streaming (``.cs``): 124 µs,
-against 137 µs for ``packed-tma`` storing the same and 108 µs for h alone
+and each thread stores 16 bytes at a time, streaming (``.cs``): 122 µs,
+against 136 µs for ``packed-tma`` storing the same and 108 µs for h alone
 (``scripts/probe_backward.py``).
 
 Gluon has no interpreter: this design runs on Hopper GPUs only and its
@@ -254,7 +254,7 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
             # g and u as the GEMM computed them, rounded to x's dtype, for the backward: regrouped
             # from the accumulator's layout into rows (through shared memory, by the compiler) and
             # stored from registers. Staged and stored by the TMA unit instead, as h is, they took
-            # 197 µs where this takes 124 (H100, the guide's shape; h alone: 108). Streaming
+            # 197 µs where this takes 122 (H100, the guide's shape; h alone: 108). Streaming
             # stores (.cs): the backward reads g and u only after the down GEMM, so holding them in
             # L2 serves nothing; on an H100, one run, a training step took 535.0 µs with plain
             # stores and 532.3 with these, the forward alone 125.1 and 123.5.
