@@ -175,6 +175,8 @@ tables.styled(step_table, precision=3,
 # what these times were taken at, not what every loop runs at.
 
 clocks = result.get("clocks", {})
+# the floor first, then the variants in the order of the tables above
+clock_rows = [name for name in [bench_step.NINE_GEMMS, *VARIANTS] if name in clocks]
 clock_table = pd.DataFrame([
     {
         "step": name,
@@ -185,7 +187,7 @@ clock_table = pd.DataFrame([
         "clock held down by (share of samples)":
             [f"{why} {share:.0%}" for why, share in c["reasons"].items()] or ["nothing"],
     }
-    for name, c in clocks.items()
+    for name, c in ((name, clocks[name]) for name in clock_rows)
 ], columns=["step", "SM clock, median MHz", "GPU's maximum MHz", "power draw, median W",
             "power limit W", "clock held down by (share of samples)"]).set_index("step")
 not_sampled = result["notes"].get("clocks", "no readings")
