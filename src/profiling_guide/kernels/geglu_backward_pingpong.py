@@ -42,6 +42,11 @@ epilogue's traffic still adds to the GEMM's time. Holding a second set of
 g/u tiles per consumer, to ask for the next tile's g and u before this
 tile's dg and du have left shared memory, was measured slower at the guide's
 shape (four ring slots beside two sets of tiles, against six beside one).
+Two other schedules measured slower there too (H100, the benchmark's way):
+both consumers cooperating on 256-row tiles, which share each Wd tile and
+read a quarter less dy and Wd through L2 but run their epilogues while the
+tensor cores wait (111.8–128.7 µs over five configs, against 107.4), and
+three consumers taking turns, with 160 registers each (117.8 µs).
 
 Tiles, held chunks, and where a config is timed. A 128×128 tile of dh reads
 a third fewer dy and Wd bytes per element than a 128×64 one, but its g and u

@@ -97,6 +97,12 @@ def _config(bm, bn, bk, group_m, stages, consumers=2) -> triton.Config:
 # configs by how they run on a warm cache. At the guide's shape on an H100 it
 # chose a config 7 % slower, on the benchmark's rotating inputs, than the one
 # below (scripts/probe_pingpong.py --sweep ranks them the benchmark's way).
+# Wider tiles, 128×192 of the packed product as the quack anchor runs them
+# (two accumulators of 64 and 32 h columns, four ring slots), measured no
+# faster: 109.5 against 108.6 µs on an H100, 108.1 against 107.5 on an H200;
+# storing g and u too, ptxas spilled. The anchor's own 128×192 kernel is fast
+# on an H100 only in clusters of two CTAs (probe_pingpong.py --quack), which
+# a Gluon kernel on Triton 3.6 cannot ask for: its TMA copies take no multicast.
 DEFAULT_CONFIG = _config(128, 64, 64, 4, stages=6)
 
 
