@@ -111,9 +111,6 @@ AUTO = "auto"
 PACKED_DESIGNS = ("packed", "packed-tma", "pingpong")  # the ones that read pack_gate_up(w_gate, w_up)
 TMA_DESIGNS = ("packed-tma", "pingpong")
 TRITON_DESIGNS = tuple(KERNELS)  # the ones written in Triton's language, which its interpreter runs
-# geglu_backward's designs in Triton's language (its interpreter runs them);
-# its third, "pingpong", is a Gluon kernel (backward_design says which runs)
-BACKWARD_DESIGNS = ("packed", "packed-tma")
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _SUPPORTED_TEXT = "bfloat16, float16 or float32 (float32 is exact fp32, slow)"
 
