@@ -180,14 +180,14 @@ clock_rows = [name for name in [bench_step.NINE_GEMMS, *VARIANTS] if name in clo
 clock_table = pd.DataFrame([
     {
         "step": name,
-        "SM clock, median MHz": c["sm_mhz"],
-        "GPU's maximum MHz": c["max_sm_mhz"],
-        "power draw, median W": c["power_w"],
-        "power limit W": c["power_limit_w"],
+        "SM clock, median MHz": clocks[name]["sm_mhz"],
+        "GPU's maximum MHz": clocks[name]["max_sm_mhz"],
+        "power draw, median W": clocks[name]["power_w"],
+        "power limit W": clocks[name]["power_limit_w"],
         "clock held down by (share of samples)":
-            [f"{why} {share:.0%}" for why, share in c["reasons"].items()] or ["nothing"],
+            [f"{why} {share:.0%}" for why, share in clocks[name]["reasons"].items()] or ["nothing"],
     }
-    for name, c in ((name, clocks[name]) for name in clock_rows)
+    for name in clock_rows
 ], columns=["step", "SM clock, median MHz", "GPU's maximum MHz", "power draw, median W",
             "power limit W", "clock held down by (share of samples)"]).set_index("step")
 not_sampled = result["notes"].get("clocks", "no readings")

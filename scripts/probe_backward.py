@@ -109,7 +109,7 @@ def timings(repeats: int, sweep: bool) -> dict:
         out[name] = {"median": s.median, "q1": s.q1, "q3": s.q3, "ratio_to_cublas_dh": s.median / base}
         print(f"{name}: {s.median:.1f} ({s.q1:.1f}-{s.q3:.1f}) us, {s.median / base:.3f}x cuBLAS's bare dh GEMM",
               flush=True)
-    # The clocks each ran at, alone and in the step: the step runs at the power limit (docstring)
+    # The clocks each ran at, alone and in the step: a config's two times compare only at one clock
     clocks = {}
     wide = config_name(bp._config(128, 128, 64, 1, 5, gu_bufs=2))
     for name in ("cublas dh GEMM", config_name(bp.DEFAULT_CONFIG), wide,

@@ -29,9 +29,9 @@ gradients included).
 **Clocks** (``clocks``): after the timing, each variant's timing loop and
 the floor's run again, over and over for a second and a half, while ``nvidia-smi``
 samples the SM clock, the power draw and why the clock was held down
-(:mod:`~profiling_guide.measure.clocks`). A step of dense GEMMs can draw the
-GPU to its power limit; the driver then lowers the SM clock for every kernel
-of the step, and a kernel's time in the step is not its time alone.
+(:mod:`~profiling_guide.measure.clocks`): the clocks the times were taken
+at. Where a loop draws the GPU to its power limit, the driver lowers the SM
+clock for every kernel in it.
 """
 
 from __future__ import annotations
@@ -252,19 +252,20 @@ def format_training_step(result: dict) -> str:
     clocks = result.get("clocks", {})
 
     def clock_cells(name):
+        if not clocks:  # no columns at all where no clocks were sampled
+            return ""
         c = clocks.get(name)
         return f"{c['sm_mhz']:>8.0f}{c['power_w']:>7.0f}" if c else f"{'':>8}{'':>7}"
 
     lines = [f"{'training step':<24}{'device µs (IQR)':>26}{'× nine GEMMs':>14}{'saved MB':>10}{'peak MB':>10}"
              + (f"{'SM MHz':>8}{'W':>7}" if clocks else "")]  # fmt: skip
     if floor:
-        lines.append(f"{NINE_GEMMS:<24}{_cell(floor):>26}{1.0:>14.3f}{'':>10}{'':>10}"
-                     + (clock_cells(NINE_GEMMS) if clocks else ""))  # fmt: skip
+        lines.append(f"{NINE_GEMMS:<24}{_cell(floor):>26}{1.0:>14.3f}{'':>10}{'':>10}{clock_cells(NINE_GEMMS)}")
     for name, spread in result["variants_us"].items():
         mem = result["memory"].get(name, {})
         lines.append(f"{name:<24}{_cell(spread):>26}{result['ratio_to_nine_gemms'][name]:>14.3f}"
                      f"{mem.get('saved_mb', float('nan')):>10.0f}{mem.get('peak_mb', float('nan')):>10.0f}"
-                     + (clock_cells(name) if clocks else ""))  # fmt: skip
+                     f"{clock_cells(name)}")  # fmt: skip
     for name, error in result["errors"].items():
         lines.append(f"{name:<24}{error}")
     if clocks:

@@ -1,12 +1,11 @@
 """The GPU's SM clock, power draw and clock-limit reasons while a workload runs, sampled with ``nvidia-smi``.
 
-A kernel timed alone and the same kernel inside a training step can run at
-different clocks: a step of dense GEMMs draws the GPU to its power limit,
-and the driver lowers the SM clock until the draw fits. The time of a
-kernel that waits on its tensor cores scales with that clock; the time of
-one that waits on memory hardly does. So a config that wins alone can lose
-inside the step, and the reason is in the clocks, not in the trace
-(which records times, not clocks).
+A trace records times, not clocks. A workload that draws the GPU to its
+power limit (dense GEMMs back to back can) makes the driver lower the SM
+clock until the draw fits; the time of a kernel that waits on its tensor
+cores scales with that clock, the time of one that waits on memory hardly
+does. Whether the times one compares were taken at the same clock is a
+question for the clocks themselves.
 
 :func:`clocks_while` runs a workload over and over for a while and samples
 ``nvidia-smi --query-gpu`` meanwhile (every 20 ms): the median SM clock and
@@ -22,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -78,14 +78,11 @@ def reasons_of(mask: int) -> list[str]:
 
 
 def summarize(samples: list[ClockSample]) -> dict:
-    """Medians of the SM clock and the power draw, the limits, and the share of samples under each reason."""
+    """Medians of the SM clock and power draw, the limits, and each reason's share of the samples (:func:`reasons_of`)."""
     if not samples:
         raise ValueError("no clock samples to summarize")
-    shares = {}
-    for bit, name in REASONS.items():
-        hit = sum(1 for s in samples if s.reasons & bit)
-        if hit:
-            shares[name] = round(hit / len(samples), 3)
+    hits = Counter(name for s in samples for name in reasons_of(s.reasons))
+    shares = {name: round(hit / len(samples), 3) for name, hit in hits.items()}
     return {"samples": len(samples),
             "sm_mhz": statistics.median(s.sm_mhz for s in samples),
             "max_sm_mhz": max(s.max_sm_mhz for s in samples),
@@ -142,7 +139,7 @@ def clocks_while(fn: Callable[[], object], *, seconds: float = 1.5, settle: floa
 def describe(summary: dict | None) -> str:
     """One line for the console: clock, power and the reasons that held the clock down."""
     if summary is None:
-        return "clocks not sampled (no nvidia-smi on the PATH)"
+        return "clocks not sampled (no nvidia-smi on the PATH, or no reading from it)"
     reasons = ", ".join(f"{name} {share:.0%}" for name, share in summary["reasons"].items()) or "none"
     return (f"SM clock {summary['sm_mhz']:.0f} of {summary['max_sm_mhz']:.0f} MHz, "
             f"{summary['power_w']:.0f} of {summary['power_limit_w']:.0f} W, limited by: {reasons}")  # fmt: skip
