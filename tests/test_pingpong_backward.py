@@ -82,6 +82,7 @@ def test_the_launch_plan_reads_wd_as_stored_and_gu_s_halves_in_chunks():
     assert "SUB_N" not in meta, "the chunk width travels in the descriptors' tiles, not as a constant"
     assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
     assert meta["GU_BUFS"] == 2, "both of a tile's chunks of g and u held"
+    assert meta["launch_pdl"] is True, "launched to overlap its set-up with the kernel before it"
     assert plan(rows=100)[1][0] == (48,), "fewer tiles than SMs: one program per tile"
 
 
@@ -145,6 +146,9 @@ def test_the_kernel_compiles_for_an_h100_with_its_partitions_in_its_shared_memor
     assert len(re.findall(r"mbarrier\.try_wait", ptx)) >= consumers * (3 + refills)  # turn, full, g/u ready, refills
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
     assert consumers == 1 or re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+240;", ptx)
+    # launched as a programmatic dependent: one wait for the kernel before, ahead of every copy to or from global memory
+    assert ptx.count("griddepcontrol.wait") == 1 and ptx.count("griddepcontrol.launch_dependents") == 1
+    assert ptx.index("griddepcontrol.wait") < min(m.start() for m in re.finditer(r"cp\.async\.bulk", ptx))
     report = ptxas_report(ptx, tmp_path)
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", report), report
 

@@ -139,6 +139,19 @@ def held_chunks(config: triton.Config) -> int:
 
 # ---------------------------------------------------------------- device code
 @gluon.jit
+def _grid_dependency_wait():
+    """``griddepcontrol.wait``: until the grids this one depends on have finished and their writes are visible."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _launch_dependents():
+    """``griddepcontrol.launch_dependents``: the next kernel, if launched for it, may start its own set-up."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                              pack=1)  # fmt: skip
+
+
+@gluon.jit
 def _geglu_grads(g, u, dh):
     """``(dh · u · gelu_tanh'(g), dh · gelu_tanh(g))`` on fp32 values: geglu_backward._geglu_grads's FAST_TANH branch."""
     z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)
@@ -288,6 +301,13 @@ def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_de
     refilled = gl.allocate_shared_memory(gl.int64, [2 * CHUNKS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2 * CHUNKS):
         mbarrier.init(refilled.index(i), count=1)
+    # Programmatic dependent launch (the launch asks for it: launch_plan's launch_pdl): this program
+    # may start while the kernel before it (the down GEMM, in a step) finishes, and set up its
+    # shared memory and mbarriers meanwhile; it reads and writes global memory only after the wait,
+    # which returns once that kernel has finished and its writes are visible. The trigger lets the
+    # kernel after this one do the same, if it was launched asking for it.
+    _grid_dependency_wait()
+    _launch_dependents()
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
@@ -327,7 +347,7 @@ def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int,
     M, K = dy2d.shape
     N = w_down.shape[1]
     meta = {**config.kwargs, "NUM_STAGES": fit_stages(config, dy2d.element_size(), shared_bytes),
-            "num_warps": config.num_warps}
+            "num_warps": config.num_warps, "launch_pdl": True}
     bm, bn, bk, sub_n = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta.pop("SUB_N")
     if bn // sub_n not in (1, 2, 4) or bn % sub_n:
         raise ValueError(f"the backward's ping-pong kernel runs its epilogue in 1, 2 or 4 chunks of a tile, "
