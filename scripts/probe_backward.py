@@ -13,7 +13,8 @@ training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
 ``pingpong``, each with and without g and u saved; and, for each ping-pong
 config, a training step's six kernels with the dh kernel in that config
 (``step_us``): a config that is fastest alone need not be fastest where it
-runs. Last, the clocks (``clocks``): cuBLAS's dh GEMM, the default config and
+runs; and the step with the default config launched without programmatic
+dependent launch (``…, not dependent``). Last, the clocks (``clocks``): cuBLAS's dh GEMM, the default config and
 128×128 tiles holding two chunks, each alone and inside the step, timed over
 and over the benchmark's way while ``nvidia-smi`` samples the SM clock, the power draw and what held
 the clock down (:mod:`profiling_guide.measure.clocks`). Prints one line per
@@ -92,6 +93,9 @@ def timings(repeats: int, sweep: bool) -> dict:
         name = config_name(cfg)
         fns[name] = lambda dy, gu, cfg=cfg: geglu_backward(dy, wd, gu, design="pingpong", config=cfg)
         steps[f"step with {name}"] = step_kernels(wg, wu, wd, packed, cfg)
+    # the default config launched without programmatic dependent launch: what launching it as a dependent saves
+    steps[f"step with {config_name(bp.DEFAULT_CONFIG)}, not dependent"] = step_kernels(wg, wu, wd, packed,
+                                                                                         bp.DEFAULT_CONFIG, False)
     step_inputs = [(torch.randn(M, dim, device="cuda", dtype=dt), torch.randn(M, dim, device="cuda", dtype=dt))
                    for _ in range(5)]  # (x, dy)  # fmt: skip
     candidates = {**{n: (fn, inputs) for n, fn in fns.items()}, **{n: (fn, step_inputs) for n, fn in steps.items()}}
@@ -126,19 +130,23 @@ def config_name(cfg) -> str:
     return "pingpong " + " ".join(f"{k}={v}" for k, v in cfg.kwargs.items())
 
 
-def step_kernels(wg, wu, wd, packed, config):
+def step_kernels(wg, wu, wd, packed, config, dependent=True):
     """A training step's six kernels as fused_mlp.GeGLUFunction runs them, with the dh kernel in ``config``.
 
     A kernel timed alone runs after itself; in a step it runs after the
     forward and the down GEMM, with what they left in L2 and in DRAM's
-    queues, and the two can rank configs differently.
+    queues, and the two can rank configs differently. ``dependent=False``
+    launches the dh kernel without programmatic dependent launch.
     """
     stacked = torch.cat([wg, wu])  # [2·hidden, dim]: dx = dgu @ stacked
 
     def step(x, dy):
         h, gu = geglu(x, wg, wu, design="pingpong", packed_weight=packed, save_gate_up=True)
         y = h @ wd.T
-        dgu = geglu_backward(dy, wd, gu, design="pingpong", config=config)
+        if dependent:
+            dgu = geglu_backward(dy, wd, gu, design="pingpong", config=config)
+        else:
+            dgu = bp.geglu_backward_pingpong(dy, wd, gu, torch.empty_like(gu), config=config, dependent=False)
         return y, dgu @ stacked, dy.T @ h, dgu.T @ x
 
     return step

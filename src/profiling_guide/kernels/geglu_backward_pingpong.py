@@ -328,26 +328,30 @@ def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_de
 
 # ---------------------------------------------------------------- the wrapper
 def geglu_backward_pingpong(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor,
-                            dgu: torch.Tensor, *, config: triton.Config | None = None) -> torch.Tensor:  # fmt: skip
+                            dgu: torch.Tensor, *, config: triton.Config | None = None,
+                            dependent: bool = True) -> torch.Tensor:  # fmt: skip
     """Fills ``dgu`` = ``[dg | du]`` from dy ``[M, dim]``, the down weight ``[dim, hidden]`` and ``gu`` = ``[g | u]``.
 
     The caller (:func:`~profiling_guide.kernels.geglu_backward.geglu_backward`)
-    checks shapes, dtypes and the TMA unit's alignment.
+    checks shapes, dtypes and the TMA unit's alignment. ``dependent=False``
+    launches without programmatic dependent launch (the kernel's wait is
+    then a no-op): what ``scripts/probe_backward.py`` times it against.
     """
     props = torch.cuda.get_device_properties(dy2d.device)
     grid, args, meta = launch_plan(dy2d, w_down, gu, dgu, full_config(config, DEFAULT_CONFIG),
-                                   props.shared_memory_per_block_optin, props.multi_processor_count)
+                                   props.shared_memory_per_block_optin, props.multi_processor_count,
+                                   dependent=dependent)  # fmt: skip
     with _on_device(dy2d.device):
         _geglu_backward_pingpong_gemm_kernel[grid](*args, **meta)
     return dgu
 
 
-def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int, sms: int):
+def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int, sms: int, dependent: bool = True):
     """The grid, the arguments and the constants of one launch: what runs, decided without a GPU."""
     M, K = dy2d.shape
     N = w_down.shape[1]
     meta = {**config.kwargs, "NUM_STAGES": fit_stages(config, dy2d.element_size(), shared_bytes),
-            "num_warps": config.num_warps, "launch_pdl": True}
+            "num_warps": config.num_warps, "launch_pdl": dependent}
     bm, bn, bk, sub_n = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta.pop("SUB_N")
     if bn // sub_n not in (1, 2, 4) or bn % sub_n:
         raise ValueError(f"the backward's ping-pong kernel runs its epilogue in 1, 2 or 4 chunks of a tile, "
