@@ -450,21 +450,36 @@ Facts(*sentences)
 # K loop and then its epilogue, one after the other, and the two costs add;
 # ``scripts/probe_backward.py`` times both designs, the ping-pong with one
 # consumer, and cuBLAS's bare dh, and its last run on each GPU is committed
-# (``probe_backward.json``). Against cuBLAS's bare dh, though, most of the
+# (``probe_backward_dependent.json``). Against cuBLAS's bare dh, though, most of the
 # extra traffic still adds to the time (the share above): each consumer
 # waits for its previous tile's dg and du to leave shared memory before it
 # asks for the next tile's g and u, so each SM has at most two tiles' worth
 # of g and u in flight, too few to keep the memory busy while the MMAs run. Holding a
 # second set of g and u tiles per consumer, to ask a tile ahead, measured
 # slower on the H100: shared memory holds either those tiles or a deeper
-# ring of dy and Wd, and the ring's depth mattered more.
+# ring of dy and Wd, and the ring's depth mattered more. So did loading g
+# and u and storing dg and du from registers instead of through the TMA
+# unit, and asking L2 for later tiles' g and u ahead of time (the kernel's
+# docstring lists these with their times).
+#
+# The dh kernel is launched as a *programmatic dependent* of the down GEMM
+# before it (``launch_pdl``): the GPU may start it while the down GEMM
+# finishes, and its first instruction after setting up shared memory,
+# ``griddepcontrol.wait``, holds it until the down GEMM's writes are
+# visible. Its launch and set-up overlap the down GEMM's end: 538.9 against
+# 540.8 µs per step on the H100 and 519.6 against 521.6 on the H200, launched
+# the ordinary way (``probe_backward_dependent.json``). In the profiled step
+# above, the host issues the kernel hundreds of µs after the down GEMM has
+# finished (the autograd engine issues the backward, more slowly under the
+# profiler), so there is nothing to overlap; the saving is in the timed
+# steps, where the queue is kept full.
 #
 # Where a kernel is timed matters as much as how. 128×128 tiles of dh,
 # holding two of their four chunks of g and u and refilling them in the
 # epilogue, beat the 128×64 tiles this step runs when each is timed alone,
 # and lose inside the step, after the forward and the down GEMM
-# (``probe_backward.json``'s ``step_us``: 540.8 against 529.6 µs per step on
-# the H100, 520.1 against 515.8 on the H200). Not because the step runs at a
+# (``probe_backward_dependent.json``'s ``step_us``: 545.0 against 538.9 µs per
+# step on the H100, 522.9 against 519.6 on the H200). Not because the step runs at a
 # lower clock: the probe sampled 1980 MHz, the GPUs' maximum, for both
 # configs, alone and in the step, on both GPUs (its ``clocks``). The kernel runs in
 # the step, so its config is the step's fastest.
@@ -479,9 +494,9 @@ Facts(*sentences)
 # do not coalesce (each thread holds two-byte pieces of many rows). The
 # kernel has the compiler regroup g and u into rows, 16 bytes per
 # thread, and stores them from registers, marked streaming (``.cs``: nothing
-# reads them before the backward): 122 µs on the H100, against 136 µs for
-# ``"packed-tma"`` storing the same, and 108 µs for h alone (the committed
-# ``probe_backward.json``).
+# reads them before the backward): 125 µs on the H100, against 137 µs for
+# ``"packed-tma"`` storing the same, and 109 µs for h alone (the committed
+# ``probe_backward_dependent.json``).
 
 
 # %%

@@ -161,8 +161,8 @@ def backward_design(forward_design: str, dy2d: torch.Tensor) -> str:
     runs (a Hopper GPU, 16-bit gradients), else ``"packed-tma"``; after a
     ``"packed"`` forward, ``"packed"``. At the guide's shape the
     ping-pong backward kernel took 0.77× the time of ``"packed-tma"``'s on an
-    H100 and 0.73× on an H200 (``scripts/probe_backward.py``, committed as
-    ``docs/recordings/<gpu>/probe_backward.json``): one tile's epilogue (g and
+    H100 and 0.74× on an H200 (``scripts/probe_backward.py``, committed as
+    ``docs/recordings/<gpu>/probe_backward_dependent.json``): one tile's epilogue (g and
     u in, dg and du out: 201 MB over the step) runs while another tile's MMAs
     do.
     """
