@@ -83,6 +83,9 @@ def test_the_launch_plan_reads_wd_as_stored_and_gu_s_halves_in_chunks():
     assert meta["NUM_STAGES"] == 6 and meta["CONSUMERS"] == 2 and meta["num_warps"] == 4
     assert meta["GU_BUFS"] == 2, "both of a tile's chunks of g and u held"
     assert meta["launch_pdl"] is True, "launched to overlap its set-up with the kernel before it"
+    dy, wd = torch.empty(rows, dim, dtype=torch.bfloat16), torch.empty(dim, hidden, dtype=torch.bfloat16)
+    ordinary = bp.launch_plan(dy, wd, gu, dgu, bp.DEFAULT_CONFIG, H100_SHARED, 132, dependent=False)[2]
+    assert ordinary["launch_pdl"] is False and {**ordinary, "launch_pdl": True} == meta
     assert plan(rows=100)[1][0] == (48,), "fewer tiles than SMs: one program per tile"
 
 
