@@ -4,9 +4,9 @@
 
 First checks ``geglu_backward`` with ``design="pingpong"`` (the default
 config, 128-column tiles holding two, four or one of their chunks of g and u,
-one consumer, 64-row tiles) against torch's float64
-autograd of the GeGLU on several shapes, ragged ones included, and that a
-second call gives the same bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
+one consumer, 64-row tiles) against torch's float64 autograd of the GeGLU on
+several shapes, ragged ones included, and that a second call gives the same
+bits. Then times, the benchmark's way (queue kept full, 10 rotating inputs,
 medians and IQR over interleaved repeats): cuBLAS's bare dh = dy @ Wd GEMM,
 ``packed-tma`` and each ping-pong config; and the forward's gate/up kernels a
 training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
@@ -14,11 +14,12 @@ training step could run: cuBLAS's gate and up GEMMs, ``packed-tma`` and
 config, a training step's six kernels with the dh kernel in that config
 (``step_us``): a config that is fastest alone need not be fastest where it
 runs; and the step with the default config launched without programmatic
-dependent launch (``…, not dependent``). Last, the clocks (``clocks``): cuBLAS's dh GEMM, the default config and
-128×128 tiles holding two chunks, each alone and inside the step, timed over
-and over the benchmark's way while ``nvidia-smi`` samples the SM clock, the power draw and what held
-the clock down (:mod:`profiling_guide.measure.clocks`). Prints one line per
-step; ``--out`` writes the timings as JSON, with the GPU, the versions and the
+dependent launch (``…, not dependent``). Last, the clocks (``clocks``):
+cuBLAS's dh GEMM, the default config and 128×128 tiles holding two chunks,
+each alone and inside the step, timed over and over the benchmark's way while
+``nvidia-smi`` samples the SM clock, the power draw and what held the clock
+down (:mod:`profiling_guide.measure.clocks`). Prints one line per step;
+``--out`` writes the timings as JSON, with the GPU, the versions and the
 method.
 """
 

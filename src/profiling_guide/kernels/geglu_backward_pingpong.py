@@ -371,7 +371,8 @@ def geglu_backward_pingpong(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.
     return dgu
 
 
-def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int, sms: int, dependent: bool = True):
+def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int, sms: int,
+                dependent: bool = True):
     """The grid, the arguments and the constants of one launch: what runs, decided without a GPU."""
     M, K = dy2d.shape
     N = w_down.shape[1]
