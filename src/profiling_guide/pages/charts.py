@@ -152,3 +152,34 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
     if title:
         fig.suptitle(title, x=0.01, ha="left", fontsize=11, fontweight="bold")
     return fig
+
+
+def attention_sweep(points: list[dict], *, head_dim: int, causal: bool, title: str | None = None):
+    """Forward + backward device ms and peak GiB against the sequence length, one line per variant (log-log).
+
+    ``points``: :func:`profiling_guide.measure.attention.sweep` rows; those of
+    ``head_dim`` and ``causal`` that ran are drawn, each time a median with
+    its IQR as whiskers; a variant that was skipped at a length simply ends.
+    """
+    rows = [r for r in points if r["head_dim"] == head_dim and r["causal"] == causal and "skipped" not in r]
+    names = list(dict.fromkeys(r["variant"] for r in rows))
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.6), layout="constrained")
+    for i, name in enumerate(names):
+        mine = sorted((r for r in rows if r["variant"] == name), key=lambda r: r["seq"])
+        seqs = [r["seq"] for r in mine]
+        step = [(r["forward_us"]["median"] + r["backward_us"]["median"]) / 1e3 for r in mine]
+        lo = [(r["forward_us"]["q1"] + r["backward_us"]["q1"]) / 1e3 for r in mine]
+        hi = [(r["forward_us"]["q3"] + r["backward_us"]["q3"]) / 1e3 for r in mine]
+        marker = MARKERS[i % len(MARKERS)]
+        ax_t.errorbar(seqs, step, yerr=[[s - a for s, a in zip(step, lo)], [b - s for s, b in zip(step, hi)]],
+                      marker=marker, capsize=2, label=name)
+        ax_m.plot(seqs, [r["peak_mb"] / 1024 for r in mine], marker=marker, label=name)
+    for ax, label in ((ax_t, "forward + backward, device ms"), (ax_m, "peak memory of a step, GiB")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel(label)
+        ax.grid(True, which="major", alpha=0.3)
+    ax_m.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title or f"{'causal' if causal else 'full'} attention, head dim {head_dim}", fontsize=11)
+    return fig

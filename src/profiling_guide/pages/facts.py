@@ -186,3 +186,37 @@ def time_by_kind(breakdown: dict[str, dict[str, float]], times: dict[str, Spread
         "GEMM kernels take " + ", ".join(f"{100 * gemm[n] / times[n].median:.0f}% of {n}'s median"
                                          for n in gemm if n in times) + ".",
     )
+
+
+# ------------------------------------------------------------------ attention
+def fastest(times: dict[str, Spread]) -> tuple[str, list[str]]:
+    """The variant of lowest median time, and the others whose spreads overlap its own (ties)."""
+    best = min(times, key=lambda n: times[n].median)
+    return best, [n for n in times if n != best and compare(times[best], times[n]) == "tie"]
+
+
+def attention_advice(timings: dict) -> Facts:
+    """Which variant is fastest forward and backward (ties named), and what each keeps in memory."""
+    lines = []
+    for label, key in (("forward", "forward_us"), ("backward", "backward_us")):
+        times = {n: _spread(d) for n, d in timings[key].items()}
+        best, ties = fastest(times)
+        tie = f"; a tie with {', '.join(ties)} (the spreads overlap)" if ties else ", outside every other spread"
+        lines.append(f"Fastest {label}: {best}, {times[best]:.1f} µs{tie}.")
+    memory = timings["memory"]
+    low = min(memory, key=lambda n: memory[n]["peak_mb"])
+    high = max(memory, key=lambda n: memory[n]["peak_mb"])
+    lines.append(f"Peak memory of a step, above its inputs: {memory[low]['peak_mb']:,.0f} MB for {low}, "
+                 f"{memory[high]['peak_mb']:,.0f} MB for {high}.")
+    return Facts(*lines)
+
+
+def block_mask_saving(runs: dict) -> Facts:
+    """Forward and backward device time of FlexAttention with and without its block mask, and the ratio."""
+    names = list(runs["forward_us"])
+    lines = []
+    for label, key in (("forward", "forward_us"), ("backward", "backward_us")):
+        a, b = (_spread(runs[key][n]) for n in names)
+        lines.append(f"{label.capitalize()}: {names[0]} {a:.1f} µs, {names[1]} {b:.1f} µs "
+                     f"({compare(a, b)}, {b.median / a.median:.2f}×).")
+    return Facts(*lines)

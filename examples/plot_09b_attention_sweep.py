@@ -1,0 +1,167 @@
+"""
+9b · Deep dive: attention backends across sequence lengths
+==========================================================
+
+Optional, after chapter 9. How do the attention variants' time and memory
+grow with the sequence length, causal and not, and where do the backends
+cross? What does FlexAttention's block mask save, and how does
+FlashAttention-4, written in CuTe DSL, compare on this GPU?
+
+Needs: ``pip install`` of this repository; FlashAttention-4 is measured
+where ``flash-attn-4`` is installed (``pip install flash-attn-4``, which
+brings ``nvidia-cutlass-dsl`` and ``quack-kernels``), and skipped otherwise.
+"""
+
+# %%
+# The variants
+# ------------
+# Chapter 9's, at batch 8 and 16 heads, and FlashAttention-4 where it is
+# installed: the outside anchor, a Hopper/Blackwell kernel written in CuTe DSL
+# by FlashAttention's authors. It takes q, k and v as
+# ``[batch, seq, heads, head_dim]``; it gets its inputs in that layout, the
+# others in SDPA's ``[batch, heads, seq, head_dim]``.
+
+import functools
+
+import torch
+
+from profiling_guide.kernels.attention import (
+    causal_mask,
+    fa4_causal,
+    flex_attention_causal,
+    load_fa4,
+    naive_attention_inplace,
+    sdpa,
+)
+from profiling_guide.pages.chapter import Chapter
+
+chapter = Chapter.from_command_line("09b_attention_sweep", batch=8, heads=16, head_dim=64,
+                                    bf16_only_because="the fused backends' kernels are compiled for 16-bit inputs")
+batch, heads, head_dim = chapter.flags.batch, chapter.flags.heads, chapter.flags.head_dim
+dtype, device = chapter.dtype, chapter.device
+chapter.banner()
+
+fa4, fa4_source = load_fa4()
+fa4_run = chapter.measure("fa4", lambda: {"available": fa4 is not None, "source": fa4_source}).values
+print(f"FlashAttention-4: {fa4_run['source']}")
+
+# %%
+# The sweep
+# ---------
+# Sequence lengths 1k to 8k, causal and not, head dim 64 (GPT-2), and 128
+# (Llama) at 4k. Forward and backward device time of each point
+# (5 interleaved repeats, medians with their IQR) and the step's peak
+# memory above its inputs. The naive version and the math backend hold
+# whole ``seq × seq`` score matrices; they stop where those would not fit.
+
+from profiling_guide.measure.attention import sweep
+
+SEQS = (1024, 2048, 4096, 8192)
+
+
+@functools.cache
+def mask_for(seq: int):
+    return causal_mask(seq, device)
+
+
+def variants_for(causal: bool) -> dict:
+    chosen = {
+        "efficient": (sdpa("efficient", causal=causal), "bhsd"),
+        "flash": (sdpa("flash", causal=causal), "bhsd"),
+        "cudnn": (sdpa("cudnn", causal=causal), "bhsd"),
+    }
+    if causal:
+        chosen["naive, mask in place"] = (lambda q, k, v: naive_attention_inplace(q, k, v, mask_for(q.size(-2))),
+                                          "bhsd")
+        chosen["math"] = (sdpa("math", causal=causal), "bhsd")
+    if fa4 is not None:
+        chosen["FlashAttention-4"] = (fa4_causal(fa4, causal=causal), "bshd")
+    return chosen
+
+
+# Bytes each holds per score element at its peak: bf16 scores, their masked copy, the softmax; math in float32.
+SCORE_BYTES = {"naive, mask in place": 8, "math": 16}
+
+
+def run_sweep():
+    rows = []
+    for causal in (True, False):
+        rows += sweep(variants_for(causal), SEQS, batch=batch, heads=heads, head_dim=head_dim, causal=causal,
+                      dtype=dtype, score_bytes=SCORE_BYTES)
+    rows += sweep(variants_for(True), (4096,), batch=batch, heads=heads, head_dim=128, causal=True,
+                  dtype=dtype, score_bytes=SCORE_BYTES)
+    return {"rows": rows}
+
+
+points = chapter.measure("sweep", run_sweep, code=[variants_for, sweep, naive_attention_inplace, sdpa,
+                                                   fa4_causal, f"SCORE_BYTES={SCORE_BYTES}", f"SEQS={SEQS}"],
+                         args={"fa4": fa4_run["source"]}).values["rows"]
+
+# %%
+# Time and memory against the sequence length, causal, head dim 64. The
+# time axes are logarithmic: a line of slope 2 is quadratic growth, of
+# slope 1 linear.
+
+from profiling_guide.pages import charts
+
+fig = charts.attention_sweep(points, head_dim=head_dim, causal=True)
+
+# %%
+# Where the backends cross
+# ------------------------
+# At each length, the fastest forward and backward, and the others within
+# its spread (a tie):
+
+from profiling_guide.pages import tables
+from profiling_guide.analysis.attention import sweep_winners
+
+tables.styled(sweep_winners(points), precision=1)
+
+# %%
+# What the block mask saves
+# -------------------------
+# FlexAttention asks the mask function which tiles of the score matrix hold
+# anything; with a causal mask, about half hold nothing and are skipped.
+# The same mask given only as a ``score_mod`` (every score is computed,
+# then the masked ones set to −∞) computes every tile:
+
+from profiling_guide.measure.attention import AttentionShape, time_variants
+
+SEQ = 1024  # chapter 9's: its block-mask kernel is compiled already
+
+
+def causal_score_mod(score, b, h, q_idx, kv_idx):
+    return torch.where(q_idx >= kv_idx, score, float("-inf"))
+
+
+def flex_without_block_mask():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    compiled = torch.compile(flex_attention)
+    return lambda q, k, v: compiled(q, k, v, score_mod=causal_score_mod)
+
+
+flex_runs = chapter.measure(
+    "block_mask",
+    lambda: time_variants({"flex, block mask": (flex_attention_causal(SEQ, device), "bhsd"),
+                           "flex, score_mod only": (flex_without_block_mask(), "bhsd")},
+                          AttentionShape(batch, heads, SEQ, head_dim, dtype), sets=2, repeats=5),
+    code=[flex_attention_causal, flex_without_block_mask, causal_score_mod, time_variants, f"SEQ={SEQ}"]).values
+
+from profiling_guide.pages import facts
+
+facts.block_mask_saving(flex_runs)
+
+# %%
+# The recordings
+# --------------
+
+chapter.downloads()
+
+# %%
+# Run it yourself
+# ---------------
+# ::
+#
+#     pip install flash-attn-4   # optional: the FlashAttention-4 rows
+#     python examples/plot_09b_attention_sweep.py
