@@ -46,13 +46,60 @@ fa4_run = chapter.measure("fa4", lambda: {"available": fa4 is not None, "source"
 print(f"FlashAttention-4: {fa4_run['source']}")
 
 # %%
+# FlashAttention-4 in the trace
+# -----------------------------
+# Where it is installed, one training step of FlashAttention-4 at chapter 9's
+# shape (1,024 tokens, causal), profiled with chapter 9's ``torch.profiler``
+# block, and its kernels decoded:
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from profiling_guide.analysis import attention
+from profiling_guide.pages import tables
+
+
+def profile_steps(step, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                step()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+if fa4_run["available"]:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(batch, 1024, heads, head_dim, device=device, dtype=dtype, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn(batch, 1024, heads, head_dim, device=device, dtype=dtype)
+    attend = fa4_causal(fa4)
+
+    def fa4_step():
+        return torch.autograd.grad(attend(q, k, v), (q, k, v), dout)
+
+    fa4_trace = chapter.profile("fa4_step", fa4_step, profiler=profile_steps, label="attention", code=[fa4_causal],
+                                warm_up=True, variant="attention fa4")
+    shown = tables.styled(attention.kernel_names_table({"FlashAttention-4": fa4_trace}))
+else:
+    shown = None
+shown
+
+# %%
 # The sweep
 # ---------
 # Sequence lengths 1k to 8k, causal and not, head dim 64 (GPT-2), and 128
-# (Llama) at 4k. Forward and backward device time of each point
-# (5 interleaved repeats, medians with their IQR) and the step's peak
-# memory above its inputs. The naive version and the math backend hold
-# whole ``seq × seq`` score matrices; they stop where those would not fit.
+# (Llama) at 4k for the fused kernels. Forward and backward device time of
+# each point (5 interleaved repeats, medians with their IQR), the step's
+# peak memory above its inputs, and each output checked against float64.
+# The naive version and the math backend hold whole ``seq × seq`` score
+# matrices: they are timed up to 4k and 2k, and a longer point that would
+# not fit in memory says how much it would need.
 
 from profiling_guide.measure.attention import sweep
 
@@ -71,30 +118,32 @@ def variants_for(causal: bool) -> dict:
         "cudnn": (sdpa("cudnn", causal=causal), "bhsd"),
     }
     if causal:
-        chosen["naive, mask in place"] = (lambda q, k, v: naive_attention_inplace(q, k, v, mask_for(q.size(-2))),
-                                          "bhsd")
+        chosen["naive_inplace"] = (lambda q, k, v: naive_attention_inplace(q, k, v, mask_for(q.size(-2))), "bhsd")
         chosen["math"] = (sdpa("math", causal=causal), "bhsd")
     if fa4 is not None:
-        chosen["FlashAttention-4"] = (fa4_causal(fa4, causal=causal), "bshd")
+        chosen["fa4"] = (fa4_causal(fa4, causal=causal), "bshd")
     return chosen
 
 
 # Bytes each holds per score element at its peak: bf16 scores, their masked copy, the softmax; math in float32.
-SCORE_BYTES = {"naive, mask in place": 8, "math": 16}
+SCORE_BYTES = {"naive_inplace": 8, "math": 16}
+# The longest sequence each written-out variant is timed at: past it, minutes of build time for one point.
+MAX_SEQ = {"naive_inplace": 4096, "math": 2048}
 
 
 def run_sweep():
     rows = []
     for causal in (True, False):
         rows += sweep(variants_for(causal), SEQS, batch=batch, heads=heads, head_dim=head_dim, causal=causal,
-                      dtype=dtype, score_bytes=SCORE_BYTES)
-    rows += sweep(variants_for(True), (4096,), batch=batch, heads=heads, head_dim=128, causal=True,
-                  dtype=dtype, score_bytes=SCORE_BYTES)
+                      dtype=dtype, score_bytes=SCORE_BYTES, max_seq=MAX_SEQ)
+    fused = {n: v for n, v in variants_for(True).items() if n not in MAX_SEQ}
+    rows += sweep(fused, (4096,), batch=batch, heads=heads, head_dim=128, causal=True, dtype=dtype)
     return {"rows": rows}
 
 
 points = chapter.measure("sweep", run_sweep, code=[variants_for, sweep, naive_attention_inplace, sdpa,
-                                                   fa4_causal, f"SCORE_BYTES={SCORE_BYTES}", f"SEQS={SEQS}"],
+                                                   fa4_causal, f"SCORE_BYTES={SCORE_BYTES}", f"SEQS={SEQS}",
+                                                   f"MAX_SEQ={MAX_SEQ}"],
                          args={"fa4": fa4_run["source"]}).values["rows"]
 
 # %%
@@ -112,10 +161,7 @@ fig = charts.attention_sweep(points, head_dim=head_dim, causal=True)
 # At each length, the fastest forward and backward, and the others within
 # its spread (a tie):
 
-from profiling_guide.pages import tables
-from profiling_guide.analysis.attention import sweep_winners
-
-tables.styled(sweep_winners(points), precision=1)
+tables.styled(attention.sweep_winners(points), precision=1)
 
 # %%
 # What the block mask saves
@@ -125,8 +171,9 @@ tables.styled(sweep_winners(points), precision=1)
 # The same mask given only as a ``score_mod`` (every score is computed,
 # then the masked ones set to −∞) computes every tile:
 
-from profiling_guide.measure.attention import AttentionShape, time_variants
+from profiling_guide.measure.attention import AttentionShape, keep_graphs_for_timing, time_variants
 
+keep_graphs_for_timing()  # the backward is timed on a kept graph, as in chapter 9
 SEQ = 1024  # chapter 9's: its block-mask kernel is compiled already
 
 

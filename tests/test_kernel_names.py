@@ -187,7 +187,8 @@ def test_an_op_inductor_knows_but_we_do_not_stays_in_one_piece():
 def test_an_inductor_template_with_a_matmul_is_a_gemm_with_its_epilogue():
     k = decode("triton_tem_fused__to_copy_addmm_gelu_t_view_9")
     assert (k.kind, k.triton_kind, k.epilogue) == ("gemm", "tem", "bias_gelu")
-    assert decode("triton_tem_fused_flex_attention_0").kind == "other"
+    flex = decode("triton_tem_fused_flex_attention_backward_1")
+    assert (flex.kind, flex.library, flex.direction) == ("attention", "triton", "bwd")
 
 
 def test_a_kernel_with_no_ops_in_its_name_is_still_inductors():
@@ -304,7 +305,8 @@ def test_flash_attention_is_its_own_library():
     k = decode("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4, false, false, "
                "cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 64, 4, cutlass::bfloat16_t> >, false, true, "
                "false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)")
-    assert (k.library, k.kind, k.dtype, k.tile) == ("flash", "other", "bf16", "128x64")
+    assert (k.library, k.kind, k.dtype, k.tile) == ("flash", "attention", "bf16", "128x64")
+    assert (k.direction, k.causal) == ("fwd", True)  # the second boolean after the traits is Is_causal
 
 
 # --- robustness and the shape of the result ---------------------------------
@@ -391,7 +393,7 @@ def test_the_corpus_spans_many_families():
     libraries = {row["library"] for row in ROWS}
     kinds = {row["kind"] for row in ROWS}
     assert {"cublas", "cutlass", "triton", "aten", "cuda", "flash", "cudnn"} <= libraries
-    assert {"gemm", "pointwise", "reduction", "memset", "memcpy", "other"} == kinds
+    assert {"gemm", "attention", "pointwise", "reduction", "memset", "memcpy", "other"} == kinds
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["name"][:60] for row in ROWS])

@@ -170,13 +170,46 @@ def launched_through(trace: Trace, call: str):
     return _check
 
 
-def zero_occupancy(trace: Trace):
-    """Every kernel launched with ``cuLaunchKernelEx`` shows 0 % estimated occupancy in the trace."""
+def zero_occupancy(trace: Trace, library: str):
+    """The attention kernels of ``library`` show 0 % estimated occupancy in the trace."""
     def _check(_=None):
-        ex = [(name, occ) for name, call, occ in est_occupancy(trace) if call == "cuLaunchKernelEx"]
-        holds = bool(ex) and all(occ == 0 for _, occ in ex)
-        seen = "; ".join(f"{name}: {occ if occ is not None else 'not recorded'} %" for name, occ in ex[:3])
-        return holds, seen or "no kernel launched with cuLaunchKernelEx"
+        mine = [(decode(k.name).short, k.args.get("est. achieved occupancy %")) for k in trace.steps[0].kernels
+                if decode(k.name).library == library and decode(k.name).kind == "attention"]
+        holds = bool(mine) and all(occ == 0 for _, occ in mine)
+        return holds, "; ".join(f"{name}: {occ} %" for name, occ in mine) or f"no {library} attention kernel"
+    return _check
+
+
+def occupancy_rows(runs: dict) -> list[dict]:
+    """Every distinct kernel of the steps with its launch call, shared memory, blocks per SM and estimated occupancy."""
+    seen = {}
+    for rec in runs.values():
+        for k in rec.trace.steps[0].kernels:
+            seen.setdefault(k.name, {"kernel": decode(k.name).short, "launch": k.launch.name if k.launch else "?",
+                                     "shared_bytes": k.args.get("shared memory"),
+                                     "blocks_per_sm": k.args.get("blocks per SM"),
+                                     "occupancy": k.args.get("est. achieved occupancy %")})
+    return list(seen.values())
+
+
+def zero_occupancy_follows_launch(runs: dict, call: str = "cuLaunchKernelEx"):
+    """The kernels the trace shows at 0 % occupancy are exactly those launched with ``call``.
+
+    Kernels of less than one block per SM are left out: their 0 % is a true
+    estimate (most SMs have nothing to run).
+    """
+    def _check(_=None):
+        rows = [r for r in occupancy_rows(runs) if (r["blocks_per_sm"] or 0) >= 1]
+        zero = [r for r in rows if r["occupancy"] == 0]
+        by_call = [r for r in rows if r["launch"] == call]
+        holds = {id(r) for r in zero} == {id(r) for r in by_call}
+        calls = Counter(r["launch"] for r in zero)
+        smem = [r["shared_bytes"] for r in zero if r["shared_bytes"] is not None]
+        others = [r["shared_bytes"] for r in rows if r["occupancy"] not in (0, None) and r["shared_bytes"] is not None]
+        seen = (f"{len(zero)} kernels at 0 %, launched with " + ", ".join(f"{c} ({n})" for c, n in calls.items())
+                + (f"; each holds {min(smem):,}–{max(smem):,} B of shared memory, every other kernel "
+                   f"at most {max(others):,} B" if smem and others else ""))
+        return holds, seen
     return _check
 
 

@@ -53,6 +53,19 @@ class AttentionShape:
         return self.batch * self.heads * self.seq * self.head_dim * torch.empty((), dtype=self.dtype).element_size()
 
 
+def keep_graphs_for_timing() -> None:
+    """Let a compiled backward run again on a kept graph (``retain_graph=True``): no buffer donation.
+
+    By default AOTAutograd lets a compiled backward write its outputs into
+    the memory of the tensors the forward saved ("donated buffers"), which
+    forbids differentiating the same graph twice. Timing a backward alone
+    does exactly that, so the flag is switched off (for code compiled after
+    this call); the kernels are the same, the backward's peak memory may be
+    a little higher.
+    """
+    torch._functorch.config.donated_buffer = False
+
+
 def make_inputs(shape: AttentionShape, layout: str, count: int, *, seed: int = 0, device: str = "cuda") -> list[tuple]:
     """``count`` sets of ``(q, k, v, dout)``, q, k and v requiring grad."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -161,13 +174,14 @@ def fits(bytes_needed: float, *, headroom: float = 0.8) -> bool:
 
 def sweep(variants: dict[str, tuple[Callable, str]], seqs: Sequence[int], *, batch: int, heads: int,
           head_dim: int, causal: bool, dtype: torch.dtype = torch.bfloat16, score_bytes: dict[str, int] | None = None,
-          repeats: int = 5, rounds: int = 5) -> list[dict]:
+          max_seq: dict[str, int] | None = None, repeats: int = 5, rounds: int = 5) -> list[dict]:
     """One row per variant and sequence length: forward and backward device µs (spread dicts) and peak MB.
 
     ``score_bytes`` gives, for variants that hold whole ``seq × seq`` score
     matrices, the bytes per score element they keep at their peak; a point
     that would not fit in the GPU's free memory is a row with ``skipped`` and
-    the GiB it would need, not an out-of-memory error.
+    the GiB it would need, not an out-of-memory error. ``max_seq`` caps the
+    length a variant is timed at (a row with ``skipped`` says so beyond it).
     """
     say = progress("attention sweep")
     rows = []
@@ -176,7 +190,11 @@ def sweep(variants: dict[str, tuple[Callable, str]], seqs: Sequence[int], *, bat
         runnable = {}
         for name, (attend, layout) in variants.items():
             need = (score_bytes or {}).get(name, 0) * batch * heads * seq * seq + 16 * shape.tensor_bytes
-            if not fits(need):
+            if seq > (max_seq or {}).get(name, seq):
+                rows.append({"variant": name, "seq": seq, "head_dim": head_dim, "causal": causal,
+                             "skipped": f"not timed past {max_seq[name]:,} (would need about "
+                                        f"{need / 2**30:.0f} GiB)"})
+            elif not fits(need):
                 rows.append({"variant": name, "seq": seq, "head_dim": head_dim, "causal": causal,
                              "skipped": f"needs about {need / 2**30:.0f} GiB"})
             else:

@@ -18,6 +18,7 @@ from profiling_guide.trace.model import Step, Trace
 
 KIND_COLORS = {
     "gemm": "#7b4fa6",
+    "attention": "#d6742a",
     "pointwise": "#2e9c6a",
     "reduction": "#1f8a9c",
     "memset": "#9a9a9a",

@@ -1,12 +1,22 @@
-"""Fused attention kernels: flash attention, PyTorch's memory-efficient kernel, cuDNN's SDPA.
+"""Fused attention kernels: flash attention, PyTorch's memory-efficient kernel, cuDNN's SDPA, their helpers.
 
 Flash attention (Tri Dao's, bundled in PyTorch as ``pytorch_flash``) names a
 C++ template whose traits carry the head dimension and the block sizes, and
-whose arguments carry the element type and the architecture (``Sm80``).
-PyTorch's memory-efficient kernel (``fmha_cutlassF_f16_aligned_64x64_rf_sm80``)
-carries the direction, the type, a tile and the architecture. cuDNN's
-generated SDPA kernels (``cudnn_generated_fort_native_sdpa_sm90_...``) carry
-the architecture, the direction (``bprop``), the type and an ``MxNxK`` tile.
+whose template arguments after the traits are booleans in a fixed order:
+``Is_dropout, Is_causal, ...`` (``DEFINE_FLASH_FORWARD_KERNEL`` and its
+backward twin in PyTorch's ``flash_attn`` sources), so the name says whether
+the kernel is causal. PyTorch's memory-efficient kernel
+(``fmha_cutlassF_bf16_aligned_64x64_rf_sm80``) carries the direction, the
+type, a tile and the architecture; its mask is a run-time argument. cuDNN's
+generated SDPA kernels (``cudnn_generated_fort_native_sdpa_sm90_flash_fprop_...``)
+carry the architecture, the direction (``fprop``/``bprop``) and an ``MxNxK``
+tile; cuDNN's backward also runs two helpers of its own
+(``cudnn::fusion::compute_dot_do_o…``: the row sums of dO·O the softmax's
+gradient needs; ``cudnn::fusion::convert_dq_to_16bits``: dQ, accumulated in
+float32, rounded to 16 bits).
+
+Every one of these is kind ``"attention"``, with ``direction`` and, where the
+name says it, ``causal``.
 """
 
 from __future__ import annotations
@@ -15,18 +25,59 @@ import re
 
 from profiling_guide.trace.kernel_names.fields import _DTYPE_WORDS, _TILE_2D, _TILE_3D, _cxx_dtype
 
-# ---------------------------------------------------------------------------
-# Attention: flash attention (Tri Dao's, bundled in PyTorch as pytorch_flash),
-# PyTorch's memory-efficient kernel (fmha_cutlass*), cuDNN's generated SDPA.
-# Kind is "other": a fused GEMM-softmax-GEMM is none of the simple kinds.
-# ---------------------------------------------------------------------------
-
 _FLASH = re.compile(r"\bflash_(?:fwd|bwd)\w*|\bflash::|\bpytorch_flash::|\bFlashAttn\w*")
 _FLASH_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<(?:\(int\))?(\d+), (?:\(int\))?(\d+), (?:\(int\))?(\d+)")
+_FLASH_FUNCTION = re.compile(r"\b(flash_(?:fwd|bwd)\w*)<")
+# The main kernels whose first two booleans after the traits are Is_dropout, Is_causal.
+_FLASH_MASKED = ("flash_fwd_kernel", "flash_fwd_splitkv_kernel", "flash_bwd_dq_dk_dv_loop_kernel",
+                 "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel")
 # fmha_cutlassF_f16_aligned_64x64_rf_sm80: direction, dtype, then a tile and, after it, the arch.
 _FMHA = re.compile(r"\bfmha_cutlass(?P<dir>[FB])_(?P<dtype>[a-z0-9]+)_(?P<rest>\w*)")
 _SM_WORD = re.compile(r"sm\d+")
 _CUDNN_SDPA = re.compile(r"^cudnn_generated_fort_native_sdpa_(?P<arch>sm\d+)_(?P<rest>\w+)")
+_CUDNN_SDPA_HELPER = re.compile(r"\bcudnn::fusion::(?P<what>compute_dot_do_o\w*|convert_dq\w*)")
+
+
+def _after_traits(name: str, start: int) -> list[str]:
+    """The template arguments that follow the traits ``<...>`` opened at ``start``, split at top-level commas."""
+    depth, i = 0, start
+    while i < len(name):  # skip the traits' own brackets
+        depth += {"<": 1, ">": -1}.get(name[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    args, word = [], []
+    for ch in name[i:]:
+        if ch in ">(":
+            break
+        if ch == ",":
+            args.append("".join(word).strip())
+            word = []
+        else:
+            word.append(ch)
+    args.append("".join(word).strip())
+    return [a for a in args if a]
+
+
+def _flash(name: str) -> dict | None:
+    if not _FLASH.search(name):
+        return None
+    function = _FLASH_FUNCTION.search(name)
+    direction = "bwd" if re.search(r"bwd|Bwd|backward", name) else "fwd"
+    traits = _FLASH_TRAITS.search(name)
+    tile = f"{traits[2]}x{traits[3]}" if traits else None  # traits: head dim, block M, block N
+    causal = None
+    if traits and function and function[1] in _FLASH_MASKED:
+        flags = _after_traits(name, name.index("<", traits.start()))
+        if len(flags) >= 2 and flags[1] in ("true", "false", "1", "0"):  # a profiler may print bools as 0/1
+            causal = flags[1] in ("true", "1")
+    arch_m = re.search(r"Sm(\d+)", name)
+    dtype = _cxx_dtype(name)
+    step = function[1].removeprefix("flash_").removesuffix("_kernel") if function else direction
+    short = " ".join(p for p in ("flash", step, "causal" if causal else None) if p)
+    return {"kind": "attention", "library": "flash", "arch": f"sm{arch_m[1]}" if arch_m else None,
+            "dtype": dtype, "tile": tile, "fused_ops": ("attention",), "direction": direction, "causal": causal,
+            "short": short}
 
 
 def _attention(name: str) -> dict | None:
@@ -34,10 +85,15 @@ def _attention(name: str) -> dict | None:
     if m:
         words = m["rest"].split("_")
         direction = "bwd" if "bprop" in words else "fwd"
-        dtype = next((_DTYPE_WORDS[w] for w in words if w in _DTYPE_WORDS), None)
+        # "wgmma_f16" names the 16-bit MMA class; bf16 inputs run the same kernel: no dtype from it.
         tile = next((w for w in words if _TILE_3D.match(w)), None)
-        return {"kind": "other", "library": "cudnn", "arch": m["arch"], "dtype": dtype, "tile": tile,
-                "fused_ops": ("attention",), "short": f"cudnn sdpa {direction} {m['arch']}"}
+        return {"kind": "attention", "library": "cudnn", "arch": m["arch"], "tile": tile,
+                "fused_ops": ("attention",), "direction": direction, "short": f"cudnn sdpa {direction} {m['arch']}"}
+    m = _CUDNN_SDPA_HELPER.search(name)
+    if m:
+        what = "dot(dO, O)" if m["what"].startswith("compute_dot") else "dQ to 16 bits"
+        return {"kind": "attention", "library": "cudnn", "fused_ops": ("attention",), "direction": "bwd",
+                "short": f"cudnn sdpa bwd {what}"}
     m = _FMHA.search(name)
     # Read word by word: a pattern that looks for a tile and an arch in the same
     # run of word characters backtracks for minutes on a long hostile name.
@@ -47,15 +103,6 @@ def _attention(name: str) -> dict | None:
     if arch:
         direction = "fwd" if m["dir"] == "F" else "bwd"
         dtype = _DTYPE_WORDS.get(m["dtype"], m["dtype"])
-        return {"kind": "other", "library": "cutlass", "arch": arch, "dtype": dtype, "tile": words[tile_at],
-                "fused_ops": ("attention",), "short": f"mem-eff attn {direction} {arch} {dtype}"}
-    if not _FLASH.search(name):
-        return None
-    direction = "bwd" if re.search(r"bwd|Bwd|backward", name) else "fwd"
-    traits = _FLASH_TRAITS.search(name)
-    tile = f"{traits[2]}x{traits[3]}" if traits else None  # traits: head dim, block M, block N
-    arch_m = re.search(r"Sm(\d+)", name)
-    dtype = _cxx_dtype(name)
-    short = " ".join(p for p in ("flash attn", direction, dtype) if p)
-    return {"kind": "other", "library": "flash", "arch": f"sm{arch_m[1]}" if arch_m else None, "dtype": dtype,
-            "tile": tile, "fused_ops": ("attention",), "short": short}
+        return {"kind": "attention", "library": "cutlass", "arch": arch, "dtype": dtype, "tile": words[tile_at],
+                "fused_ops": ("attention",), "direction": direction, "short": f"mem-eff attn {direction} {arch} {dtype}"}
+    return _flash(name)

@@ -29,7 +29,7 @@ def _cudnn(name: str) -> dict | None:
     low = name.lower()
     if "nchwtonhwc" in low or "nhwctonchw" in low:
         kind, op = "pointwise", "transpose"
-    elif "conv" in low or "gemm" in low or "winograd" in low:
+    elif re.search(r"conv(?!ert)|gemm|winograd", low):  # "convert" is not a convolution
         kind, op = "gemm", "conv"
     elif "pool" in low or "bn_" in low or "batch_norm" in low or "softmax" in low or "reduce" in low:
         kind, op = "reduction", None

@@ -25,6 +25,8 @@ FIELDS: tuple[str, ...] = (
     "layout",
     "epilogue",
     "fused_ops",
+    "direction",
+    "causal",
     "triton_kind",
     "note",
     "short",
@@ -48,9 +50,10 @@ class KernelName:
     name : str
         The raw name, as it appears in the trace.
     kind : str
-        What the kernel does: ``"gemm"``, ``"pointwise"``, ``"reduction"``,
-        ``"memset"``, ``"memcpy"`` or ``"other"`` (attention, communication,
-        anything not recognised).
+        What the kernel does: ``"gemm"``, ``"attention"`` (a fused
+        softmax(q·kᵀ)·v, or a step of its backward), ``"pointwise"``,
+        ``"reduction"``, ``"memset"``, ``"memcpy"`` or ``"other"``
+        (communication, anything not recognised).
     library : str
         Who wrote it: ``"cublas"``, ``"cutlass"``, ``"cudnn"``, ``"triton"``,
         ``"aten"``, ``"flash"``, ``"nccl"``, ``"tensorrt"``, ``"tensile"``,
@@ -79,6 +82,13 @@ class KernelName:
         the name. Elsewhere a word for what the kernel is when ``kind`` cannot
         say it: ``("attention",)``, ``("conv_fprop",)``, ``("gemv",)``,
         ``("splitk_reduce",)``, the NCCL collective.
+    direction : str or None
+        For attention: ``"fwd"`` or ``"bwd"``, the pass the kernel belongs to,
+        where the name says it.
+    causal : bool or None
+        For attention: whether the kernel was built with a causal mask, where
+        the name says it (flash attention's template arguments); None where
+        the mask is a run-time argument the name does not show.
     triton_kind : str or None
         Inductor's kernel category prefix: ``"poi"``, ``"red"``, ``"per"``,
         ``"tem"``, ``"for"``, ``"spl"``, ``"unk"``.
@@ -99,6 +109,8 @@ class KernelName:
     dtype: str | None = None
     epilogue: str | None = None
     fused_ops: tuple[str, ...] = ()
+    direction: str | None = None
+    causal: bool | None = None
     triton_kind: str | None = None
     note: str | None = None
     short: str = ""

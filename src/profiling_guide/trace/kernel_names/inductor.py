@@ -63,6 +63,8 @@ _VIEW_OPS = frozenset(
     "split split_with_sizes unbind detach clone lift_fresh lift_fresh_copy".split()
 )
 _CAST_OPS = frozenset({"_to_copy", "convert_element_type"})
+_ATTENTION_OPS = frozenset({"flex_attention", "flex_attention_backward", "_scaled_dot_product_flash_attention",
+                            "_scaled_dot_product_efficient_attention"})
 _GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "mv", "linear", "convolution"})
 _REDUCTION_OPS = frozenset(
     "sum mean amax amin max min argmax argmin var var_mean norm prod logsumexp _softmax _log_softmax "
@@ -169,6 +171,8 @@ def _inductor(name: str) -> dict | None:
             kind = "gemm"
             words = (["bias"] if op_set & {"addmm", "baddbmm"} else []) + [a for a in _ACTIVATION_OPS if a in op_set]
             epilogue = "_".join(words) or None
+        elif op_set & _ATTENTION_OPS:
+            kind = "attention"  # FlexAttention's template: one kernel for softmax(q·kᵀ + mask)·v or its gradients
         else:
             kind = "other"
     elif tk == "unk":
@@ -177,5 +181,7 @@ def _inductor(name: str) -> dict | None:
         kind = _TRITON_KIND[tk]
     label_ops = [op for op in ops if op not in _VIEW_OPS and op not in _CAST_OPS] or list(ops)
     short = f"triton {tk}" + (": " + "·".join(label_ops) if label_ops else "")
+    direction = ("bwd" if any(op.endswith("_backward") for op in op_set & _ATTENTION_OPS) else "fwd") \
+        if kind == "attention" else None
     return {"kind": kind, "library": "triton", "epilogue": epilogue, "fused_ops": ops, "triton_kind": tk,
-            "short": _clip(short)}
+            "direction": direction, "short": _clip(short)}
