@@ -121,7 +121,7 @@ from profiling_guide.measure.attention import AttentionShape, keep_graphs_for_ti
 keep_graphs_for_timing()
 runs = {name: chapter.profile(name, training_step(attend), profiler=profile_steps, label="attention",
                               code=[naive_attention, naive_attention_inplace, sdpa, flex_attention_causal],
-                              warm_up=True, variant=f"attention {name}")
+                              warm_up=True, time_it=False)
         for name, attend in variants.items()}
 timings = chapter.measure(
     "timings", lambda: time_variants({name: (attend, "bhsd") for name, attend in variants.items()},
@@ -183,9 +183,19 @@ fig = timeline.plot_step(runs["naive"].trace, title="naive attention, one traini
 # %%
 # Every variant's step, profiler off: kernels per pass (from its trace),
 # device time of each pass, the step's peak memory above its inputs, and the
-# CPU time to issue one forward.
+# CPU time to issue a step.
 
 tables.styled(attention.step_table(runs, timings), precision=1)
+
+# %%
+# Who sets the pace of a step, profiler off (how the profiler inflates CPU
+# time is chapter 1's subject): the CPU time to issue one step against the
+# device time it takes, for the written-out version and for a fused kernel.
+
+from profiling_guide.analysis.pace import pace_unprofiled
+from profiling_guide.pages.prose import Facts
+
+Facts(*(f"{name}: " + pace_unprofiled(*attention.step_pace(timings, name)) for name in ("naive", "flash")))
 
 # %%
 # Which kernels each variant ran, their names decoded

@@ -126,14 +126,15 @@ def time_variants(variants: dict[str, tuple[Callable, str]], shape: AttentionSha
                   sets: int = 4, repeats: int = REPEATS, rounds: int = 10) -> dict:
     """Forward and backward device µs, CPU issue µs, memory and fp64 error of each variant (name → ``(attend, layout)``).
 
-    JSON-ready: ``forward_us``, ``backward_us``, ``cpu_issue_forward_us``,
+    JSON-ready: ``forward_us``, ``backward_us``, ``step_us`` (a forward and
+    its backward, a fresh graph each time), ``cpu_issue_forward_us``,
     ``cpu_issue_step_us`` (name → spread dict), ``memory`` and
     ``error_vs_fp64`` (name → values), the shape and the method.
     """
     say = progress("attention")
     inputs = {name: make_inputs(shape, layout, sets) for name, (_, layout) in variants.items()}
     result: dict = {"memory": {}, "error_vs_fp64": {}, "cpu_issue_forward_us": {}, "cpu_issue_step_us": {}}
-    forwards, backwards = {}, {}
+    forwards, backwards, steps = {}, {}, {}
     for name, (attend, layout) in variants.items():
         say(f"{name}: checking against float64, memory, CPU issue time")
         q, k, v, dout = inputs[name][0]
@@ -146,6 +147,8 @@ def time_variants(variants: dict[str, tuple[Callable, str]], shape: AttentionSha
         result["cpu_issue_forward_us"][name] = cpu_issue_time(lambda attend=attend: attend(q, k, v)).to_dict()
         result["cpu_issue_step_us"][name] = cpu_issue_time(step).to_dict()
         forwards[name] = (attend, [s[:3] for s in inputs[name]])
+        steps[name] = (lambda q, k, v, dout, attend=attend: torch.autograd.grad(attend(q, k, v), (q, k, v), dout),
+                       inputs[name])
         # The backward alone: the graph of one forward per input set, kept, differentiated again and again.
         outs = [(attend(*s[:3]), *s) for s in inputs[name]]
         backwards[name] = (lambda out, q, k, v, dout: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True),
@@ -156,12 +159,15 @@ def time_variants(variants: dict[str, tuple[Callable, str]], shape: AttentionSha
     say("backward device time")
     result["backward_us"] = {n: s.to_dict() for n, s in device_times(backwards, repeats=repeats, rounds=rounds,
                                                                     progress=say).items()}
+    say("training step (forward and backward) device time")
+    result["step_us"] = {n: s.to_dict() for n, s in device_times(steps, repeats=repeats, rounds=rounds,
+                                                                progress=say).items()}
     result["shape"] = {"batch": shape.batch, "heads": shape.heads, "seq": shape.seq, "head_dim": shape.head_dim,
                        "dtype": str(shape.dtype).removeprefix("torch."), "causal": causal}
     result["method"] = (f"device time: median of {repeats} interleaved repeats, each the median of {rounds} rounds "
                         f"over {sets} input sets queued behind a sleep kernel; backward alone: autograd.grad on "
                         "a retained graph; CPU issue time: profiler off, GPU drained between calls")
-    del forwards, backwards, inputs
+    del forwards, backwards, steps, inputs
     torch.cuda.empty_cache()
     return result
 

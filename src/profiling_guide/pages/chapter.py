@@ -300,6 +300,7 @@ class Chapter:
         warm_up: bool = False,
         variant: str | None = None,
         keep: Callable[[object], dict] | None = None,
+        time_it: bool = True,
     ) -> Recording:
         """The trace of ``step``'s profiled steps, labelled ``label``: live, profiled now; in replay, recorded.
 
@@ -312,7 +313,8 @@ class Chapter:
         ``profiler`` returned, adds JSON-ready fields to the run record (e.g.
         ``prof.key_averages().table()``). In replay ``step`` never runs:
         the recording is read back, and it is stale if ``step``, ``code`` or
-        the arguments changed since it was made.
+        the arguments changed since it was made. ``time_it=False`` skips the
+        profiler-off timings (for a page that times its steps its own way).
         """
         extra = None
         if self.live:
@@ -320,7 +322,8 @@ class Chapter:
                 self.warm_up(step)
             prof = profiler(step, label, self.trace_file(name))
             extra = keep(prof) if keep else None
-        return self.load(name, step, label=label, code=code, args=args, variant=variant, extra=extra)
+        return self.load(name, step, label=label, code=code, args=args, variant=variant, extra=extra,
+                         time_it=time_it)
 
     def profile_own(self, name: str, profile: Callable[[], object], *, label: str, code: Iterable = ()) -> Recording:
         """What a profile of your own wrote, kept as recording ``name`` (live), or that recording (replay).
