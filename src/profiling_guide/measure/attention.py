@@ -63,7 +63,9 @@ def keep_graphs_for_timing() -> None:
     this call); the kernels are the same, the backward's peak memory may be
     a little higher.
     """
-    torch._functorch.config.donated_buffer = False
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False
 
 
 def make_inputs(shape: AttentionShape, layout: str, count: int, *, seed: int = 0, device: str = "cuda") -> list[tuple]:
