@@ -62,19 +62,33 @@ class Chapter:
         The recordings root (default :func:`default_root`).
     """
 
-    def __init__(self, example: str, args: dict, *, mode: str | None = None, root: str | Path | None = None):
+    def __init__(self, example: str, args: dict, *, mode: str | None = None, root: str | Path | None = None,
+                 ranks: int | None = None):
         self.example = example
         self.args = dict(args)
         self.mode = resolve_mode(mode)
         self.root = Path(root) if root else default_root()
         self.recordings: list[Recording] = []
         self.flags = argparse.Namespace(**self.args)
+        #: GPUs a run of this chapter uses (a chapter of several ranks); its recordings live in ``<gpu>-x<ranks>/``.
+        self.ranks = ranks
+        #: Why a live build replays this chapter, or which GPU's recordings stand in for the one asked for.
+        self.replay_note: str | None = None
+        self._suffix = f"-x{ranks}" if ranks else ""
+        if self.mode == "live" and ranks:
+            import torch
+
+            visible = torch.cuda.device_count()
+            if visible < ranks:
+                self.mode = "replay"
+                self.replay_note = (f"this machine has {visible} GPU{'s' if visible != 1 else ''} and the "
+                                    f"chapter runs on {ranks}: it replays a recording")
         if self.mode == "live":
             from profiling_guide.measure.capture import gpu_facts, software_versions
 
             self.gpu = gpu_facts()
             self.versions = software_versions()
-            self.folder = self.root / gpu_slug(self.gpu["name"])
+            self.folder = self.root / (gpu_slug(self.gpu["name"]) + self._suffix)
         else:
             self.folder = self._replay_folder()
             self.gpu, self.versions = None, None
@@ -130,7 +144,7 @@ class Chapter:
         if bf16_only_because and DTYPES[flags.dtype] is not DTYPES["bfloat16"]:
             raise GuideError(f"--dtype {flags.dtype} is not supported here: {bf16_only_because}; "
                              "use --dtype bfloat16")
-        chapter = cls(example, run_args(flags), mode=flags.mode)
+        chapter = cls(example, run_args(flags), mode=flags.mode, ranks=getattr(flags, "ranks", None))
         chapter.flags = flags
         return chapter
 
@@ -159,25 +173,35 @@ class Chapter:
             require_cuda_memory(nbytes, what)
 
     def _replay_folder(self) -> Path:
+        """The folder this chapter replays: the asked GPU's, or where none has this chapter, another's (said).
+
+        Asked for: ``$PROFILING_GUIDE_GPU``, else the default GPU; a chapter of
+        several ranks reads ``<gpu>-x<ranks>``. A GPU with no recording of this
+        chapter yet (a chapter recorded on one GPU only) replays the first
+        folder that has one, and :attr:`replay_note` names it.
+        """
         slug = os.environ.get(GPU_ENV)
         if slug and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,99}", slug):
             raise GuideError(f"{GPU_ENV}={slug[:60]!r} is not a GPU folder name: use lowercase letters, digits "
                              f"and dashes, e.g. {DEFAULT_GPU}")
-        if slug:
-            folder = self.root / slug
-            if not folder.is_dir():
-                raise GuideError(f"{GPU_ENV}={slug}: no recordings folder {folder}")
-            return folder
-        folder = self.root / DEFAULT_GPU
-        if folder.is_dir():
-            return folder
-        found = sorted(p for p in self.root.glob("*") if p.is_dir()) if self.root.is_dir() else []
+        if slug and not (self.root / slug).is_dir():
+            raise GuideError(f"{GPU_ENV}={slug}: no recordings folder {self.root / slug}")
+        asked = (slug or DEFAULT_GPU) + self._suffix
+        found = [p for p in self.root.glob(f"*{self._suffix}") if p.is_dir()] if self.root.is_dir() else []
+        if not self._suffix:  # a one-GPU chapter never reads a folder of several ranks
+            found = [p for p in found if not re.search(r"-x\d+$", p.name)]
         if not found:
             raise GuideError(
                 f"replay needs recordings but {self.root} has none: record them on a GPU with "
                 f"{MODE_ENV}=live, or set {ROOT_ENV}"
             )
-        return found[0]
+        candidates = sorted(found, key=lambda p: (p.name != asked, p.name != DEFAULT_GPU + self._suffix, p.name))
+        for folder in candidates:
+            if next(folder.glob(f"{self.example}.*.run.json"), None) is not None:
+                if folder.name != asked and (self.root / asked).is_dir():
+                    self.replay_note = f"no recording of this chapter on {asked} yet: this page replays {folder.name}'s"
+                return folder
+        return candidates[0]  # none has it: the error comes, naming the file, when a recording is read
 
     # ------------------------------------------------------------------ record
     def _record(self, name: str, code: Iterable, extra_args: dict | None) -> tuple[str, str, dict]:
@@ -325,6 +349,44 @@ class Chapter:
         return self.load(name, step, label=label, code=code, args=args, variant=variant, extra=extra,
                          time_it=time_it)
 
+    def run_ranks(self, name: str, module: str, args: list[str], *, code: Iterable = ()) -> Recording:
+        """A job of :attr:`ranks` processes under ``torchrun`` (live), or its recording (replay).
+
+        Live, :func:`profiling_guide.measure.distributed.torchrun` runs
+        ``module`` with ``args`` (every rank profiles itself and writes its
+        trace; rank 0 writes the step times and the environment); the traces
+        become ``<example>.<name>.rank<r>.trace.json.gz`` (see
+        :attr:`~profiling_guide.pages.recordings.Recording.rank_trace_paths`)
+        and the run record keeps what rank 0 wrote under ``job``. The module's
+        source and ``args`` are fingerprinted with ``code``.
+        """
+        import importlib.util
+        import tempfile
+
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            raise GuideError(f"no module {module} to run on {self.ranks} ranks")
+        full, fp, all_args = self._record(name, [Path(spec.origin).read_text(), *code],
+                                          {"module": module, "module_args": list(args), "ranks": self.ranks})
+        if not self.live:
+            rec = self._replay(full, fp, needs_trace=False)
+            if len(rec.rank_trace_paths) != self.ranks:
+                raise GuideError(f"recording {full} has {len(rec.rank_trace_paths)} rank traces in {self.folder}, "
+                                 f"not {self.ranks}: re-record it on {self.ranks} GPUs")
+            return rec
+        from profiling_guide.measure.distributed import torchrun
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.folder, prefix=f".{full}.") as tmp:
+            with to_console():
+                job = torchrun(module, self.ranks, list(args), Path(tmp))
+            for rank in range(self.ranks):
+                os.replace(Path(tmp) / f"rank{rank}.trace.json.gz", self.folder / f"{full}.rank{rank}.trace.json.gz")
+        rec = Recording(full, self.folder, self._run_record(full, fp, all_args, job=job))
+        write_json_atomic(rec.run_path, rec.run)
+        self.recordings.append(rec)
+        return rec
+
     def profile_own(self, name: str, profile: Callable[[], object], *, label: str, code: Iterable = ()) -> Recording:
         """What a profile of your own wrote, kept as recording ``name`` (live), or that recording (replay).
 
@@ -447,7 +509,11 @@ class Banner:
         gpu, versions, date, stale = self._facts()
         if self.chapter.live:
             return f"Measured live on {gpu} with {versions}."
+        if self.chapter.ranks:
+            gpu = f"{self.chapter.ranks} × {gpu}"
         text = f"Replayed from a recording made on {gpu} with {versions}, on {date}. No GPU was used to build this page."
+        if self.chapter.replay_note:
+            text += f" ({self.chapter.replay_note[0].upper()}{self.chapter.replay_note[1:]}.)"
         if stale:
             text += " WARNING: a recording is stale (the code changed since); its numbers may not match the code shown."
         return text

@@ -29,6 +29,7 @@ import textwrap
 import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from functools import cached_property
 from pathlib import Path
 
@@ -147,6 +148,13 @@ class Recording:
     @property
     def run_path(self) -> Path:
         return self.folder / f"{self.name}.run.json"
+
+    @property
+    def rank_trace_paths(self) -> list[Path]:
+        """The per-rank traces of a job of several ranks (``<name>.rank<r>.trace.json.gz``), in rank order."""
+        found = {int(m[1]): p for p in self.folder.glob(f"{glob_escape(self.name)}.rank*.trace.json.gz")
+                 if (m := re.fullmatch(re.escape(self.name) + r"\.rank(\d+)\.trace\.json\.gz", p.name))}
+        return [found[r] for r in sorted(found)]
 
     @cached_property
     def trace(self):
