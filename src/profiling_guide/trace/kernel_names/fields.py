@@ -26,6 +26,10 @@ FIELDS: tuple[str, ...] = (
     "epilogue",
     "fused_ops",
     "triton_kind",
+    "collective",
+    "reduce_op",
+    "algorithm",
+    "protocol",
     "note",
     "short",
 )
@@ -49,8 +53,9 @@ class KernelName:
         The raw name, as it appears in the trace.
     kind : str
         What the kernel does: ``"gemm"``, ``"pointwise"``, ``"reduction"``,
-        ``"memset"``, ``"memcpy"`` or ``"other"`` (attention, communication,
-        anything not recognised).
+        ``"memset"``, ``"memcpy"``, ``"collective"`` (NCCL's communication
+        kernels, point-to-point included) or ``"other"`` (attention, anything
+        not recognised).
     library : str
         Who wrote it: ``"cublas"``, ``"cutlass"``, ``"cudnn"``, ``"triton"``,
         ``"aten"``, ``"flash"``, ``"nccl"``, ``"tensorrt"``, ``"tensile"``,
@@ -78,10 +83,23 @@ class KernelName:
         functor (``("gelu",)``). Plain Triton: the activation and norm words in
         the name. Elsewhere a word for what the kernel is when ``kind`` cannot
         say it: ``("attention",)``, ``("conv_fprop",)``, ``("gemv",)``,
-        ``("splitk_reduce",)``, the NCCL collective.
+        ``("splitk_reduce",)``.
     triton_kind : str or None
         Inductor's kernel category prefix: ``"poi"``, ``"red"``, ``"per"``,
         ``"tem"``, ``"for"``, ``"spl"``, ``"unk"``.
+    collective : str or None
+        NCCL: the collective, snake_case (``"all_reduce"``, ``"all_gather"``,
+        ``"reduce_scatter"``, ``"broadcast"``, ``"send_recv"`` ...).
+    reduce_op : str or None
+        NCCL: the reduction operator of a reducing collective (``"sum"``,
+        ``"prod"``, ``"min_max"``, ``"pre_mul_sum"`` ...).
+    algorithm : str or None
+        NCCL: how the ranks are connected for this call, as NCCL spells it
+        (``"RING"``, ``"TREE"``, ``"NVLS"``, ``"NVLS_TREE"``, ``"COLLNET_DIRECT"``,
+        ``"COLLNET_CHAIN"``, ``"PAT"``).
+    protocol : str or None
+        NCCL: the protocol, ``"LL"`` (low latency: 8-byte stores with a flag),
+        ``"LL128"`` or ``"Simple"`` (large chunks, the bandwidth protocol).
     note : str or None
         Said when the name was not decoded whole: only its first
         :data:`~profiling_guide.trace.kernel_names.fields.MAX_NAME`
@@ -100,6 +118,10 @@ class KernelName:
     epilogue: str | None = None
     fused_ops: tuple[str, ...] = ()
     triton_kind: str | None = None
+    collective: str | None = None
+    reduce_op: str | None = None
+    algorithm: str | None = None
+    protocol: str | None = None
     note: str | None = None
     short: str = ""
 
