@@ -36,6 +36,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
@@ -299,3 +301,24 @@ def clock_offsets(matched: list[MatchedCall]) -> dict[int, float]:
                 f"(median absolute deviation over {len(values)} calls); give the traces of one job")
         offsets[r] = median
     return offsets
+
+
+# ------------------------------------------------------------ one rank alone
+def calls_table(calls: list[CollectiveCall], n_steps: int) -> pd.DataFrame:
+    """One rank's collective calls by kind: calls and kernel time per step, mean kernel µs, the full buffer.
+
+    From one rank alone a kernel's duration is its transfer plus its wait
+    for the other ranks, which only their traces can tell apart.
+    """
+    groups: dict[tuple, list[CollectiveCall]] = defaultdict(list)
+    for c in calls:
+        if c.kernel_us is not None and c.step is not None:
+            k = decode(c.kernel)
+            groups[(c.collective, DTYPE_WORDS.get(c.dtype, c.dtype), c.buffer_bytes, k.algorithm, k.protocol)].append(c)
+    n = max(n_steps, 1)
+    rows = [{"collective": coll, "dtype": dtype, "bytes": nbytes, "algorithm": algorithm, "protocol": protocol,
+             "per_step": len(same) / n, "us_per_step": sum(c.kernel_us for c in same) / n,
+             "mean_us": sum(c.kernel_us for c in same) / len(same)}
+            for (coll, dtype, nbytes, algorithm, protocol), same in groups.items()]
+    columns = ["collective", "dtype", "bytes", "algorithm", "protocol", "per_step", "us_per_step", "mean_us"]
+    return pd.DataFrame(rows, columns=columns).sort_values("us_per_step", ascending=False, ignore_index=True)

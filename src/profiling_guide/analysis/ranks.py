@@ -65,6 +65,7 @@ class RankSummary:
     unmatched_kernels: int  # NCCL kernels of the steps that no record_param_comms op launched
     before_window: int  # device events launched before the profiler began recording
     gpu: str | None = None
+    step_starts_us: dict[int, float] = field(default_factory=dict)  # step number → its CPU start, own clock
 
 
 def summarize_rank(trace: Trace, rank: int) -> RankSummary:
@@ -75,7 +76,8 @@ def summarize_rank(trace: Trace, rank: int) -> RankSummary:
         rank=rank, source=trace.source, steps=[summarize_step(s) for s in trace.steps],
         breakdown={s.number: time_breakdown(s.device_events) for s in trace.steps},
         calls=collective_calls(trace, rank), unmatched_kernels=len(unmatched_kernels(trace)),
-        before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=str(gpu) if gpu else None)
+        before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=str(gpu) if gpu else None,
+        step_starts_us={s.number: s.start_us for s in trace.steps})
 
 
 @dataclass
@@ -90,7 +92,8 @@ class RunAnalysis:
     calls: list[MatchedCall]
     #: one row per kind of call (collective, dtype, bytes, group size, algorithm, protocol): counts, transfer, busbw
     collectives: pd.DataFrame
-    #: one row per rank: arrived_last, calls, late_us (per step: how long it kept the others waiting), wait_us
+    #: one row per rank: arrived_last, calls, late_us (per step: how long it kept the others waiting), wait_us,
+    #: start_lag_us (mean per step: how much later than the earliest rank it began the step, clocks aligned)
     stragglers: pd.DataFrame
     straggler: int | None  # the rank the others waited for, when they waited enough to matter
     offsets_us: dict[int, float]  # each rank's clock minus the lowest rank's (:func:`clock_offsets`)
@@ -149,6 +152,17 @@ def _stragglers(calls, ranks, n_steps) -> pd.DataFrame:
     return df.sort_values(["late_us", "rank"], ascending=[False, True], ignore_index=True)
 
 
+def _start_lags(summaries, steps, offsets) -> dict[int, float]:
+    """Per rank, how much later than the earliest rank it began each step (mean), on clocks aligned by ``offsets``."""
+    lags: dict[int, list[float]] = defaultdict(list)
+    for number in steps:
+        starts = {s.rank: s.step_starts_us[number] - offsets.get(s.rank, 0.0) for s in summaries}
+        first = min(starts.values())
+        for rank, start in starts.items():
+            lags[rank].append(start - first)
+    return {rank: statistics.mean(values) for rank, values in lags.items()}
+
+
 def _collectives_table(calls, steps, sweep: Sweep | None) -> pd.DataFrame:
     groups: dict[tuple, list[MatchedCall]] = defaultdict(list)
     for m in calls:
@@ -193,6 +207,8 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     offsets = clock_offsets(calls)
     per_rank = _per_rank_table(summaries, calls, steps)
     stragglers = _stragglers(calls, ranks, len(steps))
+    lags = _start_lags(summaries, steps, offsets)
+    stragglers["start_lag_us"] = [lags.get(int(r), 0.0) for r in stragglers["rank"]]
     span = statistics.median(per_rank["span_us"]) if len(per_rank) else 0.0
     top = stragglers.iloc[0] if len(stragglers) else None
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
@@ -291,10 +307,13 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
     and the ``record_function`` label around it (``extra_work``). Where its
     GPU sat idle for most of a gap, the kernel started late because the CPU
     issued it late: the CPU ops of the issuing thread in the gap before the
-    call's op are counted instead (``where`` is ``"cpu"``).
+    call's op are counted instead (``where`` is ``"cpu"``), beside one row
+    (``where`` ``"idle"``) with the GPU's idle time in the gaps.
 
     Returns one row per (where, op, label): ``ops`` (distinct ops), ``us``
-    (time inside the gaps), ``share`` of the gaps' total; largest first.
+    (time inside the gaps), ``share`` of the gaps' total; largest first. The
+    ``"gpu"`` and ``"idle"`` rows add up to the gaps; the ``"cpu"`` rows say
+    what the CPU did during the ``"idle"`` part.
     """
     mine = {c.key: c for c in collective_calls(trace, rank)}
     device = sorted((ev for ev in trace.device_events if decode(ev.name).kind != "collective"),
@@ -333,6 +352,8 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
             entry[0].add(id(ev.launch.op) if ev.launch is not None and ev.launch.op is not None else id(ev))
             entry[1] += us
         gpu_us = _union(busy, lo, hi)
+        idle = totals["idle", "no device work", None]
+        idle[1] += (hi - lo) - gpu_us
         if gpu_us < 0.5 * (hi - lo):
             # The GPU idled: the CPU issued the call late. Its thread's ops before the call, over as long a gap.
             cpu_op = comms_ops.get(call.cpu_start_us)
@@ -349,7 +370,7 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
                         entry[1] += us
     rows = [{"where": where, "op": op, "label": label, "ops": len(ids), "us": us,
              "share": us / gaps_us if gaps_us else 0.0}
-            for (where, op, label), (ids, us) in totals.items()]
+            for (where, op, label), (ids, us) in totals.items() if us > 0]
     df = pd.DataFrame(rows, columns=["where", "op", "label", "ops", "us", "share"])
     df = df.sort_values("us", ascending=False, ignore_index=True)
     df.attrs["gaps_us"] = gaps_us

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from profiling_guide.analysis.backward import forward_backward, phase_shares
+from profiling_guide.analysis.collectives import calls_table, collective_calls
 from profiling_guide.analysis.pace import (  # noqa: F401 - the report's API
     Pace,
     StepSummary,
@@ -87,6 +88,10 @@ class TraceReport:
     #: forward op → backward op → kernels (:func:`~profiling_guide.analysis.backward.forward_backward`);
     #: empty where the trace has no backward
     backward: pd.DataFrame | None = None
+    #: the collective calls of a rank of a distributed job, by kind (:func:`~profiling_guide.analysis.collectives.calls_table`)
+    collectives: pd.DataFrame | None = None
+    #: ``(rank, world size)`` from the trace's ``distributedInfo``, for a rank of a job of two or more
+    rank: tuple[int, int] | None = None
 
 
 # ------------------------------------------------------------------- steps
@@ -578,4 +583,7 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
                 "device_events": len(trace.device_events), "backward_links": len(trace.backward_links)},
         phases=phase_shares(steps),
         backward=forward_backward(trace, steps, top=top),
+        collectives=calls_table(collective_calls(trace, who.rank if who.rank is not None else 0), len(trace.steps))
+        if trace.steps else None,
+        rank=(who.rank, who.world_size) if who.distributed else None,
     )

@@ -73,16 +73,24 @@ def _who_waits(run: RunAnalysis, activity) -> str:
     text = (f"Rank {run.straggler} keeps the others waiting: it arrived last at {int(row['arrived_last'])} of "
             f"{int(row['calls'])} collectives, {fmt_us(row['late_us'])} per step after the first rank to "
             f"arrive{waited}.")
+    gaps = activity.attrs.get("gaps_us", 0.0) if activity is not None else 0.0
+    idle = float(activity.loc[activity["where"] == "idle", "us"].sum()) if activity is not None else 0.0
+    lag = float(row["start_lag_us"])
+    if gaps and idle >= 0.5 * gaps and lag > 0:
+        text += (f" Its GPU sat idle through {idle / gaps:.0%} of those waits, waiting for work from its CPU, which "
+                 f"began its steps {fmt_us(lag)} after the earliest rank's (mean per step, clocks aligned): it falls "
+                 "behind before the step begins, where the trace does not look.")
     out = f'<p class="pg-verdict pg-v-collectives">{html.escape(text)}</p>'
     if activity is not None and len(activity):
         n = max(len(run.steps), 1)
         gaps = activity.attrs.get("gaps_us", 0.0) / n
         rows = []
         for r in activity.itertuples():
-            where = "its GPU ran" if r.where == "gpu" else "its CPU ran (GPU idle)"
+            where = {"gpu": "its GPU ran", "idle": "its GPU idled", "cpu": "meanwhile its CPU ran"}[r.where]
             label = "–" if r.label is None or (isinstance(r.label, float) and math.isnan(r.label)) else r.label
+            ops = "–" if r.where == "idle" else f"{r.ops / n:,.1f}"
             rows.append(_cell(where) + _cell(_op_name(r.op), title=r.op, cls="name") + _cell(label, cls="name")
-                        + _cell(f"{r.ops / n:,.1f}", num=True) + _cell(_ms(r.us / n), num=True)
+                        + _cell(ops, num=True) + _cell(_ms(r.us / n), num=True)
                         + _cell(f"{r.share:.0%}", num=True))
         out += (f"<p>While the others waited for it ({html.escape(fmt_us(gaps))} per step in all: for each "
                 "collective, from the first rank's arrival to its own), rank "
