@@ -93,7 +93,9 @@ class Sweep:
         if nbytes >= rows[-1].bytes:
             return rows[-1].busbw_gbps
         for lo, hi in zip(rows, rows[1:]):
-            if lo.bytes <= nbytes <= hi.bytes:
+            if nbytes == lo.bytes:
+                return lo.busbw_gbps
+            if lo.bytes < nbytes < hi.bytes:
                 x = (math.log(nbytes) - math.log(lo.bytes)) / (math.log(hi.bytes) - math.log(lo.bytes))
                 return math.exp(math.log(lo.busbw_gbps) + x * (math.log(hi.busbw_gbps) - math.log(lo.busbw_gbps)))
         return None

@@ -101,9 +101,23 @@ def _who_waits(run: RunAnalysis, activity) -> str:
 
 
 def _verdicts(run: RunAnalysis) -> str:
-    items = "".join(f"<li><b>rank {r}</b> ({html.escape(v.bound)}): {html.escape(v.headline)}</li>"
-                    for r, v in run.verdicts.items())
-    return f'<ul class="pg-verdicts">{items}</ul>'
+    if len(run.verdicts) <= TABLE_PER_RANK:
+        items = "".join(f"<li><b>rank {r}</b> ({html.escape(v.bound)}): {html.escape(v.headline)}</li>"
+                        for r, v in run.verdicts.items())
+        return f'<ul class="pg-verdicts">{items}</ul>'
+    # Many ranks: how many got each verdict, and in full the ranks that matter most.
+    by_bound: dict[str, list[int]] = {}
+    for r, v in run.verdicts.items():
+        by_bound.setdefault(v.bound, []).append(r)
+    counts = "; ".join(f"{len(ranks)} {html.escape(bound)} ({html.escape(_ranks_text(ranks))})"
+                       for bound, ranks in sorted(by_bound.items(), key=lambda kv: -len(kv[1])))
+    waited = run.per_rank.groupby("rank")["wait_us"].mean()
+    keys = [r for r in (run.straggler, int(waited.idxmax()) if len(waited) else None) if r is not None]
+    items = "".join(f"<li><b>rank {r}</b> ({html.escape(run.verdicts[r].bound)}): "
+                    f"{html.escape(run.verdicts[r].headline)}</li>" for r in dict.fromkeys(keys))
+    return (f"<p>{counts}.</p>" + (f'<ul class="pg-verdicts">{items}</ul>' if items else "")
+            + '<p class="pg-note">In full above: the rank the others waited for and the rank that waited '
+            "longest.</p>")
 
 
 _RANK_HEAD = ["step", "compute ms", "communication ms (hidden behind compute)", "exposed communication ms",
@@ -142,14 +156,21 @@ def _per_rank(run: RunAnalysis) -> str:
     return _table(["rank (mean per step)", *_RANK_HEAD[1:]], rows) + note
 
 
+#: Rows of the arrivals table; the rest of the ranks are counted under it.
+ARRIVAL_ROWS = 16
+
+
 def _stragglers(run: RunAnalysis) -> str:
     rows = []
-    for r in run.stragglers.itertuples():
+    for r in run.stragglers.head(ARRIVAL_ROWS).itertuples():
         rows.append(_cell(f"rank {int(r.rank)}") + _cell(f"{int(r.arrived_last)} of {int(r.calls)}", num=True)
                     + _cell(_ms(r.late_us), num=True) + _cell(_ms(r.wait_us), num=True)
                     + _cell(run.verdicts[int(r.rank)].bound))
+    more = len(run.stragglers) - ARRIVAL_ROWS
+    rest = (f'<p class="pg-note">{more} more ranks, each of which kept the others waiting less than those above.</p>'
+            if more > 0 else "")
     return (_table(["rank", "arrived last at", "the others waited for it, ms / step", "it waited, ms / step",
-                    "its verdict"], rows)
+                    "its verdict"], rows) + rest
             + '<p class="pg-note">A collective\'s kernel runs until every rank of its group has arrived. The rank '
             "whose kernel is the shortest arrived last; each other rank waited its kernel's duration minus that "
             "shortest one. <i>The others waited for it</i> adds up, over the collectives it arrived last at, the "
