@@ -277,3 +277,20 @@ def test_a_folder_copied_whole_keeps_its_report(tmp_path):
     shutil.copytree(H100X4 / "ddp", tmp_path / "job")
     (tmp_path / "job" / "rank0.run.json").write_text("{}")  # a run record beside a trace is not a trace
     assert len(trace_files([tmp_path / "job"])) == 4
+
+
+def test_identical_ddp_ranks_get_one_verdict_and_the_idle_time_hta_measures():
+    # Before the kernels launched ahead of the profiled window were left out of the first step, they
+    # stretched its span over the GPU's previous step, and two identical ranks read 32% and 1.5% idle.
+    from profiling_guide.analysis.overlap import time_breakdown
+
+    verdicts = set()
+    for rank in range(4):
+        trace = Trace.load(H100X4 / "ddp" / f"rank{rank}.trace.json.gz")
+        report = analyse(trace)
+        verdicts.add(report.pace.verdict)
+        whole = time_breakdown([ev for s in trace.steps for ev in s.device_events])  # = HTA's (test_hta_crosscheck)
+        idle = sum(s.gpu_idle_fraction * s.gpu_span_us for s in report.steps) / sum(s.gpu_span_us
+                                                                                   for s in report.steps)
+        assert idle == pytest.approx(whole.idle_us / whole.span_us, abs=0.005)
+    assert verdicts == {"GPU"}
