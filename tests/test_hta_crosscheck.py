@@ -111,3 +111,70 @@ def test_hta_counts_inductors_launcher_op_as_a_kernel(hta):
     (kernel,) = Trace.load(path).kernels
     assert theirs[kernel.name] == pytest.approx(kernel.dur_us + _inductor_launchers_us(path)[kernel.name])
     assert theirs[kernel.name] > 50 * kernel.dur_us  # a 1.8 µs kernel; the launcher took ~96 µs of CPU
+
+
+# ------------------------------------------------ several ranks: time breakdown and overlap
+H100X4 = Path(__file__).parent / "data" / "h100x4"
+RUNS = ("ddp", "ddp_straggler", "fsdp2")
+#: Our sweep and HTA's pandas agree to this many µs, and the overlap to this many percentage points
+#: (HTA rounds it to two decimals). The timestamps are floats near 4.8e12 µs, each good to about
+#: 0.001 µs; summing hundreds of intervals in another order than HTA's moves the last digits.
+BREAKDOWN_TOLERANCE_US = 0.1
+OVERLAP_TOLERANCE_PCT = 0.006
+
+
+@pytest.fixture(scope="module")
+def hta_runs(hta):
+    """HTA's temporal breakdown and comm/comp overlap of every fixture run, all ranks at once."""
+    found = {}
+    for run in RUNS:
+        folder = H100X4 / run
+        analysis = hta(trace_files={r: str(folder / f"rank{r}.trace.json.gz") for r in range(4)},
+                       trace_dir=str(folder), include_last_profiler_step=True)
+        found[run] = (analysis.get_temporal_breakdown(visualize=False).set_index("rank"),
+                      analysis.get_comm_comp_overlap(visualize=False).set_index("rank"))
+    return found
+
+
+@HTA_WARNINGS
+@pytest.mark.parametrize("run, rank", [(run, rank) for run in RUNS for rank in range(4)])
+def test_time_breakdown_and_overlap_agree_with_hta_on_every_rank(hta_runs, run, rank):
+    """Our compute, idle and overlap over the whole trace against HTA's, on the same events.
+
+    Definitions, the same on both sides: the span runs from the first to the
+    last device event launched inside the profiler's steps (HTA keeps device
+    work whose launch it finds among the steps' CPU events; work launched
+    before the profiler began recording is left out by both); compute is the
+    time with any kernel running that is neither communication (NCCL) nor a
+    memset or memcpy; idle is the span minus the time anything runs; HTA's
+    non-compute time is the rest (exposed communication, copies and fills
+    alone); overlap is the time compute and communication run together over
+    the time communication runs. Different on purpose: the report measures
+    each step over its own span, where HTA measures one span for the whole
+    trace (the gap between two steps is idle there and not here); the
+    numbers compared here are over the whole trace, as HTA has them.
+    """
+    from profiling_guide.analysis.overlap import time_breakdown
+
+    temporal, overlap = hta_runs[run]
+    trace = Trace.load(H100X4 / run / f"rank{rank}.trace.json.gz")
+    ours = time_breakdown([ev for step in trace.steps for ev in step.device_events])
+    theirs = temporal.loc[rank]
+    assert ours.span_us == pytest.approx(theirs["kernel_time(us)"], abs=BREAKDOWN_TOLERANCE_US)
+    assert ours.idle_us == pytest.approx(theirs["idle_time(us)"], abs=BREAKDOWN_TOLERANCE_US)
+    assert ours.compute_us == pytest.approx(theirs["compute_time(us)"], abs=BREAKDOWN_TOLERANCE_US)
+    assert ours.busy_us - ours.compute_us == pytest.approx(theirs["non_compute_time(us)"],
+                                                           abs=BREAKDOWN_TOLERANCE_US)
+    assert 100 * ours.overlap_share == pytest.approx(overlap.loc[rank, "comp_comm_overlap_pctg"],
+                                                     abs=OVERLAP_TOLERANCE_PCT)
+
+
+def test_the_per_step_spans_leave_out_only_the_gaps_between_steps():
+    from profiling_guide.analysis.overlap import time_breakdown
+
+    trace = Trace.load(H100X4 / "ddp" / "rank0.trace.json.gz")
+    whole = time_breakdown([ev for step in trace.steps for ev in step.device_events])
+    steps = [time_breakdown(step.device_events) for step in trace.steps]
+    assert sum(s.busy_us for s in steps) == pytest.approx(whole.busy_us)
+    assert sum(s.compute_us for s in steps) == pytest.approx(whole.compute_us)
+    assert sum(s.span_us for s in steps) <= whole.span_us

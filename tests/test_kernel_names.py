@@ -332,6 +332,32 @@ def test_truncated_or_malformed_family_names_decode_without_raising(name):
     assert len(k.short) <= SHORT_MAX
 
 
+@pytest.mark.parametrize("name, fields", [
+    # NCCL 2.28 on the H100s of tests/data/h100x4: collective, operator, type, algorithm, protocol
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+     ("all_reduce", "sum", "bf16", "RING", "LL")),
+    ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",
+     ("reduce_scatter", "sum", "fp32", "RING", "LL128")),
+    # an all-gather moves bytes: no operator, no type
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", ("all_gather", None, None, "RING", "LL")),
+    ("ncclDevKernel_AllReduce_Sum_bf16_NVLS_TREE_SIMPLE(ncclDevKernelArgsStorage<4096ul>)",
+     ("all_reduce", "sum", "bf16", "NVLS_TREE", "Simple")),
+    ("ncclDevKernel_AllReduce_MinMax_u64_COLLNET_DIRECT_SIMPLE", ("all_reduce", "min_max", "uint64", "COLLNET_DIRECT",
+                                                                  "Simple")),
+    ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", ("send_recv", None, None, None, None)),
+    # NCCL before 2.19: algorithm and protocol first, C type names
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+     ("all_reduce", "sum", "fp32", "RING", "LL")),
+    ("ncclKernel_Broadcast_TREE_LL128_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+     ("broadcast", "sum", "int8", "TREE", "LL128")),
+])
+def test_nccl_kernels_are_collectives_with_operator_type_algorithm_and_protocol(name, fields):
+    k = decode(name)
+    assert (k.kind, k.library) == ("collective", "nccl")
+    assert (k.collective, k.reduce_op, k.dtype, k.algorithm, k.protocol) == fields
+    assert k.short.startswith(f"nccl {fields[0]}")
+
+
 def test_an_unknown_cxx_kernel_is_labelled_with_its_function_name():
     k = decode("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*)")
     assert (k.kind, k.library, k.short) == ("other", "unknown", "FusedAddRMSNormKernel")
@@ -393,7 +419,7 @@ def test_the_corpus_spans_many_families():
     libraries = {row["library"] for row in ROWS}
     kinds = {row["kind"] for row in ROWS}
     assert {"cublas", "cutlass", "triton", "aten", "cuda", "flash", "cudnn"} <= libraries
-    assert {"gemm", "attention", "pointwise", "reduction", "memset", "memcpy", "other"} == kinds
+    assert {"gemm", "attention", "pointwise", "reduction", "memset", "memcpy", "collective", "other"} == kinds
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["name"][:60] for row in ROWS])

@@ -13,10 +13,20 @@ Commands
 ``profiling-guide bench-load [--events N] [--runs R]``
     Time loading a synthetic trace of N events against ``json.load``, and
     compare their peak memory.
-``profiling-guide report TRACE [-o REPORT.html] [--step N] [--rates RUN.json]``
+``profiling-guide report TRACE [TRACE ...] [-o REPORT.html] [--step N] [--rates RUN.json]``
     One self-contained HTML page on any torch.profiler trace: who sets the
     pace, the environment, steps, an interactive timeline, top kernels and
-    CPU ops, memsets and memcpys, health checks.
+    CPU ops, memsets and memcpys, health checks. Given the traces of every
+    rank of a distributed run (files, a folder or a glob), one page for the
+    run: who keeps the others waiting and what it was doing, each rank's
+    compute, communication, overlap and idle time per step, the collectives'
+    bus bandwidth (``--nccl-sweep SWEEP.json`` compares it with a measured
+    sweep), one step of every rank on one timeline; ``--merge OUT.json``
+    also writes one Chrome trace of all ranks for Perfetto.
+``profiling-guide bench-nccl -o SWEEP.json [...]`` (under ``torchrun``)
+    Measure the bus bandwidth of all-reduce, all-gather and reduce-scatter
+    from 1 MiB to 1 GiB on this machine's GPUs, the sweep the run report
+    compares its collectives with.
 ``profiling-guide profile MODULE:CALLABLE -o DIR [--steps N] [--compile]``
     Profile your own step on this GPU and write its trace, run record and
     report (see :mod:`profiling_guide.report.profile_own` for the contract).
@@ -127,10 +137,33 @@ def _cmd_bench_load(args, rest) -> int:
 
 
 def _cmd_report(args) -> int:
-    from profiling_guide.report.html import write_report
+    from profiling_guide.trace.run import trace_files
 
-    print(write_report(args.trace, args.output, step=args.step, rates=args.rates))
+    paths = trace_files(args.trace)
+    if len(paths) == 1:
+        if args.merge or args.nccl_sweep:
+            option = "--merge" if args.merge else "--nccl-sweep"
+            raise GuideError(f"{option} reads the traces of two or more ranks; {paths[0]} is one trace")
+        from profiling_guide.report.html import write_report
+
+        print(write_report(paths[0], args.output, step=args.step, rates=args.rates))
+        return 0
+    if args.rates:
+        raise GuideError("--rates applies to one trace's report; a run's report compares collectives with "
+                         "--nccl-sweep instead")
+    from profiling_guide.report.run_html import write_run_report
+
+    out = write_run_report(paths, args.output, step=args.step, sweep=args.nccl_sweep, merge=args.merge)
+    print(out)
+    if args.merge:
+        print(args.merge)
     return 0
+
+
+def _cmd_bench_nccl(args, rest) -> int:
+    from profiling_guide.measure import bench_nccl
+
+    return bench_nccl.main(rest) or 0
 
 
 def _cmd_profile(args) -> int:
@@ -158,12 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_bench)
     p = sub.add_parser("bench-load", help="time loading a large synthetic trace against json.load", add_help=False)
     p.set_defaults(func=_cmd_bench_load)
-    p = sub.add_parser("report", help="an HTML report of any torch.profiler trace")
-    p.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
-    p.add_argument("-o", "--output", help="the HTML file to write (default: <name>.report.html here)")
+    p = sub.add_parser("report", help="an HTML report of any torch.profiler trace, or of every rank of a run")
+    p.add_argument("trace", nargs="+", help="a torch.profiler Chrome trace (.json or .json.gz); or the traces of "
+                   "every rank of a distributed run: files, a folder of them, or a glob (quoted)")
+    p.add_argument("-o", "--output", help="the HTML file to write (default: <name>.report.html here; for a run, "
+                   "<folder>.report.html)")
     p.add_argument("--step", type=int, help="the ProfilerStep number the timeline shows (default: the median step)")
     p.add_argument("--rates", help="JSON with reference rates measured on the same GPU (a profile run record)")
+    p.add_argument("--nccl-sweep", metavar="SWEEP.json", help="a run: bus bandwidth measured on the same machine "
+                   "(profiling-guide bench-nccl) to compare the collectives with")
+    p.add_argument("--merge", metavar="OUT.json", help="a run: also write one Chrome trace of every rank (a process "
+                   "per rank) for Perfetto; .json.gz to gzip it")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("bench-nccl", add_help=False,
+                       help="measure all-reduce, all-gather and reduce-scatter bus bandwidth (under torchrun)")
+    p.set_defaults(func=_cmd_bench_nccl)
     p = sub.add_parser("profile", help="profile your own step on this GPU: trace, run record, report")
     p.add_argument("target", metavar="MODULE:CALLABLE", help="a step, or a factory returning one (no arguments)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the trace, record and report")
@@ -179,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:
-        if args.command in ("bench-mlp", "bench-load"):
+        if args.command in ("bench-mlp", "bench-load", "bench-nccl"):
             return args.func(args, rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -20,6 +20,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from profiling_guide.analysis.overlap import time_breakdown
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 
 _SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")
@@ -27,9 +28,11 @@ _SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")
 GPU_BOUND_BUSY, CPU_BOUND_BUSY = 0.8, 0.5  # device busy share of the step's window
 BACK_TO_BACK = 0.1  # idle share of the GPU's span below which it ran its work back to back
 QUEUED_US = 50.0  # a median launch→start delay above this is work waiting in a queue, not launch latency
+COMM_BOUND = 0.5  # share of the GPU's busy time in collective kernels from which a rank is said to wait in them
 
 # What the chapters call each verdict.
-WORDS = {"GPU": "device-bound", "CPU": "overhead-bound", "mixed": "mixed", "no GPU work": "no GPU work"}
+WORDS = {"GPU": "device-bound", "CPU": "overhead-bound", "mixed": "mixed", "no GPU work": "no GPU work",
+         "collectives": "communication-bound"}
 
 
 @dataclass
@@ -49,7 +52,9 @@ class StepSummary:
     delay_us: float | None  # median launch→start delay (first device event of each launch)
     delay_start_us: float | None  # ... of the first third of launches
     delay_end_us: float | None  # ... and of the last third
-    verdict: str  # "GPU", "CPU", "mixed" or "no GPU work"
+    verdict: str  # "GPU", "CPU", "mixed", "collectives" or "no GPU work"
+    comm_us: float = 0.0  # time with a collective (NCCL) kernel running
+    exposed_comm_us: float = 0.0  # ... and no compute kernel beside it
 
     @property
     def busy_share(self) -> float:
@@ -61,13 +66,13 @@ class StepSummary:
 class Pace:
     """Who sets the pace over the trace's steps, and why the report says so."""
 
-    verdict: str  # "GPU", "CPU", "mixed" or "no GPU work"
+    verdict: str  # "GPU", "CPU", "mixed", "collectives" or "no GPU work"
     headline: str
     evidence: list[str]
 
     @property
     def bound(self) -> str:
-        """``"device-bound"``, ``"overhead-bound"``, ``"mixed"`` or ``"no GPU work"``."""
+        """``"device-bound"``, ``"overhead-bound"``, ``"mixed"``, ``"communication-bound"`` or ``"no GPU work"``."""
         return WORDS[self.verdict]
 
     def __str__(self) -> str:
@@ -115,8 +120,10 @@ def summarize_step(step: Step) -> StepSummary:
         busy = _union_us(events, step.start_us, window_end)
         span = last - first
         idle = 1 - _union_us(events, first, last) / span if span > 0 else 0.0
+        parts = time_breakdown(events)
+        comm, exposed = parts.comm_us, parts.exposed_comm_us
     else:
-        window_end, busy, span, idle = step.end_us, 0.0, 0.0, 0.0
+        window_end, busy, span, idle, comm, exposed = step.end_us, 0.0, 0.0, 0.0, 0.0, 0.0
     window = window_end - step.start_us
     summary = StepSummary(
         number=step.number, cpu_us=step.dur_us, device_busy_us=busy, window_us=window, gpu_span_us=span,
@@ -124,11 +131,26 @@ def summarize_step(step: Step) -> StepSummary:
         cpu_ops=sum(1 for op in step.ops if not op.annotation), sync_us=sync_us,
         delay_us=statistics.median(delays) if delays else None,
         delay_start_us=statistics.median(delays[:third]) if third else None,
-        delay_end_us=statistics.median(delays[-third:]) if third else None, verdict="",
+        delay_end_us=statistics.median(delays[-third:]) if third else None, verdict="", comm_us=comm,
+        exposed_comm_us=exposed,
     )
-    summary.verdict = verdict(summary.busy_share, idle, summary.delay_us, _grows(summary.delay_start_us,
-                                                                                 summary.delay_end_us), bool(events))
+    work_share, work_idle = _without_exposed_comm(busy, window, idle, span, exposed)
+    summary.verdict = verdict(work_share, work_idle, summary.delay_us,
+                              _grows(summary.delay_start_us, summary.delay_end_us), bool(events),
+                              comm_share=comm / busy if busy else 0.0)
     return summary
+
+
+def _without_exposed_comm(busy: float, window: float, idle: float, span: float, exposed: float) -> tuple:
+    """The busy share of the window and the idle share of the span, counting exposed communication as idle.
+
+    A collective's kernel with no compute beside it keeps the GPU "busy" while
+    it waits for other ranks or for the links: for who sets the pace, that
+    time is waiting, not work.
+    """
+    share = (busy - exposed) / window if window > 0 else 0.0
+    idle_share = idle + exposed / span if span > 0 else idle
+    return share, min(idle_share, 1.0)
 
 
 def _grows(start: float | None, end: float | None) -> bool:
@@ -136,8 +158,15 @@ def _grows(start: float | None, end: float | None) -> bool:
 
 
 def verdict(busy_share: float, idle_in_span: float, delay_us: float | None, delay_grows: bool,
-            any_work: bool = True) -> str:
-    """``"GPU"``, ``"CPU"``, ``"mixed"`` or ``"no GPU work"``: who sets the pace, from the evidence.
+            any_work: bool = True, comm_share: float = 0.0) -> str:
+    """``"GPU"``, ``"CPU"``, ``"mixed"``, ``"collectives"`` or ``"no GPU work"``: who sets the pace.
+
+    * **collectives**: collective (NCCL) kernels ran during at least
+      ``COMM_BOUND`` of the GPU's busy time (``comm_share``). Such a kernel
+      runs until every rank of its group arrives: that time is transfers and
+      waiting for other ranks, and faster kernels on this rank would not
+      shorten it. This is decided first, so a rank is never called
+      GPU-bound on the strength of time spent in communication.
 
     * **GPU**: the GPU ran its work back to back (idle less than
       ``BACK_TO_BACK`` of its span) while work waited in its queue (median
@@ -153,9 +182,15 @@ def verdict(busy_share: float, idle_in_span: float, delay_us: float | None, dela
     The busy share alone misleads when the CPU runs a whole step ahead: the
     GPU is then still busy with the previous step's work as the step starts,
     which is why the queue is asked first.
+
+    Pass ``busy_share`` and ``idle_in_span`` with exposed communication (a
+    collective kernel with no compute beside it) counted as idle, as
+    :func:`summarize_step` does: it is waiting, not work.
     """
     if not any_work:
         return "no GPU work"
+    if comm_share >= COMM_BOUND:
+        return "collectives"
     queued = delay_us is not None and (delay_us > QUEUED_US or delay_grows)
     if (idle_in_span < BACK_TO_BACK and queued) or busy_share >= GPU_BOUND_BUSY:
         return "GPU"
@@ -173,12 +208,18 @@ def fmt_us(us: float) -> str:
     return f"{us:,.1f} µs"
 
 
-def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None) -> Pace:
+def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None,
+         ranks: tuple[int, int] | None = None, comm_rule: bool = True) -> Pace:
     """Who sets the pace over all ``summaries`` (:func:`verdict` on their pooled numbers), with the evidence.
 
     The profiler slows the CPU, never the GPU: given the CPU time of a step
     measured without it (``unprofiled_cpu_us``), a CPU verdict that the
-    unprofiled run would not share says so.
+    unprofiled run would not share says so. ``ranks`` is ``(rank, world
+    size)`` of a trace of one rank of a distributed job, read alone: where it
+    spent time in collectives, the verdict says that only the other ranks'
+    traces can tell which rank it waited for. ``comm_rule=False`` leaves out
+    the "collectives" verdict (for a rank known not to be waiting in them):
+    the verdict is then of its own work, exposed communication counted as idle.
     """
     window = sum(s.window_us for s in summaries)
     busy = sum(s.device_busy_us for s in summaries)
@@ -210,10 +251,29 @@ def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None
     if sync:
         evidence.append(f"The CPU waited {fmt_us(sync)} per step in synchronizing calls "
                         "(cudaDeviceSynchronize, cudaStreamSynchronize, blocking copies).")
-    who = verdict(share, idle, delay, grows)
+    comm = sum(s.comm_us for s in summaries)
+    exposed = sum(s.exposed_comm_us for s in summaries)
+    if comm:
+        line = (f"Collective (NCCL) kernels ran {fmt_us(comm / n)} per step, during {comm / busy:.0%} of the GPU's "
+                f"busy time; {fmt_us(exposed / n)} of it with no compute kernel beside it (exposed)")
+        if ranks is not None:
+            line += (f". Part of it is waiting for other ranks: this is rank {ranks[0]} of {ranks[1]}, and only the "
+                     "other ranks' traces can say how much, and for whom")
+        evidence.append(line + ".")
+    work_share, work_idle = _without_exposed_comm(busy, window, idle, span, exposed)
+    who = verdict(work_share, work_idle, delay, grows, comm_share=comm / busy if comm_rule else 0.0)
     if who == "GPU":
         headline = ("The GPU sets the pace: it ran its work back to back while more waited in its queue; the CPU "
                     "issued work faster than the GPU ran it. Faster kernels, or fewer, would help.")
+    elif who == "collectives":
+        headline = (f"Collectives set the pace: NCCL kernels ran during {comm / busy:.0%} of the time this GPU was "
+                    f"busy ({fmt_us(comm / n)} of {fmt_us(busy / n)} per step), {fmt_us(exposed / n)} of it with no "
+                    "compute beside it. A collective's kernel runs until every rank of its group has arrived, so "
+                    "that time is the transfer plus waiting for the other ranks: faster kernels here would not "
+                    "shorten it.")
+        if ranks is not None:
+            headline += (f" This trace is rank {ranks[0]} of {ranks[1]}: the other ranks' traces say which rank it "
+                         "waited for (profiling-guide report with all of them).")
     elif who == "CPU":
         headline = (f"The CPU sets the pace: the GPU was idle {1 - share:.0%} of the time, waiting for work. Less "
                     "Python and fewer launches per step (torch.compile, CUDA graphs, larger batches) would help "

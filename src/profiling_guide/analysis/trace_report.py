@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from profiling_guide.analysis.backward import forward_backward, phase_shares
+from profiling_guide.analysis.collectives import calls_table, collective_calls
 from profiling_guide.analysis.pace import (  # noqa: F401 - the report's API
     Pace,
     StepSummary,
@@ -41,6 +42,7 @@ from profiling_guide.analysis.pace import (  # noqa: F401 - the report's API
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
+from profiling_guide.trace.run import rank_info
 
 #: The aten ops whose ``Input Dims`` give a GEMM's M, K, N: op → (index of A, index of B).
 GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
@@ -86,6 +88,10 @@ class TraceReport:
     #: forward op → backward op → kernels (:func:`~profiling_guide.analysis.backward.forward_backward`);
     #: empty where the trace has no backward
     backward: pd.DataFrame | None = None
+    #: the collective calls of a rank of a distributed job, by kind (:func:`~profiling_guide.analysis.collectives.calls_table`)
+    collectives: pd.DataFrame | None = None
+    #: ``(rank, world size)`` from the trace's ``distributedInfo``, for a rank of a job of two or more
+    rank: tuple[int, int] | None = None
 
 
 # ------------------------------------------------------------------- steps
@@ -442,7 +448,8 @@ def health_checks(trace: Trace, steps: list[Step], summaries: list[StepSummary],
     else:
         checks.append(Check("info", "profiler steps", "No ProfilerStep markers: the whole trace is read as one step. "
                             "Record with a torch.profiler schedule and prof.step() to compare steps."))
-    orphans = [ev for ev in trace.device_events if ev.launch is None]
+    early = [ev for ev in trace.device_events if ev.before_window]
+    orphans = [ev for ev in trace.device_events if ev.launch is None and not ev.before_window]
     if not trace.device_events:
         checks.append(Check("info", "device work", "The trace holds no device events: it was recorded on a CPU, "
                             "or without ProfilerActivity.CUDA."))
@@ -454,7 +461,15 @@ def health_checks(trace: Trace, steps: list[Step], summaries: list[StepSummary],
                             "recorded): they count in device time but not under any CPU op."))
     else:
         checks.append(Check("ok", "device work with no launch",
-                            f"every one of the {len(trace.device_events)} device events is linked to its launch"))
+                            f"every one of the {len(trace.device_events) - len(early)} device events launched while "
+                            "the profiler recorded is linked to its launch"))
+    if early:
+        us = sum(ev.dur_us for ev in early)
+        checks.append(Check("info", "device work launched before the profiled window",
+                            f"{len(early)} device events ({fmt_us(us)}) ran while the profiler recorded but were "
+                            "launched before it began (their correlation ids precede the first recorded call's): the "
+                            "CPU ran ahead and the GPU was still working through earlier steps. They belong to no "
+                            "profiled step and are left out of every table."))
     dropped = [c for c in trace.runtime_calls if _LAUNCH_CALLS.search(c.name) and not c.device_events]
     if dropped:
         names = Counter(c.name for c in dropped).most_common(3)
@@ -548,6 +563,7 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
     steps = report_steps(trace)
     chosen = choose_step(steps, step)
     summaries = [summarize_step(s) for s in steps]
+    who = rank_info(trace.metadata)
     if rates is None and run_record is not None:
         rates = rates_from_record(run_record)
     return TraceReport(
@@ -556,7 +572,8 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         steps=summaries,
         whole_trace=not trace.steps,
         chosen_step=chosen.number,
-        pace=pace(summaries, unprofiled_cpu_us=_unprofiled_cpu_us(run_record)),
+        pace=pace(summaries, unprofiled_cpu_us=_unprofiled_cpu_us(run_record),
+                  ranks=(who.rank, who.world_size) if who.distributed else None),
         top_kernels=top_kernels(steps, rates=rates, top=top),
         top_ops=top_ops(steps, top=top),
         memory_ops=memory_ops(steps),
@@ -566,4 +583,7 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
                 "device_events": len(trace.device_events), "backward_links": len(trace.backward_links)},
         phases=phase_shares(steps),
         backward=forward_backward(trace, steps, top=top),
+        collectives=calls_table(collective_calls(trace, who.rank if who.rank is not None else 0), len(trace.steps))
+        if trace.steps else None,
+        rank=(who.rank, who.world_size) if who.distributed else None,
     )

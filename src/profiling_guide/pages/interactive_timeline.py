@@ -44,6 +44,113 @@ def _dims(op) -> str:
     return "Input Dims " + json.dumps(dims, separators=(",", ":"))[:200]
 
 
+class _Lanes:
+    """Lanes of one or more steps on one time axis, sharing the string and colour tables.
+
+    Bars hold absolute times until :meth:`data` puts them on the axis, which
+    starts at the earliest step start added: steps can be added one at a
+    time, each trace dropped before the next is read.
+    """
+
+    def __init__(self):
+        self.start = self.end = None
+        self.strings: dict[str, int] = {}
+        self.colors: dict[str, int] = {}
+        self.links: dict[int, int] = {}
+        self.lanes: list[dict] = []
+
+    def sid(self, text: str) -> int:
+        return self.strings.setdefault(text, len(self.strings))
+
+    def cid(self, color: str) -> int:
+        return self.colors.setdefault(color, len(self.colors))
+
+    def bar(self, start, dur, label, title, color, link=-1, info="", shift=0.0):
+        if len(title) > _TITLE_MAX:
+            title = title[: _TITLE_MAX - 1] + "…"
+        return [start - shift, round(dur, 3), self.sid(label), self.sid(title), self.cid(color), link, self.sid(info)]
+
+    def add(self, step: Step, *, prefix: str = "", shift: float = 0.0, max_depth: int | None = None,
+            runtime: bool = True) -> None:
+        """Add ``step``'s lanes: CPU ops by depth (down to ``max_depth``), runtime calls, GPU streams.
+
+        ``shift`` is subtracted from every time (a rank's clock offset);
+        ``prefix`` starts every lane's label (``"r3 "``).
+        """
+        bar = self.bar
+        end = max([step.end_us, *(ev.end_us for ev in step.device_events)]) - shift
+        self.start = step.start_us - shift if self.start is None else min(self.start, step.start_us - shift)
+        self.end = end if self.end is None else max(self.end, end)
+        ops_by_thread: dict = {}
+        for op in step.ops:
+            ops_by_thread.setdefault(op.tid, []).append(op)
+        calls_by_thread: dict = {}
+        for call in step.runtime_calls:
+            calls_by_thread.setdefault(call.tid, []).append(call)
+        threads = list(dict.fromkeys([*ops_by_thread, *calls_by_thread]))
+        named = len(threads) > 1  # name the thread only when there is more than one
+        for tid in threads:
+            ops = ops_by_thread.get(tid, [])
+            base = min((op.depth for op in ops), default=0)
+            by_depth: dict[int, list] = {}
+            for op in ops:
+                depth = op.depth - base
+                if max_depth is not None and depth > max_depth:
+                    continue
+                color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
+                kind = "annotation (record_function)" if op.annotation else "CPU op"
+                info = " · ".join(x for x in (kind, _dims(op)) if x)
+                by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, short_op(op.name), op.name, color,
+                                                          info=info, shift=shift))
+            # Short labels fit the narrow gutter of a phone; the legend says what dN and tN mean.
+            cpu = f"CPU t{tid}" if named else "CPU"
+            self.lanes += [{"label": f"{prefix}{cpu} d{d}", "kind": "cpu", "bars": bars}
+                           for d, bars in sorted(by_depth.items())]
+        for tid in threads if runtime else ():
+            calls = []
+            for call in calls_by_thread.get(tid, []):
+                link = self.links.setdefault(id(call), len(self.links)) if call.device_events else -1
+                op = call.op.name if call.op is not None else "no op"
+                calls.append(bar(call.start_us, call.dur_us, call.name, call.name, RUNTIME_COLOR, link,
+                                 f"runtime call · from {op}", shift=shift))
+            if calls:
+                label = f"runtime t{tid}" if named else "CUDA runtime"
+                self.lanes.append({"label": prefix + label, "kind": "runtime", "bars": calls})
+        streams: dict = {}
+        for ev in step.device_events:
+            k = decode(ev.name)
+            call = ev.launch
+            where = ""
+            if call is not None:
+                op = call.op.name if call.op is not None else "no op"
+                where = f"launched by {op} via {call.name}"
+            info = " · ".join(x for x in (f"{k.kind} · {k.library}", where,
+                                          f"grid {'×'.join(map(str, ev.grid))}" if ev.grid else "",
+                                          f"block {'×'.join(map(str, ev.block))}" if ev.block else "") if x)
+            link = self.links.get(id(call), -1) if call is not None and runtime else -1
+            device = ev.args.get("device")
+            key = (str(device), str(ev.stream))
+            streams.setdefault(key, []).append(bar(ev.start_us, ev.dur_us, k.short, ev.name,
+                                                   KIND_COLORS.get(k.kind, KIND_COLORS["other"]), link, info,
+                                                   shift=shift))
+        many_devices = len({d for d, _ in streams}) > 1
+
+        def stream_order(key):  # streams by number, where they are numbers
+            return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in key)
+
+        for (device, stream), bars in sorted(streams.items(), key=lambda kv: stream_order(kv[0])):
+            label = f"GPU {device} stream {stream}" if many_devices else f"GPU stream {stream}"
+            self.lanes.append({"label": prefix + label, "kind": "gpu", "bars": bars})
+
+    def data(self) -> dict:
+        t0 = self.start or 0.0
+        for lane in self.lanes:
+            for b in lane["bars"]:
+                b[0] = round(b[0] - t0, 3)
+        return {"span": round((self.end or t0) - t0, 3), "strings": list(self.strings), "colors": list(self.colors),
+                "lanes": self.lanes}
+
+
 def timeline_data(step: Step) -> dict:
     """The lanes of ``step`` as JSON-ready data (what the fragment's script draws).
 
@@ -53,80 +160,32 @@ def timeline_data(step: Step) -> dict:
     ``strings`` (names repeat, so each is stored once); ``link`` pairs a
     launch with the device work it started (-1: none).
     """
-    t0 = step.start_us
-    strings: dict[str, int] = {}
-    colors: dict[str, int] = {}
+    lanes = _Lanes()
+    lanes.add(step)
+    return lanes.data()
 
-    def sid(text: str) -> int:
-        return strings.setdefault(text, len(strings))
 
-    def cid(color: str) -> int:
-        return colors.setdefault(color, len(colors))
+class RanksTimeline:
+    """One step of several ranks stacked on one time axis, added one rank at a time.
 
-    def bar(start, dur, label, title, color, link=-1, info=""):
-        if len(title) > _TITLE_MAX:
-            title = title[: _TITLE_MAX - 1] + "…"
-        return [round(start - t0, 3), round(dur, 3), sid(label), sid(title), cid(color), link, sid(info)]
+    Each rank gets its CPU ops down to nesting depth ``max_depth`` (by
+    default the outermost: the ``record_function`` labels) and one lane per
+    GPU stream, every lane labelled with the rank's label; runtime calls are
+    left out to keep the stack short. :meth:`add` takes a clock ``shift``
+    subtracted from the rank's times (its clock's offset from the first
+    rank's, where the ranks ran on hosts whose clocks differ).
+    """
 
-    ops_by_thread: dict = {}
-    for op in step.ops:
-        ops_by_thread.setdefault(op.tid, []).append(op)
-    calls_by_thread: dict = {}
-    for call in step.runtime_calls:
-        calls_by_thread.setdefault(call.tid, []).append(call)
-    threads = list(dict.fromkeys([*ops_by_thread, *calls_by_thread]))
-    named = len(threads) > 1  # name the thread only when there is more than one
-    lanes = []
-    for tid in threads:
-        ops = ops_by_thread.get(tid, [])
-        base = min((op.depth for op in ops), default=0)
-        by_depth: dict[int, list] = {}
-        for op in ops:
-            depth = op.depth - base
-            color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
-            kind = "annotation (record_function)" if op.annotation else "CPU op"
-            info = " · ".join(x for x in (kind, _dims(op)) if x)
-            by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, short_op(op.name), op.name, color,
-                                                      info=info))
-        # Short labels fit the narrow gutter of a phone; the legend says what dN and tN mean.
-        prefix = f"CPU t{tid}" if named else "CPU"
-        lanes += [{"label": f"{prefix} d{d}", "kind": "cpu", "bars": bars}
-                  for d, bars in sorted(by_depth.items())]
-    links: dict[int, int] = {}
-    for tid in threads:
-        calls = []
-        for call in calls_by_thread.get(tid, []):
-            link = links.setdefault(id(call), len(links)) if call.device_events else -1
-            op = call.op.name if call.op is not None else "no op"
-            calls.append(bar(call.start_us, call.dur_us, call.name, call.name, RUNTIME_COLOR, link,
-                             f"runtime call · from {op}"))
-        if calls:
-            lanes.append({"label": f"runtime t{tid}" if named else "CUDA runtime", "kind": "runtime", "bars": calls})
-    streams: dict = {}
-    for ev in step.device_events:
-        k = decode(ev.name)
-        call = ev.launch
-        where = ""
-        if call is not None:
-            op = call.op.name if call.op is not None else "no op"
-            where = f"launched by {op} via {call.name}"
-        info = " · ".join(x for x in (f"{k.kind} · {k.library}", where,
-                                      f"grid {'×'.join(map(str, ev.grid))}" if ev.grid else "",
-                                      f"block {'×'.join(map(str, ev.block))}" if ev.block else "") if x)
-        link = links.get(id(call), -1) if call is not None else -1
-        device = ev.args.get("device")
-        key = (str(device), str(ev.stream))
-        streams.setdefault(key, []).append(bar(ev.start_us, ev.dur_us, k.short, ev.name,
-                                               KIND_COLORS.get(k.kind, KIND_COLORS["other"]), link, info))
-    many_devices = len({d for d, _ in streams}) > 1
-    def stream_order(key):  # streams by number, where they are numbers
-        return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in key)
+    def __init__(self, *, max_depth: int = 0):
+        self._lanes = _Lanes()
+        self.max_depth = max_depth
 
-    for (device, stream), bars in sorted(streams.items(), key=lambda kv: stream_order(kv[0])):
-        label = f"GPU {device} stream {stream}" if many_devices else f"GPU stream {stream}"
-        lanes.append({"label": label, "kind": "gpu", "bars": bars})
-    end = max([step.end_us, *(ev.end_us for ev in step.device_events)])
-    return {"span": round(end - t0, 3), "strings": list(strings), "colors": list(colors), "lanes": lanes}
+    def add(self, label: str, step: Step, shift: float = 0.0) -> None:
+        self._lanes.add(step, prefix=f"{label} ", shift=shift, max_depth=self.max_depth, runtime=False)
+
+    def data(self) -> dict:
+        """The lanes as :func:`timeline_data` gives them, for :func:`timeline_html`."""
+        return self._lanes.data()
 
 
 def _legend(data: dict) -> str:
@@ -138,15 +197,18 @@ def _legend(data: dict) -> str:
     names = {color: kind for kind, color in KIND_COLORS.items()}
     items = [(KIND_COLORS.get(names[c], c), names[c]) for c in kinds if c in names]
     items += [(OP_COLORS[0], "CPU op"), (ANNOTATION_COLOR, "record_function"), (RUNTIME_COLOR, "runtime call")]
-    threads = any(lane["label"].startswith("CPU t") for lane in data["lanes"])
+    threads = any("CPU t" in lane["label"] for lane in data["lanes"])
     note = "CPU dN: ops at nesting depth N" + (" · tN: thread N" if threads else "")
     return ("".join(f'<span><i style="background:{c}"></i>{html.escape(label)}</span>' for c, label in items)
             + f'<span class="pg-itl-note">{html.escape(note)}</span>')
 
 
-def timeline_html(step: Step, *, caption: str | None = None) -> str:
-    """An HTML fragment (``<div>`` + inline script and styles) with the interactive timeline of ``step``."""
-    data = timeline_data(step)
+def timeline_html(step: Step | dict, *, caption: str | None = None) -> str:
+    """An HTML fragment (``<div>`` + inline script and styles) with the interactive timeline of ``step``.
+
+    ``step`` may also be lanes already made (:meth:`RanksTimeline.data`).
+    """
+    data = step if isinstance(step, dict) else timeline_data(step)
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
     uid = f"pg-itl-{hashlib.sha1(payload.encode()).hexdigest()[:8]}-{next(_ids)}"
     cap = f'<div class="pg-itl-caption">{html.escape(caption)}</div>' if caption else ""

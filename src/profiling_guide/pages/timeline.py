@@ -23,6 +23,7 @@ KIND_COLORS = {
     "reduction": "#1f8a9c",
     "memset": "#9a9a9a",
     "memcpy": "#a0703c",
+    "collective": "#34495e",
     "other": "#c24d6b",
 }
 ANNOTATION_COLOR = "#c9d3e0"

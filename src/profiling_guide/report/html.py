@@ -155,6 +155,23 @@ def _backward(report: TraceReport) -> str:
             "rows by backward device time.</p>")
 
 
+def _collectives(report: TraceReport) -> str:
+    rows = []
+    for r in report.collectives.itertuples():
+        how = " ".join(x for x in (r.algorithm, r.protocol) if x)
+        rows.append(_cell(f"{r.collective} {r.dtype}" + (f" ({how})" if how else ""), cls="name")
+                    + _cell(_bytes(r.bytes) if r.bytes else "–", num=True) + _cell(_count(r.per_step), num=True)
+                    + _cell(_num(r.us_per_step), num=True) + _cell(_num(r.mean_us), num=True))
+    who = (f"This trace is rank {report.rank[0]} of {report.rank[1]}: " if report.rank else "")
+    return (_table(["collective (algorithm, protocol)", "size", "calls / step", "kernel µs / step", "mean kernel µs"],
+                   rows)
+            + f'<p class="pg-note">{html.escape(who)}a collective\'s kernel runs until every rank of its group has '
+            "arrived, so each duration here is the transfer plus the wait for the last rank. The other ranks' "
+            "traces tell the two apart and name the rank waited for: <code>profiling-guide report</code> with the "
+            "traces of every rank (a folder, or a glob). Sizes from <code>record_param_comms</code>, the full "
+            "buffer as nccl-tests counts it.</p>")
+
+
 def _checks(report: TraceReport) -> str:
     items = "".join(f'<li class="pg-check pg-{c.level}"><span class="pg-badge">{c.level}</span> '
                     f"<b>{html.escape(c.title)}</b>: {html.escape(c.detail)}</li>" for c in report.checks)
@@ -183,6 +200,8 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
           if report.phases is not None and len(report.phases) > 1 else []),
         *([("backward", "Forward → backward", _backward(report))]
           if report.backward is not None and not report.backward.empty else []),
+        *([("collectives", "Collectives", _collectives(report))]
+          if report.collectives is not None and not report.collectives.empty else []),
         ("kernels", "Top kernels by device time", _kernels(report)),
         ("ops", "Top CPU ops by self time", _ops(report)),
         ("memory", "Memsets and memcpys", _memory(report)),
@@ -302,6 +321,7 @@ code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;pa
 .pg-table td.name{max-width:28em;overflow-wrap:anywhere}
 .pg-verdict{font-size:1.05em;padding:.6em .8em;border-left:4px solid #9aa0a6;background:#f6f7f9}
 .pg-v-gpu{border-color:#7b4fa6}.pg-v-cpu{border-color:#f0a03c}.pg-v-mixed{border-color:#1f8a9c}
+.pg-v-collectives{border-color:#34495e}
 .pg-checks{list-style:none;padding:0}.pg-check{margin:.35em 0}
 .pg-badge{display:inline-block;min-width:3.2em;text-align:center;font-size:.75em;font-weight:700;text-transform:uppercase;
 border-radius:3px;padding:0 .3em;margin-right:.3em;color:#fff;background:#9aa0a6}

@@ -130,6 +130,8 @@ class DeviceEvent:
     args: dict = field(repr=False)
     launch: RuntimeCall | None = field(default=None, repr=False)
     step: int | None = None
+    #: True when its launch came before the profiler began recording (see :meth:`Trace._find_steps`).
+    before_window: bool = False
 
     @property
     def end_us(self) -> float:
@@ -464,7 +466,15 @@ class Trace:
                 call.step = s.number
                 s.runtime_calls.append(call)
         by_number = {s.number: s for s in steps}
+        # Correlation ids count the process's runtime calls in order. Device work whose id is
+        # below the first recorded call's was launched before the profiler began recording:
+        # when the CPU runs steps ahead of the GPU, the previous step's kernels still run in
+        # the first profiled step's time, and they belong to no profiled step.
+        first = min((c.correlation for c in self.runtime_calls if c.correlation is not None), default=None)
         for ev in self.device_events:
+            if ev.launch is None and first is not None and ev.correlation is not None and ev.correlation < first:
+                ev.before_window = True
+                continue
             # A kernel belongs to the step that launched it, even if it ran later.
             s = by_number.get(ev.launch.step) if ev.launch is not None else step_at(ev.start_us)
             if s is not None:

@@ -28,6 +28,10 @@ FIELDS: tuple[str, ...] = (
     "direction",
     "causal",
     "triton_kind",
+    "collective",
+    "reduce_op",
+    "algorithm",
+    "protocol",
     "note",
     "short",
 )
@@ -52,8 +56,9 @@ class KernelName:
     kind : str
         What the kernel does: ``"gemm"``, ``"attention"`` (a fused
         softmax(q·kᵀ)·v, or a step of its backward), ``"pointwise"``,
-        ``"reduction"``, ``"memset"``, ``"memcpy"`` or ``"other"``
-        (communication, anything not recognised).
+        ``"reduction"``, ``"memset"``, ``"memcpy"``, ``"collective"`` (NCCL's
+        communication kernels, point-to-point included) or ``"other"``
+        (anything not recognised).
     library : str
         Who wrote it: ``"cublas"``, ``"cutlass"``, ``"cudnn"``, ``"triton"``,
         ``"aten"``, ``"flash"``, ``"nccl"``, ``"tensorrt"``, ``"tensile"``,
@@ -81,7 +86,7 @@ class KernelName:
         functor (``("gelu",)``). Plain Triton: the activation and norm words in
         the name. Elsewhere a word for what the kernel is when ``kind`` cannot
         say it: ``("attention",)``, ``("conv_fprop",)``, ``("gemv",)``,
-        ``("splitk_reduce",)``, the NCCL collective.
+        ``("splitk_reduce",)``.
     direction : str or None
         For attention: ``"fwd"`` or ``"bwd"``, the pass the kernel belongs to,
         where the name says it.
@@ -92,6 +97,19 @@ class KernelName:
     triton_kind : str or None
         Inductor's kernel category prefix: ``"poi"``, ``"red"``, ``"per"``,
         ``"tem"``, ``"for"``, ``"spl"``, ``"unk"``.
+    collective : str or None
+        NCCL: the collective, snake_case (``"all_reduce"``, ``"all_gather"``,
+        ``"reduce_scatter"``, ``"broadcast"``, ``"send_recv"`` ...).
+    reduce_op : str or None
+        NCCL: the reduction operator of a reducing collective (``"sum"``,
+        ``"prod"``, ``"min_max"``, ``"pre_mul_sum"`` ...).
+    algorithm : str or None
+        NCCL: how the ranks are connected for this call, as NCCL spells it
+        (``"RING"``, ``"TREE"``, ``"NVLS"``, ``"NVLS_TREE"``, ``"COLLNET_DIRECT"``,
+        ``"COLLNET_CHAIN"``, ``"PAT"``).
+    protocol : str or None
+        NCCL: the protocol, ``"LL"`` (low latency: 8-byte stores with a flag),
+        ``"LL128"`` or ``"Simple"`` (large chunks, the bandwidth protocol).
     note : str or None
         Said when the name was not decoded whole: only its first
         :data:`~profiling_guide.trace.kernel_names.fields.MAX_NAME`
@@ -112,6 +130,10 @@ class KernelName:
     direction: str | None = None
     causal: bool | None = None
     triton_kind: str | None = None
+    collective: str | None = None
+    reduce_op: str | None = None
+    algorithm: str | None = None
+    protocol: str | None = None
     note: str | None = None
     short: str = ""
 

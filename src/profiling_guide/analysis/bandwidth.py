@@ -1,0 +1,150 @@
+"""How fast a collective moved its data, as nccl-tests measures it, against a measured sweep.
+
+nccl-tests gives two rates for a collective of ``bytes`` (the full buffer:
+the gathered output of an all-gather, the input of the others) that took
+``t`` seconds:
+
+* **algbw** = ``bytes / t``, the rate the caller sees;
+* **busbw** = ``algbw × factor``, the rate each link ran at, comparable across
+  collectives and group sizes ``n``: ``2(n−1)/n`` for all-reduce (each byte
+  crosses the links twice, once reduced and once gathered), ``(n−1)/n`` for
+  all-gather, reduce-scatter and all-to-all, 1 for broadcast and reduce.
+
+GB here is 10⁹ bytes, as nccl-tests prints it.
+
+A sweep (:func:`read_sweep`; ``profiling-guide bench-nccl`` measures one) holds
+busbw of each collective at sizes from a few MiB to a GiB, on the machine
+that ran the job. :meth:`Sweep.busbw_at` reads it at any size (log-log
+between measured sizes), and :meth:`Sweep.regime` says whether a size is
+latency-bound (the sweep itself reaches less than half its best busbw there:
+fixed per-call costs dominate, larger or fewer calls help) or
+bandwidth-bound (the links run near their best: only fewer bytes, or hiding
+the transfer behind compute, helps).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from profiling_guide.errors import GuideError
+
+#: Half the best busbw: below it, a size is latency-bound.
+LATENCY_BOUND_SHARE = 0.5
+
+
+def bus_factor(collective: str, group_size: int) -> float | None:
+    """nccl-tests' busbw/algbw factor for ``collective`` among ``group_size`` ranks (None: no such factor)."""
+    n = group_size
+    if n < 1:
+        return None
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce"):
+        return 1.0
+    return None
+
+
+def algbw_gbps(nbytes: float, us: float) -> float:
+    """Bytes over time, in GB/s (10⁹ bytes per second)."""
+    return nbytes / us / 1e3 if us > 0 else float("nan")
+
+
+def busbw_gbps(collective: str, group_size: int, nbytes: float, us: float) -> float:
+    """nccl-tests' bus bandwidth of one call, GB/s (NaN where the collective has no factor)."""
+    factor = bus_factor(collective, group_size)
+    return algbw_gbps(nbytes, us) * factor if factor is not None else float("nan")
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    op: str
+    bytes: int
+    us: float
+    busbw_gbps: float
+
+
+@dataclass
+class Sweep:
+    """A measured bus-bandwidth sweep: rows by collective and size, and where it came from."""
+
+    rows: list[SweepRow]
+    source: str
+    world_size: int | None = None
+    gpu: str | None = None
+
+    def ops(self) -> set[str]:
+        return {r.op for r in self.rows}
+
+    def _rows(self, op: str) -> list[SweepRow]:
+        return sorted((r for r in self.rows if r.op == op), key=lambda r: r.bytes)
+
+    def busbw_at(self, op: str, nbytes: float) -> float | None:
+        """The sweep's busbw for ``op`` at ``nbytes``: log-log between measured sizes, the nearest outside them."""
+        rows = self._rows(op)
+        if not rows or nbytes <= 0:
+            return None
+        if nbytes <= rows[0].bytes:
+            return rows[0].busbw_gbps
+        if nbytes >= rows[-1].bytes:
+            return rows[-1].busbw_gbps
+        for lo, hi in zip(rows, rows[1:]):
+            if nbytes == lo.bytes:
+                return lo.busbw_gbps
+            if lo.bytes < nbytes < hi.bytes:
+                x = (math.log(nbytes) - math.log(lo.bytes)) / (math.log(hi.bytes) - math.log(lo.bytes))
+                return math.exp(math.log(lo.busbw_gbps) + x * (math.log(hi.busbw_gbps) - math.log(lo.busbw_gbps)))
+        return None
+
+    def in_range(self, op: str, nbytes: float) -> bool:
+        rows = self._rows(op)
+        return bool(rows) and rows[0].bytes <= nbytes <= rows[-1].bytes
+
+    def best_busbw(self, op: str) -> float | None:
+        rows = self._rows(op)
+        return max(r.busbw_gbps for r in rows) if rows else None
+
+    def regime(self, op: str, nbytes: float) -> str | None:
+        """``"latency-bound"`` or ``"bandwidth-bound"`` at ``nbytes`` by the sweep (see the module docstring)."""
+        at, best = self.busbw_at(op, nbytes), self.best_busbw(op)
+        if at is None or not best:
+            return None
+        return "latency-bound" if at < LATENCY_BOUND_SHARE * best else "bandwidth-bound"
+
+
+def sweep_from_data(data, source: str = "<memory>") -> Sweep:
+    """A :class:`Sweep` from the JSON ``profiling-guide bench-nccl`` writes; one-line GuideError if malformed."""
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise GuideError(f"{source} is not an NCCL sweep (no 'rows' list): give a file that "
+                         "profiling-guide bench-nccl wrote")
+    parsed = []
+    for i, row in enumerate(rows):
+        try:
+            op, nbytes, us, bus = row["op"], row["bytes"], row["us"], row["busbw_GBps"]
+        except (KeyError, TypeError):
+            raise GuideError(f"{source}: row {i} needs op, bytes, us and busbw_GBps") from None
+        numbers = (nbytes, us, bus)
+        if not isinstance(op, str) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              and math.isfinite(v) and v > 0 for v in numbers):
+            raise GuideError(f"{source}: row {i} must have an op name and positive numbers, got {row!r:.80}")
+        parsed.append(SweepRow(op, int(nbytes), float(us), float(bus)))
+    world = data.get("world_size")
+    return Sweep(parsed, source, world if isinstance(world, int) else None,
+                 str(data["gpu"]) if data.get("gpu") else None)
+
+
+def read_sweep(path: str | Path) -> Sweep:
+    """Read a sweep file (the format of ``tests/data/h100x4/nccl_sweep.json``)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GuideError(f"cannot read the NCCL sweep {path} ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise GuideError(f"{path} is not JSON ({exc}): give a file that profiling-guide bench-nccl wrote") from None
+    return sweep_from_data(data, str(path))
