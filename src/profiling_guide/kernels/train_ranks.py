@@ -12,6 +12,7 @@ up one, record two) and writes ``rank<r>.trace.json.gz``; then times ten
 steps with the profiler off. Rank 0 writes ``run.json``: every rank's step
 times, the world, the GPU, the versions and the NCCL variables the job ran
 with. ``--straggler`` gives the last rank extra work before its backward.
+``--device cpu`` runs the same on CPU processes over gloo (for tests).
 """
 
 import argparse
@@ -67,18 +68,23 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--out", type=Path, required=True, help="folder for the traces and run.json")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: gloo, float32 (tests)")
     args = parser.parse_args()
 
-    dist.init_process_group("nccl")
+    cuda = args.device == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dtype = torch.bfloat16 if cuda else torch.float32
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(0)  # the same weights on every rank
     model = nn.Sequential(*(Block(args.dim, args.hidden) for _ in range(args.layers)))
-    model = wrap(model.to("cuda", torch.bfloat16), args.strategy, args.bucket_mb, not args.no_reshard)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    model = wrap(model.to(args.device, dtype), args.strategy, args.bucket_mb, not args.no_reshard)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
     torch.manual_seed(1 + rank)  # each rank its own data
-    x = torch.randn(args.batch, args.seq, args.dim, device="cuda", dtype=torch.bfloat16)
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(args.batch, args.seq, args.dim, device=args.device, dtype=dtype)
+    a = torch.randn(4096 if cuda else 64, 4096 if cuda else 64, device=args.device, dtype=dtype)
     slow = args.straggler and rank == world - 1
 
     def train_step():
@@ -97,7 +103,7 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     partial = args.out / f".rank{rank}.partial.trace.json.gz"
     with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=2),
         record_shapes=True,
     ) as prof:
@@ -113,20 +119,21 @@ def main():
         train_step()
     step_ms = []
     for _ in range(10):
-        torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         train_step()
-        torch.cuda.synchronize()
+        sync()
         step_ms.append(1e3 * (time.perf_counter() - start))
     mine = {"rank": rank, "step_ms": step_ms, "median_ms": statistics.median(step_ms),
-            "peak_memory_mb": torch.cuda.max_memory_allocated() / 1e6}
+            "peak_memory_mb": torch.cuda.max_memory_allocated() / 1e6 if cuda else None}
     everyone = [None] * world
     dist.all_gather_object(everyone, mine)
     if rank == 0:
         run = {
             "world_size": world, "strategy": args.strategy, "args": {k: str(v) for k, v in vars(args).items()},
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "gpu": torch.cuda.get_device_name() if cuda else "CPU",
+            "capability": ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None,
+            "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
             "environment": {name: os.environ.get(name) for name in NCCL_VARIABLES},
             "ranks": everyone,
         }

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
@@ -22,14 +23,14 @@ from profiling_guide.errors import GuideError
 NCCL_SAFE_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-def torchrun(module: str, nproc: int, args: list[str], out: Path, *, timeout_s: float = 600) -> dict:
-    """Run ``module`` on ``nproc`` ranks with ``args`` and ``--out out``; return the run.json its rank 0 wrote.
+def torchrun(module: str, nproc: int, args: list[str], *, expect: list[Path], timeout_s: float = 600) -> None:
+    """Run ``python -m module *args`` on ``nproc`` ranks under torchrun, then check it wrote every file of ``expect``.
 
-    Raises a one-line GuideError if the job fails, times out, or leaves a
-    rank's trace or the run.json missing.
+    Raises a one-line GuideError if the job fails, runs past ``timeout_s`` or
+    leaves a file of ``expect`` missing.
     """
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", module, *args, "--out", str(out)]
+               "-m", module, *args]
     env = {**os.environ, **NCCL_SAFE_ENVIRONMENT}
     console = sys.__stderr__ or sys.stderr
     try:
@@ -39,8 +40,21 @@ def torchrun(module: str, nproc: int, args: list[str], out: Path, *, timeout_s: 
     if done.returncode != 0:
         raise GuideError(f"the {nproc}-rank job of {module} failed (exit status {done.returncode}): "
                          "its ranks' errors are on the console above")
-    missing = [p.name for p in [out / "run.json", *(out / f"rank{r}.trace.json.gz" for r in range(nproc))]
-               if not p.is_file()]
+    missing = [str(p) for p in expect if not p.is_file()]
     if missing:
-        raise GuideError(f"the {nproc}-rank job of {module} wrote no {', '.join(missing)} in {out}")
+        raise GuideError(f"the {nproc}-rank job of {module} wrote no {', '.join(missing)}")
+
+
+def train_ranks(nproc: int, args: list[str], out: Path) -> dict:
+    """:mod:`profiling_guide.kernels.train_ranks` on ``nproc`` ranks into ``out``; the run.json its rank 0 wrote."""
+    torchrun("profiling_guide.kernels.train_ranks", nproc, [*args, "--out", str(out)],
+             expect=[out / "run.json", *(out / f"rank{r}.trace.json.gz" for r in range(nproc))])
     return json.loads((out / "run.json").read_text())
+
+
+def nccl_sweep(nproc: int, args: list[str]) -> dict:
+    """``profiling-guide bench-nccl`` on ``nproc`` ranks (:mod:`profiling_guide.measure.bench_nccl`): its sweep."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "nccl_sweep.json"
+        torchrun("profiling_guide.measure.bench_nccl", nproc, [*args, "-o", str(out)], expect=[out])
+        return json.loads(out.read_text())

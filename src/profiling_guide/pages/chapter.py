@@ -349,37 +349,36 @@ class Chapter:
         return self.load(name, step, label=label, code=code, args=args, variant=variant, extra=extra,
                          time_it=time_it)
 
-    def run_ranks(self, name: str, module: str, args: list[str], *, code: Iterable = ()) -> Recording:
-        """A job of :attr:`ranks` processes under ``torchrun`` (live), or its recording (replay).
+    def run_ranks(self, name: str, args: list[str], *, code: Iterable = ()) -> Recording:
+        """A training job of :attr:`ranks` processes under ``torchrun`` (live), or its recording (replay).
 
-        Live, :func:`profiling_guide.measure.distributed.torchrun` runs
-        ``module`` with ``args`` (every rank profiles itself and writes its
-        trace; rank 0 writes the step times and the environment); the traces
+        Live, :func:`profiling_guide.measure.distributed.train_ranks` runs
+        :mod:`profiling_guide.kernels.train_ranks` with ``args`` (every rank
+        profiles itself and writes its trace; rank 0 writes the step times and
+        the environment); the traces
         become ``<example>.<name>.rank<r>.trace.json.gz`` (see
         :attr:`~profiling_guide.pages.recordings.Recording.rank_trace_paths`)
-        and the run record keeps what rank 0 wrote under ``job``. The module's
-        source and ``args`` are fingerprinted with ``code``.
+        and the run record keeps what rank 0 wrote under ``job``. The
+        script's source and ``args`` are fingerprinted with ``code``.
         """
-        import importlib.util
         import tempfile
 
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
-            raise GuideError(f"no module {module} to run on {self.ranks} ranks")
-        full, fp, all_args = self._record(name, [Path(spec.origin).read_text(), *code],
-                                          {"module": module, "module_args": list(args), "ranks": self.ranks})
+        from profiling_guide.kernels import train_ranks
+
+        full, fp, all_args = self._record(name, [train_ranks, *code],
+                                          {"script_args": list(args), "ranks": self.ranks})
         if not self.live:
             rec = self._replay(full, fp, needs_trace=False)
             if len(rec.rank_trace_paths) != self.ranks:
                 raise GuideError(f"recording {full} has {len(rec.rank_trace_paths)} rank traces in {self.folder}, "
                                  f"not {self.ranks}: re-record it on {self.ranks} GPUs")
             return rec
-        from profiling_guide.measure.distributed import torchrun
+        from profiling_guide.measure.distributed import train_ranks as run_job
 
         self.folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.folder, prefix=f".{full}.") as tmp:
             with to_console():
-                job = torchrun(module, self.ranks, list(args), Path(tmp))
+                job = run_job(self.ranks, list(args), Path(tmp))
             for rank in range(self.ranks):
                 os.replace(Path(tmp) / f"rank{rank}.trace.json.gz", self.folder / f"{full}.rank{rank}.trace.json.gz")
         rec = Recording(full, self.folder, self._run_record(full, fp, all_args, job=job))
