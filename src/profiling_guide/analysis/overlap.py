@@ -26,6 +26,7 @@ the tests check that it does.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from profiling_guide.trace.kernel_names import decode
@@ -108,3 +109,33 @@ def time_breakdown(events: list[DeviceEvent]) -> TimeBreakdown:
         last = t
     span = edges[-1][0] - edges[0][0]
     return TimeBreakdown(span, busy, compute, comm, overlap, comm_kernels)
+
+
+def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+def collective_exposure(events: list[DeviceEvent]) -> list[tuple[DeviceEvent, float]]:
+    """Each collective kernel of ``events`` in start order, with the µs of it that compute ran beside (hidden).
+
+    The rest of its duration is exposed: no compute kernel ran on any stream
+    meanwhile. Summed over a step's kernels, the exposed parts can exceed the
+    step's exposed communication where collectives overlap one another.
+    """
+    compute = _merged([(ev.start_us, ev.end_us) for ev in events if ev.dur_us > 0 and event_class(ev) == _COMPUTE])
+    starts = [lo for lo, _ in compute]
+    out = []
+    for ev in sorted((e for e in events if event_class(e) == _COMM), key=lambda e: e.start_us):
+        hidden = 0.0
+        i = max(bisect.bisect_right(starts, ev.start_us) - 1, 0)
+        while i < len(compute) and compute[i][0] < ev.end_us:
+            hidden += max(0.0, min(ev.end_us, compute[i][1]) - max(ev.start_us, compute[i][0]))
+            i += 1
+        out.append((ev, hidden))
+    return out

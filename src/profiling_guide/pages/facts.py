@@ -220,3 +220,13 @@ def block_mask_saving(runs: dict) -> Facts:
         lines.append(f"{label.capitalize()}: {names[0]} {a:.1f} µs, {names[1]} {b:.1f} µs "
                      f"({compare(a, b)}, {b.median / a.median:.2f}×).")
     return Facts(*lines)
+
+
+def before_after(times: dict[str, Spread], peak_mb: dict[str, float], changes: list[tuple[str, str, str]]) -> Facts:
+    """One line per change (before, after, label): step times with spreads, faster/slower/tie, peak memory."""
+    lines = []
+    for before, after, label in changes:
+        a, b = times[before], times[after]
+        lines.append(f"{label}: {a:.2f} → {b:.2f} ms per step ({compare(b, a).replace('faster', 'faster').replace('tie', 'a tie')}, "
+                     f"{b.median / a.median:.3f}×); peak memory {peak_mb[before]:,.0f} → {peak_mb[after]:,.0f} MB.")
+    return Facts(*lines)

@@ -248,6 +248,33 @@ class InteractiveTimeline:
         return f"InteractiveTimeline(step {self.step.number}: {len(self.step.device_events)} device events)"
 
 
+class RanksStep:
+    """One profiled step of every rank of a job, stacked on one time axis; renders itself on a page.
+
+    ``paths``: the ranks' traces, in rank order; ``step``: a ProfilerStep
+    number every rank has (default: the first). ``offsets_us`` shifts each
+    rank's clock (a run analysis's ``offsets_us``, for ranks on several hosts).
+    """
+
+    def __init__(self, paths, step: int | None = None, *, offsets_us: dict | None = None,
+                 caption: str | None = None):
+        from profiling_guide.trace.model import Trace
+
+        timeline = RanksTimeline()
+        for rank, path in enumerate(paths):
+            trace = Trace.load(path)
+            chosen = next((s for s in trace.steps if step is None or s.number == step), None)
+            if chosen is not None:
+                timeline.add(f"r{rank}", chosen, (offsets_us or {}).get(rank, 0.0))
+        self.data, self.caption = timeline.data(), caption
+
+    def _repr_html_(self) -> str:
+        return timeline_html(self.data, caption=self.caption)
+
+    def __repr__(self) -> str:
+        return f"RanksStep({len(self.data['lanes'])} lanes)"
+
+
 # The script swaps in the touch hint where the primary pointer cannot hover (a phone, a tablet).
 _HINT_MOUSE = "drag to pan · click, then scroll to zoom (or Ctrl+scroll) · double-click to reset · hover for names"
 _HINT_TOUCH = "tap a bar for its details · drag sideways to pan · + and − zoom"
