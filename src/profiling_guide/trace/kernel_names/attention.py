@@ -15,6 +15,12 @@ tile; cuDNN's backward also runs two helpers of its own
 gradient needs; ``cudnn::fusion::convert_dq_to_16bits``: dQ, accumulated in
 float32, rounded to 16 bits).
 
+FlashAttention-4 is written in CuTe DSL, whose compiled kernels are named
+``kernel_cutlass_kernel_`` + the Python module path with its dots dropped +
+the class + ``_object_at_`` + the argument types
+(``kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at__tensor...``):
+the module says the pass and the architecture, the class the step.
+
 Every one of these is kind ``"attention"``, with ``direction`` and, where the
 name says it, ``causal``.
 """
@@ -35,6 +41,8 @@ _FLASH_MASKED = ("flash_fwd_kernel", "flash_fwd_splitkv_kernel", "flash_bwd_dq_d
 _FMHA = re.compile(r"\bfmha_cutlass(?P<dir>[FB])_(?P<dtype>[a-z0-9]+)_(?P<rest>\w*)")
 _SM_WORD = re.compile(r"sm\d+")
 _CUDNN_SDPA = re.compile(r"^cudnn_generated_fort_native_sdpa_(?P<arch>sm\d+)_(?P<rest>\w+)")
+_CUTE_FLASH = re.compile(r"^kernel_cutlass_kernel_flash_attncute(?P<module>flash_(?P<dir>fwd|bwd)[a-z0-9_]*?)"
+                         r"(?P<cls>FlashAttention[A-Za-z0-9]*)_object_at_")
 _CUDNN_SDPA_HELPER = re.compile(r"\bcudnn::fusion::(?P<what>compute_dot_do_o\w*|convert_dq\w*)")
 
 
@@ -80,7 +88,19 @@ def _flash(name: str) -> dict | None:
             "short": short}
 
 
+def _flash_attn_4(m: re.Match) -> dict:
+    arch = re.search(r"sm\d+", m["module"])
+    step = re.sub(r"^FlashAttention(Forward|Backward)", "", m["cls"])  # Sm90, Preprocess, Postprocess
+    step = "" if arch and step.lower() == arch[0] else step.lower()
+    return {"kind": "attention", "library": "flash-attn-4", "arch": arch[0] if arch else None,
+            "fused_ops": ("attention",), "direction": m["dir"],
+            "short": " ".join(p for p in ("FA4", m["dir"], step, arch[0] if arch else None) if p)}
+
+
 def _attention(name: str) -> dict | None:
+    m = _CUTE_FLASH.match(name)
+    if m:
+        return _flash_attn_4(m)
     m = _CUDNN_SDPA.match(name)
     if m:
         words = m["rest"].split("_")

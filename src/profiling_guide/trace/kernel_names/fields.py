@@ -61,7 +61,8 @@ class KernelName:
         (anything not recognised).
     library : str
         Who wrote it: ``"cublas"``, ``"cutlass"``, ``"cudnn"``, ``"triton"``,
-        ``"aten"``, ``"flash"``, ``"nccl"``, ``"tensorrt"``, ``"tensile"``,
+        ``"aten"``, ``"flash"`` (FlashAttention 2, inside PyTorch),
+        ``"flash-attn-4"`` (FlashAttention-4, CuTe DSL), ``"nccl"``, ``"tensorrt"``, ``"tensile"``,
         ``"cuda"`` (runtime copies and fills) or ``"unknown"``.
     arch : str or None
         The GPU generation the kernel was built for: ``"sm90"``, ``"sm80"`` ...
