@@ -199,10 +199,12 @@ class TraceStream:
 
     def _chunks(self) -> Iterator[str]:
         # O_NONBLOCK: a FIFO put in the file's place since __init__ must not block the open.
-        with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            found = os.fstat(f.fileno())
-            if not stat.S_ISREG(found.st_mode):
-                raise self._not_a_file(found.st_mode)
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            os.close(fd)
+            raise self._not_a_file(found.st_mode)
+        with os.fdopen(fd, "rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
             f.seek(0)
             # A plain file's size is known before reading it; a gzip's only while decompressing it.

@@ -82,12 +82,13 @@ def read_json_file(path: str | Path, *, what: str, fix: str, max_bytes: int = MA
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise GuideError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device")
+        raise GuideError(f"{path} is {kind}, not a file: give {what} (a .json file)")
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "a device")
-            raise GuideError(f"{path} is {kind}, not a file: give {what} (a .json file)")
         try:
             data = f.read(max_bytes + 1)  # a file that grows, or lies about its size, stops here too
         except OSError as exc:
