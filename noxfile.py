@@ -261,8 +261,9 @@ def links(session: nox.Session) -> None:
 def browser(session: nox.Session) -> None:
     """Load every page of the built site in headless Chromium (/usr/bin/chromium) and check it."""
     require_site(session)
-    # the package alone (no torch): the tests read its pattern of page logs
-    session.install("pytest", "playwright")
+    # the package without torch: the tests read its pattern of page logs, and write reports of
+    # hostile traces (pandas and matplotlib) to open in Chromium
+    session.install("pytest", "playwright", "pandas", "matplotlib")
     session.install("--no-deps", "-e", ".")
     session.run("pytest", "--confcutdir=tests/browser", "tests/browser", *session.posargs)
 

@@ -47,7 +47,7 @@ from sphinx.util import logging
 from sphinx.util.nodes import nested_parse_with_titles
 from sphinx_gallery.sorting import FileNameSortKey
 
-from profiling_guide.pages.recordings import DEFAULT_GPU, GPU_ENV
+from profiling_guide.pages.recordings import DEFAULT_GPU, GPU_ENV, default_root
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -448,9 +448,7 @@ class Headlines(Directive):
 
 # -------------------------------------------------- recordings in the build
 def _recordings_root() -> Path:
-    if os.environ.get("PROFILING_GUIDE_RECORDINGS"):
-        return Path(os.environ["PROFILING_GUIDE_RECORDINGS"])
-    return HERE / "recordings"
+    return default_root()  # the one place that decides (PROFILING_GUIDE_RECORDINGS, else docs/recordings)
 
 
 RECORDING_PATTERNS = ("*.trace.json.gz", "*.run.json")

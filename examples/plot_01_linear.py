@@ -7,6 +7,8 @@ change about it? We profile the layer of
 `Profiling in PyTorch (Part 2) <https://huggingface.co/blog/torch-mlp-fusion>`_
 (``--batch 1024 --in_dim 32 --out_dim 64``, bf16; the post ran on an A100)
 eager and compiled, guess what the trace will hold, then open it.
+
+*Needs:* this package alone, no extra.
 """
 
 # %%

@@ -8,6 +8,8 @@ run eagerly in bf16 at the size of
 (``--batch 64 --seq 128 --dim 768 --hidden 3072``). How many kernels does it
 launch, which of them are matrix products, and what does the GeLU·mul between
 them cost?
+
+*Needs:* this package alone, no extra.
 """
 
 # %%

@@ -8,6 +8,9 @@ round trip through memory. We check both claims against the trace, measure
 the fused kernel against the copy bandwidth, and put numbers on the price of
 specialising to shapes: the compile at the first call, and again at every new
 shape unless ``dynamic=True``.
+
+*Needs:* this package alone, no extra (live, ``torch.compile`` uses the Triton that torch's CUDA
+builds bring).
 """
 
 # %%

@@ -9,6 +9,8 @@ Hub where it is reachable, otherwise from a local kernel repository through
 the same library), give it the eager model's weights, and check what it
 launches, how its kernel is configured, and what happens when the input shape
 changes.
+
+*Needs:* ``pip install 'profiling-guide[liger]'`` (Liger's kernels, ``kernels``, Triton).
 """
 
 # %%

@@ -9,6 +9,8 @@ to two floors: cuBLAS's three bare GEMMs timed the same way, and the
 datasheet bound of this GPU. The question is no longer "what does
 each one launch" but "where does each one's time go, and how far is it from
 the fastest this GPU can do".
+
+*Needs:* ``pip install 'profiling-guide[liger]'`` (Liger's kernels, ``kernels``, Triton).
 """
 
 # %%

@@ -14,6 +14,8 @@ accumulators and stores only ``h``. Neither ``g`` nor ``u`` ever reaches HBM;
 This chapter counts the bytes that saves, shows the kernel, profiles it, and
 times it against every other variant in one run, against two floors: cuBLAS's
 bare GEMMs and the datasheet bound.
+
+*Needs:* ``pip install 'profiling-guide[liger]'`` (Triton for our kernel; live, Liger too).
 """
 
 # %%

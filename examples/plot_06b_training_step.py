@@ -12,6 +12,8 @@ GeGLU MLP in four ways (eager, ``torch.compile``, Liger, and ours, whose
 backward is fused too), ties every backward kernel to the forward op that
 caused it, names the step's nine GEMMs from their shapes, and measures what
 each variant saves.
+
+*Needs:* ``pip install 'profiling-guide[liger]'`` (Liger's kernels, Triton for ours).
 """
 
 # %%

@@ -12,6 +12,9 @@ two GEMMs, then looks inside the kernels with two tools: **Nsight Compute**
 (``ncu``), which replays a kernel and reads the SM's hardware counters, and
 **Proton** (``triton.profiler``, shipped with Triton), which timestamps scopes
 marked in the kernel's own code, warp by warp.
+
+*Needs:* no extra to replay; live, a Hopper GPU and ``ncu`` (Triton comes with torch's CUDA
+builds).
 """
 
 # %%

@@ -10,6 +10,8 @@ reference rates in the same run, and writes the trace and a report. Here the
 step is one training step (forward, backward, optimizer) of a small GPT-2
 from Hugging Face ``transformers``, a model none of the chapters has seen,
 built from its config (no weights are downloaded).
+
+*Needs:* no extra to replay; live, ``pip install 'profiling-guide[transformers]'``.
 """
 
 # %%

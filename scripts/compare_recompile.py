@@ -14,7 +14,6 @@ runs. Needs a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ try:
 except ImportError:  # run from a checkout without installing it
     sys.path.insert(0, str(ROOT / "src"))
     from profiling_guide.errors import GuideError
+from profiling_guide.files import write_json_atomic  # noqa: E402 - after the checkout's src/ is importable
 
 BATCH, SEQ, DIM, HIDDEN = 64, 128, 768, 3072  # chapter 3's defaults
 SHAPES = [(BATCH, s, DIM) for s in (SEQ, 2 * SEQ, 4 * SEQ, SEQ + 72)]  # its SEQS
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
             print(f"{setting:<14}{'×'.join(map(str, shape)):<12}" + "".join(f"{c:>22}" for c in cells))
     print("wall s: " + ", ".join(f"{r['mode']} {r['wall_s']:.1f}" for r in runs))
     if args.json:
-        args.json.write_text(json.dumps({"shapes": SHAPES, "hidden": HIDDEN, "runs": runs}, indent=1))
+        write_json_atomic(args.json, {"shapes": SHAPES, "hidden": HIDDEN, "runs": runs})
     return 0
 
 

@@ -31,6 +31,7 @@ try:  # what a page must never show: one pattern, which the browser tests check 
 except ImportError:  # run from a checkout without installing it
     sys.path.insert(0, str(ROOT / "src"))
     from profiling_guide.pages.page_logs import LOG_MARKERS
+from profiling_guide.files import write_text_atomic  # noqa: E402 - after the checkout's src/ is importable
 
 
 def run_one(path: Path, out: Path) -> str | None:
@@ -55,7 +56,7 @@ def run_one(path: Path, out: Path) -> str | None:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     text = page.getvalue()
-    (out / f"{path.stem.removeprefix('plot_')}.page.txt").write_text(text)
+    write_text_atomic(out / f"{path.stem.removeprefix('plot_')}.page.txt", text)
     leaked = LOG_MARKERS.search(text)
     if problem is None and leaked:
         problem = f"its page would show a log line: {leaked.group(0)!r}"

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,134 @@ def test_the_profiler_trace_is_written_readable_and_through_a_symlink(tmp_path, 
     link.symlink_to(real)
     profile_to_trace(lambda: torch.ones(4) + 1, link, label="x")
     assert link.is_symlink() and mode(real) == 0o644 and real.read_bytes()[:2] == b"\x1f\x8b"
+
+
+# ------------------------------------------------ only a regular file or a new path, never an input
+def _device(tmp_path):
+    """A character device like /dev/null, made in tmp_path (root only), so a failing guard harms nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a device node")
+    dev = tmp_path / "null"
+    os.mknod(dev, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    return dev
+
+
+def _socket(tmp_path):
+    import socket
+
+    path = tmp_path / "sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    return path, server
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "socket", "link to a fifo", "link to a device"])
+def test_no_writer_replaces_a_device_fifo_or_socket(tmp_path, kind):
+    server = None
+    if "device" in kind:
+        special = _device(tmp_path)
+    elif "fifo" in kind:
+        special = tmp_path / "fifo"
+        os.mkfifo(special)
+    else:
+        special, server = _socket(tmp_path)
+    path = special
+    if kind.startswith("link"):
+        path = tmp_path / "out.html"
+        path.symlink_to(special)
+    before = os.lstat(special).st_mode
+    try:
+        for write in (lambda: files.write_json_atomic(path, {}), lambda: files.write_text_atomic(path, "x"),
+                      lambda: files.write_bytes_atomic(path, b"x"), lambda: files.move_into_place(__file__, path)):
+            with pytest.raises(GuideError, match="not a regular file") as err:
+                write()
+            assert "\n" not in str(err.value)
+    finally:
+        if server is not None:
+            server.close()
+    assert os.lstat(special).st_mode == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({special.name, path.name})  # no temporary left
+
+
+def test_dev_null_stays_a_device():
+    with pytest.raises(GuideError, match="it is a device, not a regular file"):
+        files.target_of("/dev/null")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_an_input_is_never_the_output_however_it_is_named(tmp_path, monkeypatch):
+    source = tmp_path / "t.json.gz"
+    source.write_bytes(b"trace")
+    link = tmp_path / "link.html"
+    link.symlink_to(source)
+    hard = tmp_path / "hard.html"
+    os.link(source, hard)
+    monkeypatch.chdir(tmp_path)
+    for out in (source, link, hard, "./t.json.gz", tmp_path / "sub" / ".." / "t.json.gz"):
+        with pytest.raises(GuideError, match="which this command reads and would replace"):
+            files.write_text_atomic(out, "<html>", inputs=[source])
+    assert source.read_bytes() == b"trace" and link.is_symlink()
+    files.write_text_atomic(tmp_path / "other.html", "<html>", inputs=[source, None, tmp_path / "missing"])
+
+
+def test_text_that_utf8_cannot_hold_is_written_not_a_traceback(tmp_path):
+    files.write_text_atomic(tmp_path / "a.html", "name \ud800 here")
+    assert (tmp_path / "a.html").read_text() == "name ? here"
+
+
+def _run_cli(*argv, cwd=None):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "profiling_guide.cli", *argv], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / "docs" / "recordings" / "nvidia-h100-80gb-hbm3" / "01_linear.eager.trace.json.gz"
+
+
+def _one_line(result, fragment):
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert fragment in result.stderr
+
+
+def test_report_refuses_dev_null_its_trace_its_rates_and_its_run_record(tmp_path):
+    _one_line(_run_cli("report", str(TRACE), "-o", "/dev/null"), "it is a device")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    trace = tmp_path / "x.trace.json.gz"
+    trace.write_bytes(TRACE.read_bytes())
+    record = tmp_path / "x.run.json"
+    record.write_text('{"versions": {"torch": "2.11"}}')
+    rates = tmp_path / "rates.json"
+    rates.write_text('{"gemm_tflops": 700}')
+    before = {p: p.read_bytes() for p in (trace, record, rates)}
+    for out in (trace, record, rates):
+        _one_line(_run_cli("report", str(trace), "-o", str(out), "--rates", str(rates)), "this command reads")
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_bench_load_keep_and_profile_refuse_what_is_not_a_file_before_any_work(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    _one_line(_run_cli("bench-load", "--keep", str(fifo), "--events", "10"), "FIFO")
+    _one_line(_run_cli("bench-load", "--keep", str(tmp_path), "--events", "10"), "folder")
+    _one_line(_run_cli("profile", "x.py:step", "-o", str(tmp_path), "--name", "../escape"), "not a file name")
+    step = tmp_path / "step.py"
+    step.write_text("def step():\n    pass\n")
+    (tmp_path / "out").mkdir()
+    os.mkfifo(tmp_path / "out" / "step.report.html")
+    _one_line(_run_cli("profile", f"{step}:step", "-o", str(tmp_path / "out")), "FIFO")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_chapter_moves_its_trace_only_onto_a_file(tmp_path):
+    exported = tmp_path / "partial.trace.json.gz"
+    exported.write_bytes(b"x")
+    os.mkfifo(tmp_path / "fifo.trace.json.gz")
+    with pytest.raises(GuideError, match="FIFO"):
+        files.move_into_place(exported, tmp_path / "fifo.trace.json.gz")
+    files.move_into_place(exported, tmp_path / "new" / "x.trace.json.gz")
+    assert (tmp_path / "new" / "x.trace.json.gz").read_bytes() == b"x" and not exported.exists()

@@ -3,8 +3,13 @@
 import json
 import re
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from profiling_guide.pages.interactive_timeline import (
     InteractiveTimeline,
+    json_in_script,
     timeline_data,
     timeline_html,
 )
@@ -50,8 +55,39 @@ def test_the_fragment_is_self_contained_and_cannot_be_closed_by_a_kernel_name(ml
     assert "<canvas" in fragment and "window.pgTimeline" in fragment
     assert not re.search(r"(src|href)=\"?https?:", fragment)
     payload = re.search(r'<script type="application/json">(.*?)</script>', fragment, re.S).group(1)
-    assert "evil<\\/script>" in payload
-    json.loads(payload.replace("<\\/", "</"))
+    assert "evil\\u003c/script\\u003e" in payload and "<" not in payload
+    assert "evil</script><script>alert(1)</script>" in json.loads(payload)["strings"]
+
+
+def _surrogates_replaced(value):
+    if isinstance(value, str):
+        return re.sub("[\ud800-\udfff]", "\ufffd", value)
+    if isinstance(value, dict):
+        return {_surrogates_replaced(k): _surrogates_replaced(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_surrogates_replaced(v) for v in value]
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                    | st.text(st.characters(codec=None)),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12))
+def test_json_in_a_script_element_cannot_end_it_and_reads_back_the_same(data):
+    text = json_in_script(data)
+    # nothing that ends the element, opens a comment or a script, or ends a line in old JavaScript
+    assert not set(text) & {"<", ">", "&", "\u2028", "\u2029"}
+    text.encode("utf-8")  # no lone surrogate: writable as UTF-8
+    assert json.loads(text) == _surrogates_replaced(data)
+
+
+@pytest.mark.parametrize("name", ["<!--<script>", "</script><script>alert(1)</script>", "a\u2028b\u2029c",
+                                  "x]]><![CDATA[", "\ud800lone", "&lt;"])
+def test_a_hostile_name_is_carried_whole_and_inert(name):
+    text = json_in_script({"strings": [name]})
+    assert json.loads(text)["strings"] == [_surrogates_replaced(name)]
+    assert not set(text) & {"<", ">", "&"}
 
 
 def test_interactive_timeline_renders_itself_in_a_notebook(linear_eager):

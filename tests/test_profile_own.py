@@ -71,7 +71,7 @@ def test_a_file_path_works_as_well_as_a_module_name(user_module):
 @pytest.mark.parametrize("spec, message", [
     ("my_train", "is not MODULE:CALLABLE"),
     ("no_such_module_here:step", "no module named 'no_such_module_here'"),
-    ("broken:step", "importing broken failed: ModuleNotFoundError"),
+    ("broken:step", "broken needs this_package_does_not_exist_anywhere, which is not installed: pip install"),
     ("raises:step", "importing raises failed: RuntimeError: CUDA is required here"),
     ("my_train:missing", "has no attribute 'missing'"),
     ("my_train:BATCH", "is a int, not something to call"),

@@ -46,9 +46,10 @@ import sys
 
 from profiling_guide.errors import GuideError
 
-# C0 and C1 control characters (ESC starts terminal escape sequences), and the
-# invisible format characters that reorder or hide text (bidi overrides, zero widths).
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# C0 and C1 control characters (ESC starts terminal escape sequences), the
+# invisible format characters that reorder or hide text (bidi overrides, zero
+# widths), and lone surrogates (a file name's undecodable bytes; no encoding can print them).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 
 
 def printable(text) -> str:
@@ -146,7 +147,7 @@ def _cmd_report(args) -> int:
             raise GuideError(f"{option} reads the traces of two or more ranks; {paths[0]} is one trace")
         from profiling_guide.report.html import write_report
 
-        print(write_report(paths[0], args.output, step=args.step, rates=args.rates))
+        print(printable(write_report(paths[0], args.output, step=args.step, rates=args.rates)))
         return 0
     if args.rates:
         raise GuideError("--rates applies to one trace's report; a run's report compares collectives with "
@@ -154,9 +155,9 @@ def _cmd_report(args) -> int:
     from profiling_guide.report.run_html import write_run_report
 
     out = write_run_report(paths, args.output, step=args.step, sweep=args.nccl_sweep, merge=args.merge)
-    print(out)
+    print(printable(out))
     if args.merge:
-        print(args.merge)
+        print(printable(args.merge))
     return 0
 
 
@@ -171,7 +172,7 @@ def _cmd_profile(args) -> int:
 
     result = profile_callable(args.target, args.output, steps=args.steps, compile=args.compile, name=args.name,
                               rates=not args.no_rates)
-    print("\n".join(str(p) for p in (result.trace, result.run_record, result.report)))
+    print("\n".join(printable(p) for p in (result.trace, result.run_record, result.report)))
     return 0
 
 

@@ -7,9 +7,14 @@ lines, compiler logs and warnings belong on the console, never on a page.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
+import shutil
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 
 def in_gallery() -> bool:
@@ -49,3 +54,30 @@ def to_console(console=None):
         warnings.simplefilter("default")
         warnings.showwarning = show  # whoever else records warnings (a test runner, a docs builder)
         yield
+
+
+def quiet_matplotlib_cache() -> None:
+    """Point matplotlib at a temporary folder when it could not write its own (a HOME that is not writable).
+
+    Otherwise matplotlib prints a two-line warning about its cache on every
+    command, before whatever the command has to say. ``$MPLCONFIGDIR``, when
+    set, is left as it is.
+    """
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        home = None
+    folders = [Path(os.environ.get(xdg) or (home / dot if home else "")) / "matplotlib"
+               for xdg, dot in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"))]
+    for folder in folders:
+        try:  # as matplotlib will: make it, then see whether a file can be written there
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError:
+            temporary = tempfile.mkdtemp(prefix="profiling-guide-matplotlib-")
+            atexit.register(shutil.rmtree, temporary, ignore_errors=True)
+            os.environ["MPLCONFIGDIR"] = temporary
+            return

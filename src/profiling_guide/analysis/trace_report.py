@@ -21,7 +21,7 @@ loading the trace. The HTML is :mod:`profiling_guide.report.html`'s job.
 from __future__ import annotations
 
 import datetime as _dt
-import json
+import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -43,6 +43,7 @@ from profiling_guide.errors import GuideError
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 from profiling_guide.trace.run import rank_info
+from profiling_guide.trace.run_record import RATE_KEYS, check_run_record, is_number, read_json_file
 
 #: The aten ops whose ``Input Dims`` give a GEMM's M, K, N: op → (index of A, index of B).
 GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
@@ -340,7 +341,7 @@ def environment(trace: Trace, run_record: dict | None = None) -> dict[str, str]:
         d = devices[0]
         gpu = str(d.get("name", "?")) + (f" (×{len(devices)} visible)" if len(devices) > 1 else "")
         env["GPU"] = gpu
-        if d.get("totalGlobalMem"):
+        if is_number(d.get("totalGlobalMem")) and d["totalGlobalMem"] > 0:
             env["GPU memory"] = f"{d['totalGlobalMem'] / 2**30:.1f} GiB"
         if "computeMajor" in d:
             env["compute capability"] = f"{d['computeMajor']}.{d.get('computeMinor', 0)}"
@@ -376,27 +377,35 @@ def _recorded_at(trace: Trace) -> str | None:
     # Event times are µs after baseTimeNanoseconds, where the trace writes it.
     base = trace.metadata.get("baseTimeNanoseconds")
     events = trace.ops or trace.device_events
-    if not isinstance(base, int) or not events:
+    if not is_number(base) or not events:
         return None
-    seconds = base / 1e9 + events[0].start_us / 1e6
     try:
+        seconds = base / 1e9 + events[0].start_us / 1e6
         return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     except (OverflowError, OSError, ValueError):
         return None
 
 
-def read_run_record(trace_path: str | Path) -> dict | None:
-    """The ``<name>.run.json`` written beside ``<name>.trace.json[.gz]``, if there is one."""
+def run_record_path(trace_path: str | Path) -> Path:
+    """Where ``<name>.run.json`` would be for ``<name>.trace.json[.gz]`` (or any ``.json[.gz]``)."""
     path = Path(trace_path)
     stem = re.sub(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", path.name)
-    record = path.with_name(stem + ".run.json")
-    if record == path or not record.is_file():
+    return path.with_name(stem + ".run.json")
+
+
+def read_run_record(trace_path: str | Path) -> dict | None:
+    """The ``<name>.run.json`` written beside ``<name>.trace.json[.gz]``, if there is one.
+
+    None where there is none; a file there that is not a run record (see
+    :mod:`profiling_guide.trace.run_record`) is a one-line GuideError.
+    """
+    record = run_record_path(trace_path)
+    if record == Path(trace_path) or not os.path.lexists(record):
         return None
-    try:
-        data = json.loads(record.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    fix = "fix it or move it away (it is read because it sits beside the trace)"
+    data = read_json_file(record, what="a run record", fix=fix)
+    check_run_record(data, record, fix)
+    return data
 
 
 def read_rates(path: str | Path) -> dict:
@@ -405,31 +414,33 @@ def read_rates(path: str | Path) -> dict:
     Accepted: ``{"rates": {"gemm_tflops": {"median": ...}, "copy_tbps": {...}}}``
     (what :func:`~profiling_guide.report.profile_own.profile_callable` writes),
     ``{"values": {"gemm_tflops": ..., "copy_tbps": ...}}`` (the guide's
-    ``*.references.run.json``) or those two numbers at the top level.
+    ``*.references.run.json``) or those two numbers at the top level. Each
+    rate is a positive finite number (``true``, ``Infinity`` and strings are
+    refused in one line).
     """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise GuideError(f"cannot read the rates file {path} ({exc.strerror})") from None
-    except ValueError as exc:
-        raise GuideError(f"{path} is not JSON ({exc})") from None
+    fix = "give a profile run record or a chapter's *.references.run.json"
+    data = read_json_file(path, what="a rates file", fix=fix)
+    if isinstance(data, dict):
+        check_run_record(data, Path(path), fix)
     rates = rates_from_record(data) if isinstance(data, dict) else None
     if not rates:
-        raise GuideError(f"{path} holds no gemm_tflops or copy_tbps: give a profile run record or a references record")
+        raise GuideError(f"{path} holds no gemm_tflops or copy_tbps: {fix}")
     return rates
 
 
 def rates_from_record(data: dict) -> dict | None:
-    """``{"gemm_tflops": float, "copy_tbps": float}`` (either may be absent) from a record, or None."""
+    """``{"gemm_tflops": float, "copy_tbps": float}`` (either may be absent) from a record, or None.
+
+    Only positive finite numbers count (a boolean, NaN or infinity is no rate).
+    """
     for source in (data.get("rates"), data.get("values"), data):
         if not isinstance(source, dict):
             continue
         found = {}
-        for key in ("gemm_tflops", "copy_tbps"):
+        for key in RATE_KEYS:
             value = source.get(key)
             value = value.get("rate", value.get("median")) if isinstance(value, dict) else value
-            if isinstance(value, (int, float)) and value > 0:
+            if is_number(value) and value > 0:
                 found[key] = float(value)
         if found:
             return found

@@ -86,10 +86,14 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
 from torch import nn
 
-from profiling_guide.errors import GuideError
+from profiling_guide.errors import GuideError, missing_dependency
+
+try:  # Triton comes with torch's CUDA builds, and with the liger extra; say so rather than fail in a traceback
+    import triton
+except ModuleNotFoundError as exc:
+    raise missing_dependency(exc, "our fused MLP (profiling_guide.kernels.fused_mlp)") from None
 from profiling_guide.kernels.geglu_kernels import (
     INTERPRETED,
     KERNELS,

@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from profiling_guide.files import atomic_output, check_writable
+
 # One layer of the MLP: (op, nested ops, what it launches). Launches: (runtime call, device category, name).
 _GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
 _GELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
@@ -118,7 +120,7 @@ def write_synthetic_trace(path: str | Path, events: int = 2_000_000, *, layers: 
     """Write a torch.profiler-shaped trace of about ``events`` events to ``path``; return how many."""
     per_step = 3 + 23 * layers
     steps = max(1, round(events / per_step))
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_output(path, suffix=".json") as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("{\n" + "".join(f'  "{k}": {json.dumps(v)},\n' for k, v in _HEADER.items()) + '  "traceEvents": [')
         w = _Writer(f, seed)
         t = gpu_t = 4574373018813.972
@@ -219,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.keep is not None:
+        check_writable(args.keep)  # before minutes of writing and loading
     report = run(args.events, args.runs, args.keep, progress=(lambda line: None) if args.json else print)
     if args.json:
         print(json.dumps(report, indent=1))

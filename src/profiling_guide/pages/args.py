@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from profiling_guide.errors import GuideError
+from profiling_guide.errors import GuideError, show_guide_errors_in_one_line
 from profiling_guide.sizes import MAX_ELEMENTS, MAX_SIZE, positive_int  # noqa: F401 - the flags' types
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
@@ -34,13 +34,6 @@ class _ExampleParser(argparse.ArgumentParser):
         return parsed, rest
 
 
-def _one_line_errors(exc_type, exc, tb, _default=sys.excepthook):
-    if issubclass(exc_type, GuideError):
-        print(f"error: {exc}", file=sys.stderr)
-    else:
-        _default(exc_type, exc, tb)
-
-
 def example_parser(description: str) -> argparse.ArgumentParser:
     """A parser with the flags every example has: ``--dtype`` and ``--mode``.
 
@@ -48,7 +41,7 @@ def example_parser(description: str) -> argparse.ArgumentParser:
     (a missing recording, no GPU in live mode...) print as one line when the
     example runs as a script; other exceptions keep their traceback.
     """
-    sys.excepthook = _one_line_errors
+    show_guide_errors_in_one_line()
     parser = _ExampleParser(description=description)
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES),
                         help="element type of weights and inputs (default: bfloat16)")

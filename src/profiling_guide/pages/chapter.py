@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
+from profiling_guide.files import move_into_place
 from profiling_guide.measure.timing import cost_key
 from profiling_guide.output import echo, to_console
 from profiling_guide.pages.recordings import (
@@ -296,7 +297,7 @@ class Chapter:
         if not exported.is_file():
             raise GuideError(f"no trace was exported to {exported}: profile the step and export its trace "
                              f"there (chapter.trace_file({name!r})) before chapter.load({name!r}, ...)")
-        os.replace(exported, rec.trace_path)
+        move_into_place(exported, rec.trace_path)
         timings = {}
         if time_it:
             key = cost_key(variant, self.args) if variant else None
@@ -402,7 +403,7 @@ class Chapter:
         if self.live:
             with to_console():
                 result = profile()
-            os.replace(result.trace, self.trace_file(name))
+            move_into_place(result.trace, self.trace_file(name))
             own = read_run_record(result.run_record)
             extra = {k: own[k] for k in ("timings", "rates", "steps", "target") if k in own}
         return self.load(name, profile, label=label, code=code, time_it=False, extra=extra)

@@ -22,6 +22,7 @@ import hashlib
 import html
 import itertools
 import json
+import re
 
 from profiling_guide.pages.timeline import (
     ANNOTATION_COLOR,
@@ -203,13 +204,34 @@ def _legend(data: dict) -> str:
             + f'<span class="pg-itl-note">{html.escape(note)}</span>')
 
 
+# Characters that may end or change a <script> element's content, or a JavaScript string, in an HTML page:
+# written as \u escapes, which JSON.parse reads back as the same characters.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_in_script(data) -> str:
+    """``data`` as JSON safe inside ``<script type="application/json">``.
+
+    ``<``, ``>`` and ``&`` are written as ``\\u003c``, ``\\u003e`` and
+    ``\\u0026``, so no ``</script>``, ``<!--`` or ``<script`` from a name in a
+    trace survives to end the element early or switch the parser into a
+    script-data state that swallows the rest of the page; U+2028 and U+2029
+    too, which older JavaScript parsers take for line ends. A lone surrogate
+    (valid JSON, not encodable as UTF-8) becomes U+FFFD.
+    """
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return _LONE_SURROGATE.sub("\ufffd", text.translate(_SCRIPT_UNSAFE))
+
+
 def timeline_html(step: Step | dict, *, caption: str | None = None) -> str:
     """An HTML fragment (``<div>`` + inline script and styles) with the interactive timeline of ``step``.
 
     ``step`` may also be lanes already made (:meth:`RanksTimeline.data`).
     """
     data = step if isinstance(step, dict) else timeline_data(step)
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+    payload = json_in_script(data)
     uid = f"pg-itl-{hashlib.sha1(payload.encode()).hexdigest()[:8]}-{next(_ids)}"
     cap = f'<div class="pg-itl-caption">{html.escape(caption)}</div>' if caption else ""
     return (

@@ -4,7 +4,10 @@ A *recording* is what a live run leaves behind for a machine without a GPU:
 ``<name>.trace.json.gz`` (the profiler's Chrome trace) and ``<name>.run.json``
 (the GPU, the versions, the arguments, the timings and a fingerprint of the
 code that ran). Measurements that are not traces (benchmarks, sweeps) are kept
-as ``<name>.run.json`` alone. They live in ``docs/recordings/<gpu-slug>/``.
+as ``<name>.run.json`` alone. They live in ``docs/recordings/<gpu-slug>/``
+(``<example>.<name>.trace.json.gz`` and ``.run.json``), and a wheel of the
+package carries them as ``profiling_guide/recordings/<gpu-slug>/``:
+:func:`default_root` finds either.
 
 ``PROFILING_GUIDE_MODE`` picks the mode:
 
@@ -72,10 +75,20 @@ def gpu_slug(name: str) -> str:
 
 
 def default_root() -> Path:
-    """``$PROFILING_GUIDE_RECORDINGS``, else ``docs/recordings`` of this checkout."""
+    """Where the recordings are: the one place that decides it (the docs build, the noxfile and the examples ask here).
+
+    ``$PROFILING_GUIDE_RECORDINGS`` if set; else the recordings installed with
+    the package (``profiling_guide/recordings/``: a wheel carries
+    ``docs/recordings`` there, see ``setup.py``), so a chapter copied anywhere
+    replays after ``pip install`` of the repository; else ``docs/recordings``
+    of this checkout (a source tree or an editable install, where a live run
+    refreshes them).
+    """
     if os.environ.get(ROOT_ENV):
         return Path(os.environ[ROOT_ENV])
-    return Path(__file__).resolve().parents[3] / "docs" / "recordings"
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "recordings"
+    return installed if installed.is_dir() else package.parents[1] / "docs" / "recordings"
 
 
 # ------------------------------------------------------------------ fingerprints

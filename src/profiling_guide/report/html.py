@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from profiling_guide import __version__
 from profiling_guide.analysis.trace_report import (
+    Check,
     TraceReport,
     analyse,
     choose_step,
@@ -29,8 +28,10 @@ from profiling_guide.analysis.trace_report import (
     read_rates,
     read_run_record,
     report_steps,
+    run_record_path,
 )
 from profiling_guide.errors import GuideError
+from profiling_guide.files import check_writable, write_text_atomic
 from profiling_guide.pages.interactive_timeline import timeline_html
 
 PROGRESS_BYTES = 8 << 20  # traces larger than this on disk get a progress line on stderr
@@ -233,36 +234,6 @@ def default_report_path(trace_path: str | Path) -> Path:
     return Path(f"{stem}.report.html")
 
 
-def check_writable(path: str | Path) -> Path:
-    """Fail in one line, before any work, when ``path`` cannot be written."""
-    path = Path(path)
-    if path.is_dir():
-        raise GuideError(f"{path} is a folder: give the report a file name, e.g. {path / 'report.html'}")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise GuideError(f"cannot write {path}: {parent} is not an existing folder")
-    try:  # as root os.access says yes to everything; a real file says the truth
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".pg-write-check-"):
-            pass
-    except OSError as exc:
-        raise GuideError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=".pg-report-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # a page to share: mkstemp's owner-only mode would hide it from a web server
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 class _Progress:
     """Stage lines on stderr for traces large enough to make a reader wait (never in the HTML)."""
 
@@ -278,29 +249,43 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
                  rates: dict | str | Path | None = None, progress: bool | None = None) -> Path:
     """Analyse the trace at ``trace_path`` and write its HTML report; returns the report's path.
 
-    ``out_path`` defaults to ``<name>.report.html`` in the current folder.
-    ``step`` picks the timeline's step (default: the median one). ``rates`` is
-    a dict or a JSON file of reference rates (see
+    ``out_path`` defaults to ``<name>.report.html`` in the current folder; it
+    is written through :mod:`profiling_guide.files` (a regular file or a new
+    path, never one of the files read: the trace, the rates file, the run
+    record beside the trace). ``step`` picks the timeline's step (default: the
+    median one). ``rates`` is a dict or a JSON file of reference rates (see
     :func:`~profiling_guide.analysis.trace_report.read_rates`); by default they come
-    from the trace's ``.run.json`` where it has them. ``progress`` prints stage
-    lines on stderr (default: for traces over 8 MiB on disk).
+    from the trace's ``.run.json`` where it has them. A ``.run.json`` beside
+    the trace that is not a run record is left out, with one line on stderr
+    and a warning among the health checks. ``progress`` prints stage lines on
+    stderr (default: for traces over 8 MiB on disk).
     """
     from profiling_guide.trace.model import Trace
 
     trace_path = Path(trace_path)
-    out = check_writable(out_path if out_path is not None else default_report_path(trace_path))
-    if isinstance(rates, (str, Path)):
-        rates = read_rates(rates)
+    sibling = run_record_path(trace_path)
+    rates_path = rates if isinstance(rates, (str, Path)) else None
+    inputs = [trace_path, sibling, rates_path]
+    out = check_writable(out_path if out_path is not None else default_report_path(trace_path), inputs=inputs)
+    if rates_path is not None:
+        rates = read_rates(rates_path)
     size = trace_path.stat().st_size if trace_path.is_file() else 0
     say = _Progress(progress if progress is not None else size >= PROGRESS_BYTES)
     say(f"loading {trace_path.name} ({_bytes(size)})")
     trace = Trace.load(trace_path)
+    try:
+        run_record, problem = read_run_record(trace_path), None
+    except GuideError as exc:
+        run_record, problem = None, str(exc)
+        print(f"warning: {problem}; the report leaves it out", file=sys.stderr, flush=True)
     events = len(trace.ops) + len(trace.runtime_calls) + len(trace.device_events)
     say(f"analysing {events:,} events")
-    report = analyse(trace, step=step, rates=rates, run_record=read_run_record(trace_path))
+    report = analyse(trace, step=step, rates=rates, run_record=run_record)
+    if problem:
+        report.checks.append(Check("warn", "run record left out", f"{problem}. The report is made without it."))
     chosen = choose_step(report_steps(trace), report.chosen_step)
     say(f"writing {out}")
-    _write_atomic(out, render_html(report, chosen, title=trace_path.name))
+    write_text_atomic(out, render_html(report, chosen, title=trace_path.name), suffix=".html", inputs=inputs)
     say("done")
     return out
 

@@ -82,7 +82,7 @@ def write_merged(traces: dict[int, Path], out: str | Path, *, offsets_us: dict[i
     """
     out = Path(out)
     suffix = ".json.gz" if out.name.endswith(".gz") else ".json"
-    with atomic_output(out, suffix=suffix) as tmp:
+    with atomic_output(out, suffix=suffix, inputs=list(traces.values())) as tmp:
         raw = gzip.open(tmp, "wb", compresslevel=6) if suffix == ".json.gz" else open(tmp, "wb")
         with raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
             f.write('{"traceEvents": [\n')

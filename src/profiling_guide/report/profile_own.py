@@ -41,7 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiling_guide.errors import GuideError
+from profiling_guide.errors import GuideError, missing_dependency
+from profiling_guide.files import check_writable, write_json_atomic
 
 TIMING_REPEATS = 7  # unprofiled runs of the step timed for the profiler-overhead check
 
@@ -85,7 +86,7 @@ def load_target(spec: str) -> Callable:
         if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
             raise GuideError(f"no module named {module_name!r}: run from the folder that holds it, "
                              "or give a path (path/to/file.py:CALLABLE)") from None
-        raise GuideError(f"importing {module_name} failed: {_first_line(exc)}") from None
+        raise missing_dependency(exc, module_name) from None
     except Exception as exc:  # noqa: BLE001 - whatever the user's module raises, say it in one line
         raise GuideError(f"importing {module_name} failed: {_first_line(exc)}") from None
     target = module
@@ -156,10 +157,18 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
     spec = target if isinstance(target, str) else None
     if steps < 1:
         raise GuideError(f"--steps must be at least 1, not {steps}")
+    if name is not None and (not name or name != Path(name).name or name in (".", "..") or "\0" in name):
+        raise GuideError(f"--name {name!r} is not a file name: give a name without folders, e.g. my_step")
     out = check_out_dir(out_dir)
     fn = load_target(target) if isinstance(target, str) else target
     if not callable(fn):
         raise GuideError(f"{fn!r} is not callable: give a step function or a factory returning one")
+    stem = name or _name_of(fn, spec) + (".compiled" if compile else "")
+    # The three outputs are checked before any work; none may be the file the step came from.
+    module_file = spec.rpartition(":")[0] if spec and spec.rpartition(":")[0].endswith(".py") else None
+    paths = {kind: out / f"{stem}.{kind}" for kind in ("trace.json.gz", "run.json", "report.html")}
+    for path in paths.values():
+        check_writable(path, inputs=[module_file])
     import torch
 
     if not torch.cuda.is_available():
@@ -167,18 +176,19 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
                          "machine, then `profiling-guide report` reads its trace anywhere")
     from profiling_guide.measure import capture
     from profiling_guide.measure import timing as measure
-    from profiling_guide.pages.recordings import write_json_atomic
     from profiling_guide.report.html import write_report
 
-    stem = name or _name_of(fn, spec) + (".compiled" if compile else "")
-    step = make_step(fn)
+    try:
+        step = make_step(fn)
+    except ModuleNotFoundError as exc:  # the step's own imports (chapter 8's transformers)
+        raise missing_dependency(exc, spec or getattr(fn, "__qualname__", "the step")) from None
     if compile:
         step = torch.compile(step)
     for _ in range(2):  # compilation, autotuning and lazy initialisation happen here, not in the trace
         step()
     torch.cuda.synchronize()
     cpu_issue = measure.cpu_issue_time(step, repeats=5, calls=TIMING_REPEATS)
-    trace_path = capture.profile_to_trace(step, out / f"{stem}.trace.json.gz", label=stem, active=steps)
+    trace_path = capture.profile_to_trace(step, paths["trace.json.gz"], label=stem, active=steps)
     if rates is True:
         rates = measure.reference_rates()
     rates = rates or None
@@ -188,7 +198,7 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
         "gpu": capture.gpu_facts(), "versions": capture.software_versions(),
         "timings": {"cpu_issue_us": cpu_issue.to_dict()}, "rates": rates,
     }
-    run_path = out / f"{stem}.run.json"
-    write_json_atomic(run_path, record)
-    report_path = write_report(trace_path, out / f"{stem}.report.html")
+    run_path = paths["run.json"]
+    write_json_atomic(run_path, record, inputs=[module_file])
+    report_path = write_report(trace_path, paths["report.html"])
     return ProfileResult(trace_path, run_path, report_path, rates)

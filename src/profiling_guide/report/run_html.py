@@ -350,8 +350,9 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
     trace there. Progress lines go to stderr (default: for 8 ranks or more).
     """
     paths = [Path(p) for p in paths]
-    out = check_writable(out_path if out_path is not None else default_run_report_path(paths))
-    merge_out = check_writable(merge) if merge is not None else None
+    inputs = [*paths, *([sweep] if isinstance(sweep, (str, Path)) else [])]  # never written over
+    out = check_writable(out_path if out_path is not None else default_run_report_path(paths), inputs=inputs)
+    merge_out = check_writable(merge, inputs=[*inputs, out]) if merge is not None else None
     if isinstance(sweep, (str, Path)):
         sweep = read_sweep(sweep)
     say = _Progress(progress if progress is not None else len(paths) >= PROGRESS_RANKS)
@@ -387,7 +388,7 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
     page = render_run_html(run, env, timeline.data(), number, activity, shown=shown,
                            title=title or default_run_report_path(paths).name.removesuffix(".report.html"),
                            sources={r: str(p) for r, p in sources.items()})
-    with atomic_output(out, suffix=".html") as tmp:
+    with atomic_output(out, suffix=".html", inputs=inputs) as tmp:
         tmp.write_text(page, encoding="utf-8")
     if merge_out is not None:
         say(f"merging {len(sources)} traces into {merge_out}")

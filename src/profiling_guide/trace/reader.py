@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,14 @@ from profiling_guide.errors import GuideError
 
 MAX_BYTES_ENV = "PROFILING_GUIDE_MAX_TRACE_BYTES"
 DEFAULT_MAX_BYTES = 2 * 2**30
+#: The longest single JSON value (an event, a key, a metadata field), in characters. The longest
+#: event of a real trace is kilobytes (a C++ kernel name, an op's input shapes); a value longer than
+#: this is not an event, and refusing it keeps the text buffer, and so memory, small.
+MAX_VALUE_CHARS = 16 * 2**20
+#: A gzip that expands more than this many times is a bomb, not a trace: torch.profiler's traces
+#: compress 7 to 16 times. Checked once the text passes MIN_BOMB_BYTES.
+MAX_GZIP_RATIO = 100
+MIN_BOMB_BYTES = 64 * 2**20
 _CHUNK = 1 << 20
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -55,6 +64,24 @@ def _size(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n % 2**20 == 0 and n >= 2**30 else f"{n:,} bytes"
 
 
+class _ValueTooLong(Exception):
+    """A single JSON value runs past MAX_VALUE_CHARS (caught in TraceStream.events)."""
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value):
+    """``value`` with each lone surrogate (``"\\ud800"``: valid JSON, not text) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
+
+
 class _Text:
     """The file's text, decoded chunk by chunk, with a read position.
 
@@ -68,6 +95,8 @@ class _Text:
         self.pos = 0
         self.offset = 0
         self.eof = False
+        # True once the text holds a \\uD8xx-\\uDFxx escape: values may then hold lone surrogates.
+        self.surrogates = False
 
     def more(self) -> bool:
         """Drop what was read and append at least as much text as is left (False at the end).
@@ -90,6 +119,8 @@ class _Text:
             self.eof = True
         self.offset += self.pos
         self.buf, self.pos = "".join(parts), 0
+        if not self.surrogates and ("\\ud" in self.buf or "\\uD" in self.buf):
+            self.surrogates = True
         return got > 0
 
     def peek(self) -> str:
@@ -105,7 +136,7 @@ class _Text:
         raise json.JSONDecodeError(f"Expecting {what}", self.buf, self.pos)
 
     def value(self):
-        """Decode the JSON value at the read position and move past it."""
+        """Decode the JSON value at the read position and move past it (at most MAX_VALUE_CHARS long)."""
         self.peek()
         while True:
             try:
@@ -113,14 +144,19 @@ class _Text:
             except json.JSONDecodeError as exc:
                 # Cut off by the end of the buffer, or wrong where it stands?
                 cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(self.buf) - 8
-                if cut and self.more():
+                if cut and self._more_of_one_value():
                     continue
                 raise
             # A number that ends the buffer may go on in the next chunk.
-            if end == len(self.buf) and self.more():
+            if end == len(self.buf) and self._more_of_one_value():
                 continue
             self.pos = end
-            return value
+            return _without_surrogates(value) if self.surrogates else value
+
+    def _more_of_one_value(self) -> bool:
+        if len(self.buf) - self.pos > MAX_VALUE_CHARS:
+            raise _ValueTooLong
+        return self.more()
 
 
 class TraceStream:
@@ -134,8 +170,17 @@ class TraceStream:
         self.path = Path(path)
         self.max_bytes = max_trace_bytes(max_bytes)
         self.metadata: dict = {}
-        if not self.path.is_file():
-            raise GuideError(f"no trace file at {self.path}: give the path of a .json or .json.gz trace")
+        try:
+            mode = self.path.stat().st_mode
+        except (OSError, ValueError):
+            raise GuideError(f"no trace file at {self.path}: give the path of a .json or .json.gz trace") from None
+        if not stat.S_ISREG(mode):
+            raise self._not_a_file(mode)
+
+    def _not_a_file(self, mode: int) -> GuideError:
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device")
+        return GuideError(f"{self.path} is {kind}, not a trace file: give the path of a .json or .json.gz trace")
 
     # ------------------------------------------------------------ bytes to text
     def _too_big(self, gzipped: bool) -> GuideError:
@@ -145,12 +190,25 @@ class TraceStream:
             f"raise it with {MAX_BYTES_ENV}=<bytes> (or Trace.load(..., max_bytes=...))"
         )
 
+    def _bomb(self, total: int, packed: int) -> GuideError:
+        return GuideError(
+            f"{self.path} expands more than {MAX_GZIP_RATIO} times ({packed:,} bytes gave {total:,} and more): "
+            "a gzip bomb, not a profiler trace (those compress 7 to 16 times); if it is a genuine trace, "
+            "gunzip it and give the .json"
+        )
+
     def _chunks(self) -> Iterator[str]:
-        with open(self.path, "rb") as f:
+        # O_NONBLOCK: a FIFO put in the file's place since __init__ must not block the open.
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            os.close(fd)
+            raise self._not_a_file(found.st_mode)
+        with os.fdopen(fd, "rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
             f.seek(0)
             # A plain file's size is known before reading it; a gzip's only while decompressing it.
-            if not gzipped and os.fstat(f.fileno()).st_size > self.max_bytes:
+            if not gzipped and found.st_size > self.max_bytes:
                 raise self._too_big(gzipped)
             raw = gzip.GzipFile(fileobj=f, mode="rb") if gzipped else f
             decoder = codecs.getincrementaldecoder("utf-8")()
@@ -159,6 +217,9 @@ class TraceStream:
                 total += len(data)
                 if total > self.max_bytes:
                     raise self._too_big(gzipped)
+                # f.tell() is at or past what was decompressed so far (the gzip reader reads ahead).
+                if gzipped and total > MIN_BOMB_BYTES and total > MAX_GZIP_RATIO * f.tell():
+                    raise self._bomb(total, f.tell())
                 yield decoder.decode(data)
             yield decoder.decode(b"", final=True)
 
@@ -189,6 +250,14 @@ class TraceStream:
             raise GuideError(f"{self.path} is not UTF-8 text ({exc.reason}): give a .json or .json.gz trace") from None
         except RecursionError:
             raise GuideError(f"{self.path} nests JSON values deeper than a trace does: it is not a torch.profiler export") from None
+        except _ValueTooLong:
+            raise GuideError(
+                f"{self.path} holds a single JSON value of more than {MAX_VALUE_CHARS // 2**20} MiB at character "
+                f"{text.offset + text.pos:,}: no event of a torch.profiler trace is that long; it is not a trace"
+            ) from None
+        except ValueError:  # json turns digits into an int, and Python refuses more than 4,300 of them
+            raise GuideError(f"{self.path} holds a number of more than 4,300 digits: no trace does; "
+                             "it is not a torch.profiler export") from None
         except OSError as exc:
             raise GuideError(f"cannot read {self.path}: {exc.strerror or exc}") from None
 

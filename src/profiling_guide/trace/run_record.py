@@ -2,20 +2,38 @@
 
 A run record is the JSON half of a recording: the GPU, the versions, the
 arguments, the timings and the fingerprint of a live run (see
-:mod:`profiling_guide.pages.recordings`). Replay trusts it, so it is checked when it
-is read: a file that is not JSON, not an object, or whose known fields have
-the wrong type is a one-line GuideError naming the file and the field.
+:mod:`profiling_guide.pages.recordings`); ``profiling-guide profile`` writes
+one with the GPU's reference rates, and ``profiling-guide report`` reads one
+beside a trace, or as ``--rates``. Whoever reads it trusts it, so it is
+checked when it is read, and anything wrong is a one-line GuideError naming
+the file (and the field):
+
+* it must be a regular file (not a device, a FIFO or a folder) of at most
+  :data:`MAX_RUN_RECORD_BYTES`, UTF-8 JSON (a byte-order mark is allowed);
+* JSON's own limits: no ``NaN`` or ``Infinity`` (not JSON: the guide writes
+  ``null``), no number of more than 4,300 digits (Python's limit for reading
+  one), nesting at most :data:`MAX_DEPTH` deep;
+* a lone surrogate in a string (``"\\ud800"``: valid JSON, not text) is
+  read as U+FFFD;
+* the fields the guide reads have the types it expects, down to the numbers
+  of the timings and reference rates (finite, and not ``true``).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import stat
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
 
 # A run record is kilobytes; anything near this is not one.
-MAX_RUN_RECORD_BYTES = 64 * 2**20
+MAX_RUN_RECORD_BYTES = 16 * 2**20
+# The guide writes records a few levels deep (values → candidates → spread).
+MAX_DEPTH = 64
 
 # The fields the guide reads, and the JSON types each may have.
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
@@ -29,8 +47,12 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "args": (dict,),
     "timings": (dict,),
     "values": (dict, list),
+    "rates": (dict, type(None)),
 }
+RATE_KEYS = ("gemm_tflops", "copy_tbps")
 _JSON_NAMES = {str: "a string", dict: "an object", list: "a list", type(None): "null"}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_HUGE = 10**300
 
 
 def _kind(value) -> str:
@@ -41,26 +63,128 @@ def _kind(value) -> str:
     return _JSON_NAMES.get(type(value), type(value).__name__)
 
 
-def read_run_record(path: str | Path) -> dict:
-    """The run record at ``path`` as a dict, or a one-line GuideError saying what is wrong with it."""
+def is_number(value) -> bool:
+    """A JSON number a float can hold: finite, below 1e300 in size (``true`` is not one, though Python counts it as 1)."""
+    if type(value) is int:
+        return -_HUGE < value < _HUGE
+    return type(value) is float and math.isfinite(value)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name}, which is not JSON (a number that is missing is null)")
+
+
+def read_json_file(path: str | Path, *, what: str, fix: str, max_bytes: int = MAX_RUN_RECORD_BYTES):
+    """The JSON value in the small file at ``path``, read with the limits above; ``what`` names it in errors."""
     path = Path(path)
-    fix = "re-record it on a GPU, or restore it with git"
     try:
-        if path.stat().st_size > MAX_RUN_RECORD_BYTES:
-            raise GuideError(f"{path} is over {MAX_RUN_RECORD_BYTES // 2**20} MiB, too large for a run record: {fix}")
-        record = json.loads(path.read_text(encoding="utf-8"))
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise GuideError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise GuideError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device")
+        raise GuideError(f"{path} is {kind}, not a file: give {what} (a .json file)")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(max_bytes + 1)  # a file that grows, or lies about its size, stops here too
+        except OSError as exc:
+            raise GuideError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise GuideError(f"{path} is over {max_bytes // 2**20} MiB, too large for {what}: {fix}")
+    try:
+        text = data.decode("utf-8-sig")
+        value = json.loads(text, parse_constant=_refuse_constant)
     except UnicodeDecodeError as exc:
         raise GuideError(f"{path} is not UTF-8 text ({exc.reason}): {fix}") from None
     except json.JSONDecodeError as exc:
-        raise GuideError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): {fix}") from None
+        raise GuideError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                         f"{fix}") from None
     except RecursionError:
-        raise GuideError(f"{path} nests JSON values deeper than a run record does: {fix}") from None
+        raise GuideError(f"{path} nests JSON values deeper than {what} does: {fix}") from None
+    except ValueError as exc:  # NaN or Infinity, or a number of more than 4,300 digits
+        reason = str(exc) if "which is not JSON" in str(exc) else "a number of more than 4,300 digits"
+        raise GuideError(f"{path} holds {reason}: {fix}") from None
+    return _checked_tree(value, path, what, fix)
+
+
+def _checked_tree(value, path: Path, what: str, fix: str):
+    """``value`` with lone surrogates replaced, after checking it nests at most MAX_DEPTH deep."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise GuideError(f"{path} nests JSON values deeper than {MAX_DEPTH} levels, which {what} never does: {fix}")
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return _without_surrogates(value)
+
+
+def _without_surrogates(value):
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
+
+
+def read_run_record(path: str | Path) -> dict:
+    """The run record at ``path`` as a dict, or a one-line GuideError saying what is wrong with it."""
+    fix = "re-record it on a GPU, or restore it with git"
+    record = read_json_file(path, what="a run record", fix=fix)
+    check_run_record(record, Path(path), fix)
+    return record
+
+
+def check_run_record(record, path: Path, fix: str) -> None:
+    """Raise a one-line GuideError where ``record`` is not a run record the guide can read."""
     if not isinstance(record, dict):
         raise GuideError(f"{path}: a run record is a JSON object, got {_kind(record)}: {fix}")
     for key, types in FIELD_TYPES.items():
         if key in record and not isinstance(record[key], types):
             expected = " or ".join(_JSON_NAMES[t] for t in types)
             raise GuideError(f"{path}: {key!r} must be {expected}, got {_kind(record[key])}: {fix}")
-    return record
+    for name, version in (record.get("versions") or {}).items():
+        if not (version is None or isinstance(version, str) or is_number(version)):
+            raise GuideError(f"{path}: 'versions.{name}' must be a string, got {_kind(version)}: {fix}")
+    gpu = record.get("gpu") or {}
+    if "name" in gpu and not isinstance(gpu["name"], str):
+        raise GuideError(f"{path}: 'gpu.name' must be a string, got {_kind(gpu['name'])}: {fix}")
+    for name, spread in record.get("timings", {}).items():
+        if not isinstance(spread, dict):
+            if is_number(spread):  # an older record's bare median
+                continue
+            raise GuideError(f"{path}: 'timings.{name}' must be an object (median, q1, q3), "
+                             f"got {_kind(spread)}: {fix}")
+        for stat_name in ("median", "q1", "q3"):
+            if stat_name in spread and not (spread[stat_name] is None or is_number(spread[stat_name])):
+                raise GuideError(f"{path}: 'timings.{name}.{stat_name}' must be a number, "
+                                 f"got {_kind(spread[stat_name])}: {fix}")
+    for where, source in (("rates.", record.get("rates")), ("values.", record.get("values")), ("", record)):
+        if not isinstance(source, dict):
+            continue
+        for key in RATE_KEYS:
+            if key in source:
+                rate_of(source[key], where + key, path, fix)
+
+
+def rate_of(value, where: str, path: Path, fix: str) -> float | None:
+    """A reference rate as a float: a positive finite number, or an object whose ``rate`` or ``median`` is one.
+
+    ``null`` (not measured) is None; anything else is a one-line GuideError.
+    """
+    if isinstance(value, dict):
+        inner = value.get("rate", value.get("median"))
+        where += ".rate" if "rate" in value else ".median"
+        value = inner
+    if value is None:
+        return None
+    if is_number(value) and value > 0:
+        return float(value)
+    shown = _kind(value) if not is_number(value) else repr(value)
+    raise GuideError(f"{path}: {where!r} must be a positive number, got {shown}: {fix}")

@@ -1,0 +1,132 @@
+"""After ``pip install`` of the repository, a chapter copied anywhere replays; a missing extra is one line.
+
+The wheel is built from a copy of what a fresh clone holds (``pyproject.toml``,
+``setup.py``, ``README.md``, ``src/``, ``docs/recordings/``) and installed
+into a folder of its own, which a chapter copied into an empty folder then
+runs from, in replay. Each chapter is also run with the optional packages
+made unimportable: it replays, or it stops with one line naming the extra
+its page says it needs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from profiling_guide.errors import EXTRAS
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
+RECORDINGS = sorted(p.relative_to(ROOT / "docs" / "recordings").as_posix()
+                    for p in (ROOT / "docs" / "recordings").glob("*/*") if p.name.endswith((".json", ".json.gz")))
+
+# Makes the named top-level modules unimportable, as if their packages were not installed.
+BLOCKER = """
+import os, sys
+class _NotInstalled:
+    names = set(os.environ["PG_NOT_INSTALLED"].split(","))
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The package as ``pip install /path/to/clone`` installs it (not editable), in a folder of its own."""
+    clone = tmp_path_factory.mktemp("clone")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, clone / name)
+    shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "docs" / "recordings", clone / "docs" / "recordings")
+    target = tmp_path_factory.mktemp("site")
+    # With a setuptools that builds wheels here, offline; else pip fetches one for the build.
+    isolation = ["--no-build-isolation"] if _setuptools_builds_wheels() else []
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+                             *isolation, "--target", str(target), str(clone)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return target
+
+
+def _setuptools_builds_wheels() -> bool:
+    if importlib.util.find_spec("setuptools") is None:
+        return False
+    import setuptools
+
+    return tuple(int(p) for p in setuptools.__version__.split(".")[:2]) >= (70, 1)  # bdist_wheel built in
+
+
+def _run_copied(example: Path, folder: Path, pythonpath: str, **env) -> subprocess.CompletedProcess:
+    shutil.copy(example, folder / example.name)
+    # No PROFILING_GUIDE_RECORDINGS: the chapter finds its recordings itself.
+    base = {k: v for k, v in os.environ.items() if k != "PROFILING_GUIDE_RECORDINGS"}
+    return subprocess.run([sys.executable, example.name], cwd=folder, capture_output=True, text=True, timeout=600,
+                          env={**base, "PYTHONPATH": pythonpath, "PROFILING_GUIDE_MODE": "replay",
+                               "MPLBACKEND": "Agg", **env})
+
+
+def test_the_wheel_carries_every_recording(installed):
+    shipped = installed / "profiling_guide" / "recordings"
+    assert sorted(p.relative_to(shipped).as_posix() for p in shipped.glob("*/*")) == RECORDINGS
+    assert len(RECORDINGS) > 100
+    root = subprocess.run([sys.executable, "-c", "from profiling_guide.pages.recordings import default_root; "
+                           "print(default_root())"], capture_output=True, text=True, cwd=installed,
+                          env={**os.environ, "PYTHONPATH": str(installed)}).stdout.strip()
+    assert Path(root) == shipped  # the installed copy decides, not a checkout
+
+
+def test_a_chapter_copied_into_an_empty_folder_replays_after_pip_install(installed, tmp_path):
+    result = _run_copied(ROOT / "examples" / "plot_02_mlp_eager.py", tmp_path, str(installed),
+                         PROFILING_GUIDE_STALE="error")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Replayed from a recording made on NVIDIA" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def needs(example: Path) -> tuple[set[str], set[str]]:
+    """The extras a chapter's page says it needs: (to replay, live only), from its ``*Needs:*`` line."""
+    doc = ast.get_docstring(ast.parse(example.read_text()))
+    line = " ".join(doc.split("*Needs:*", 1)[1].split("\n\n")[0].split())
+    replay, _, live = line.partition("; live")
+    extras = lambda text: set(re.findall(r"profiling-guide\[([\w,-]+)\]", text))  # noqa: E731
+    return extras(replay), extras(live)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_chapter_names_its_extra_near_its_top(example):
+    doc = ast.get_docstring(ast.parse(example.read_text()))
+    assert "*Needs:*" in doc, "one short line near the top: *Needs:* ..."
+    declared = set().union(*needs(example))
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert declared <= set(extras), declared - set(extras)
+    assert set(EXTRAS.values()) <= set(extras)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_without_the_optional_packages_a_chapter_replays_or_names_its_extra_in_one_line(example, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    run_in = tmp_path / "run"
+    run_in.mkdir()
+    result = _run_copied(example, run_in, os.pathsep.join([str(blocker), str(ROOT / "src")]),
+                         PG_NOT_INSTALLED=",".join(EXTRAS))
+    replay_extras, _ = needs(example)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    if not replay_extras:
+        assert result.returncode == 0, result.stderr[-3000:]
+        return
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    named = re.findall(r"pip install 'profiling-guide\[(\w+)\]'", result.stderr)
+    assert result.stderr.startswith("error: ") and named and set(named) <= replay_extras, result.stderr
