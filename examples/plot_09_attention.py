@@ -56,6 +56,9 @@ dtype, device = chapter.dtype, chapter.device  # device: "cuda" live, "meta" whe
 chapter.require_memory(40 * batch * heads * seq * seq, f"naive attention at {batch}×{heads}×{seq}²")
 chapter.banner()
 
+# %%
+# Its inputs, and the variants:
+
 torch.manual_seed(0)
 q, k, v = (torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype, requires_grad=True)
            for _ in range(3))

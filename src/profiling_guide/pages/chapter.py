@@ -510,7 +510,7 @@ class Banner:
         if self.chapter.live:
             return f"Measured live on {gpu} with {versions}."
         if self.chapter.ranks:
-            gpu = f"{self.chapter.ranks} × {gpu}"
+            gpu = f"{gpu}, {self.chapter.ranks} GPUs of one machine,"
         text = f"Replayed from a recording made on {gpu} with {versions}, on {date}. No GPU was used to build this page."
         if self.chapter.replay_note:
             text += f" ({self.chapter.replay_note[0].upper()}{self.chapter.replay_note[1:]}.)"
