@@ -32,9 +32,11 @@ Durations need no shared clock, so this holds for ranks on different hosts.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
@@ -118,16 +120,22 @@ def _int(value, default: int = 0) -> int:
     return value if type(value) is int else default
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_ranks(text: str) -> tuple[int, ...] | None:
+    # One tuple per distinct group, shared by every call of every rank: a run of n ranks making
+    # k calls each would otherwise hold k·n tuples of n ranks.
+    try:
+        return tuple(int(part) for part in text.strip("[] ").split(",") if part.strip())
+    except ValueError:
+        return None
+
+
 def _group_ranks(op: CpuOp, rank: int) -> tuple[int, ...]:
     text = op.args.get("Process Group Ranks")
     if isinstance(text, list):
-        return tuple(r for r in text if type(r) is int)
-    if isinstance(text, str):
-        try:
-            return tuple(int(part) for part in text.strip("[] ").split(",") if part.strip())
-        except ValueError:
-            pass
-    return (rank,)
+        text = repr([r for r in text if type(r) is int])
+    ranks = _parse_ranks(text) if isinstance(text, str) else None
+    return ranks if ranks is not None else (rank,)
 
 
 def _nccl_kernels(op: CpuOp) -> list[DeviceEvent]:
@@ -181,7 +189,10 @@ def unmatched_kernels(trace: Trace) -> list[DeviceEvent]:
 # ------------------------------------------------------------ across ranks
 @dataclass
 class MatchedCall:
-    """One collective call, seen on the ranks of its group whose traces were given."""
+    """One collective call, seen on the ranks of its group whose traces were given.
+
+    Fill ``kernels`` before reading the times: they are computed once, then kept.
+    """
 
     group: str
     step: int | None
@@ -201,12 +212,12 @@ class MatchedCall:
     def complete(self) -> bool:
         return not self.missing and len(self.kernels) == self.group_size
 
-    @property
+    @cached_property
     def transfer_us(self) -> float:
         """The shortest kernel duration across the ranks: the time the data took, no rank waiting."""
         return min(dur for _, dur in self.kernels.values())
 
-    @property
+    @cached_property
     def last_rank(self) -> int:
         """The rank that arrived last: the one whose kernel waited least (ties: the lowest rank)."""
         return min(self.kernels, key=lambda r: (self.kernels[r][1], r))
@@ -215,7 +226,7 @@ class MatchedCall:
         """How long ``rank``'s kernel waited for the last rank: its duration minus the transfer time."""
         return self.kernels[rank][1] - self.transfer_us
 
-    @property
+    @cached_property
     def max_wait_us(self) -> float:
         return max(dur for _, dur in self.kernels.values()) - self.transfer_us
 
