@@ -137,8 +137,12 @@ def _cmd_bench_load(args, rest) -> int:
 
 
 def _cmd_report(args) -> int:
+    from profiling_guide import files
     from profiling_guide.trace.run import trace_files
 
+    for out in (args.output, args.merge):  # before any work, and before the traces are looked for
+        if out is not None:
+            files.check_writable(out)
     paths = trace_files(args.trace)
     if len(paths) == 1:
         if args.merge or args.nccl_sweep:
