@@ -185,7 +185,7 @@ def _collectives(run: RunAnalysis) -> str:
     for r in df.itertuples():
         how = " ".join(x for x in (r.algorithm, r.protocol) if x)
         label = f"{r.collective} {r.dtype}" + (f" ({how})" if how else "")
-        size = _bytes(r.bytes) if r.bytes else "–"
+        size = _bytes(r.bytes) if r.bytes and not math.isnan(r.bytes) else "–"
         transfer = f"{r.transfer_us:,.0f} ({r.transfer_min_us:,.0f}–{r.transfer_max_us:,.0f})"
         if math.isnan(r.of_sweep):
             against = "–"
