@@ -240,3 +240,35 @@ def test_overlap_exposed_communication_and_idle_by_hand():
 def test_two_collectives_at_once_count_once():
     b = time_breakdown([ev(0, 10, name="nccl"), ev(5, 10, name="nccl")])
     assert (b.comm_us, b.comm_kernels_us, b.overlap_us, b.compute_us) == (15, 20, 0, 0)
+
+
+def call(rank, collective, index=0, elements=1024, dur=10.0):
+    from profiling_guide.analysis.collectives import CollectiveCall
+
+    return CollectiveCall(rank=rank, group="0", group_ranks=(0, 1), step=2, index=index, collective=collective,
+                          dtype="Float", in_elements=elements, out_elements=elements, cpu_start_us=0.0,
+                          kernel="ncclDevKernel_SendRecv", kernel_start_us=100.0, kernel_us=dur, kernels=1)
+
+
+def test_a_send_and_its_recv_are_not_one_call_of_the_group():
+    assert match_calls([call(0, "send"), call(1, "recv")]) == []
+
+
+def test_an_all_to_all_may_move_a_different_amount_on_each_rank():
+    (m,) = match_calls([call(0, "all_to_all", elements=100), call(1, "all_to_all", elements=300, dur=30.0)])
+    assert m.complete and m.last_rank == 0 and m.wait_us(1) == 20.0
+
+
+def test_sends_do_not_shift_the_place_of_the_collectives_after_them():
+    # Pipeline stages send on one rank and receive on another: the all-reduce after them is call 0 of
+    # its group on both, whatever each sent or received before it.
+    def op(name, ts, **args):
+        return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": ts, "dur": 5, "tid": 1, "pid": 1,
+                "args": {"Collective name": name, "Process Group Name": "0", "dtype": "Float", **args}}
+
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 0, "dur": 100, "tid": 1, "pid": 1}
+    sender = Trace([step, op("send", 10), op("send", 20), op("allreduce", 30)])
+    receiver = Trace([step, op("recv", 10), op("allreduce", 30)])
+    for t, rank in ((sender, 0), (receiver, 1)):
+        calls = collective_calls(t, rank)
+        assert [(c.collective, c.index) for c in calls if c.collective == "all_reduce"] == [("all_reduce", 0)]

@@ -294,3 +294,38 @@ def test_identical_ddp_ranks_get_one_verdict_and_the_idle_time_hta_measures():
                                                                                    for s in report.steps)
         assert idle == pytest.approx(whole.idle_us / whole.span_us, abs=0.005)
     assert verdicts == {"GPU"}
+
+
+def test_summarize_and_the_kernel_table_read_nccl_kernels_as_collectives(capsys):
+    from profiling_guide.cli import summarize
+    from profiling_guide.pages.tables import kernel_table
+
+    trace = Trace.load(H100X4 / "ddp" / "rank0.trace.json.gz")
+    kinds = {k["name"]: k["kind"] for k in summarize(trace)["kernels"]}
+    nccl = [name for name in kinds if name.startswith("ncclDevKernel_AllReduce")]
+    assert nccl and {kinds[n] for n in nccl} == {"collective"}
+    assert set(kernel_table(trace).query("library == 'nccl'")["kind"]) == {"collective"}
+    assert main(["summarize", str(H100X4 / "ddp" / "rank0.trace.json.gz")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "ncclDevKernel" in x)
+    assert line.split()[2] == "collective"
+
+
+def test_the_ranks_timeline_and_the_single_timeline_colour_collectives_apart():
+    from profiling_guide.pages.interactive_timeline import RanksTimeline, timeline_data
+    from profiling_guide.pages.timeline import KIND_COLORS
+
+    steps = [Trace.load(H100X4 / "fsdp2" / f"rank{r}.trace.json.gz").steps[0] for r in (0, 1)]
+    single = timeline_data(steps[0])
+    nccl_bars = [b for lane in single["lanes"] for b in lane["bars"]
+                 if single["strings"][b[3]].startswith("ncclDevKernel")]
+    assert nccl_bars and {single["colors"][b[4]] for b in nccl_bars} == {KIND_COLORS["collective"]}
+    stacked = RanksTimeline()
+    for rank, step in enumerate(steps):
+        stacked.add(f"r{rank}", step)
+    data = stacked.data()
+    labels = [lane["label"] for lane in data["lanes"]]
+    assert labels[0].startswith("r0 ") and labels[-1].startswith("r1 ")
+    assert all(b[0] >= 0 for lane in data["lanes"] for b in lane["bars"])
+    first = min(s.start_us for s in steps)
+    assert data["span"] == pytest.approx(max(max(s.end_us, *(e.end_us for e in s.device_events)) for s in steps) - first,
+                                         abs=0.01)

@@ -83,9 +83,9 @@ def summarize(trace) -> dict:
 def _print_summary(report: dict, source: str) -> None:
     print(f"{printable(source)}: {report['steps']} profiler steps, {report['kernels_per_step']:g} kernels per step\n")
     print("device work per step")
-    print(f"  {'calls':>5}  {'mean µs':>9}  {'kind':<9}  name")
+    print(f"  {'calls':>5}  {'mean µs':>9}  {'kind':<10}  name")
     for k in report["kernels"]:
-        print(f"  {k['calls_per_step']:>5g}  {k['avg_us']:>9.2f}  {k['kind']:<9}  {printable(k['name'])}")
+        print(f"  {k['calls_per_step']:>5g}  {k['avg_us']:>9.2f}  {k['kind']:<10}  {printable(k['name'])}")
     print("\nruntime calls per step")
     for name, n in report["runtime_calls_per_step"].items():
         print(f"  {n:>5g}  {printable(name)}")
@@ -138,8 +138,12 @@ def _cmd_bench_load(args, rest) -> int:
 
 
 def _cmd_report(args) -> int:
+    from profiling_guide import files
     from profiling_guide.trace.run import trace_files
 
+    for out in (args.output, args.merge):  # before any work, and before the traces are looked for
+        if out is not None:
+            files.check_writable(out)
     paths = trace_files(args.trace)
     if len(paths) == 1:
         if args.merge or args.nccl_sweep:

@@ -32,9 +32,11 @@ Durations need no shared clock, so this holds for ranks on different hosts.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
@@ -55,6 +57,10 @@ DTYPE_WORDS = {"Float": "fp32", "Double": "fp64", "Half": "fp16", "BFloat16": "b
                "Float8_e4m3fn": "fp8_e4m3", "Float8_e5m2": "fp8_e5m2"}
 #: The collectives that end together on every rank: no rank's kernel can finish before all arrived.
 SYNCHRONIZING = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+#: Collectives whose every rank moves the same buffer: ranks that disagree on its size are not of one run.
+SAME_SIZE = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"}
+#: Point-to-point calls: a send on one rank and a recv on another, not one call of the whole group.
+POINT_TO_POINT = {"send", "recv"}
 
 
 def collective_kind(name: str) -> str:
@@ -85,7 +91,7 @@ class CollectiveCall:
     group: str  # the process group's name ("0" for the default group)
     group_ranks: tuple[int, ...]
     step: int | None
-    index: int  # its place among the group's calls of its step on this rank
+    index: int  # its place among the group's calls of its step on this rank (sends and recvs counted apart)
     collective: str  # all_reduce, all_gather, reduce_scatter ... (:func:`collective_kind`)
     dtype: str  # as recorded: "BFloat16"
     in_elements: int
@@ -118,16 +124,22 @@ def _int(value, default: int = 0) -> int:
     return value if type(value) is int else default
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_ranks(text: str) -> tuple[int, ...] | None:
+    # One tuple per distinct group, shared by every call of every rank: a run of n ranks making
+    # k calls each would otherwise hold k·n tuples of n ranks.
+    try:
+        return tuple(int(part) for part in text.strip("[] ").split(",") if part.strip())
+    except ValueError:
+        return None
+
+
 def _group_ranks(op: CpuOp, rank: int) -> tuple[int, ...]:
     text = op.args.get("Process Group Ranks")
     if isinstance(text, list):
-        return tuple(r for r in text if type(r) is int)
-    if isinstance(text, str):
-        try:
-            return tuple(int(part) for part in text.strip("[] ").split(",") if part.strip())
-        except ValueError:
-            pass
-    return (rank,)
+        text = repr([r for r in text if type(r) is int])
+    ranks = _parse_ranks(text) if isinstance(text, str) else None
+    return ranks if ranks is not None else (rank,)
 
 
 def _nccl_kernels(op: CpuOp) -> list[DeviceEvent]:
@@ -147,11 +159,13 @@ def collective_calls(trace: Trace, rank: int) -> list[CollectiveCall]:
     for op in ops:
         args = op.args
         group = str(args.get("Process Group Name", "?"))
-        index = counters[group, op.step]
-        counters[group, op.step] += 1
+        collective = collective_kind(str(args.get("Collective name", "?")))
+        counter = (group, op.step, collective in POINT_TO_POINT)
+        index = counters[counter]
+        counters[counter] += 1
         call = CollectiveCall(
             rank=rank, group=group, group_ranks=_group_ranks(op, rank), step=op.step, index=index,
-            collective=collective_kind(str(args.get("Collective name", "?"))), dtype=str(args.get("dtype", "?")),
+            collective=collective, dtype=str(args.get("dtype", "?")),
             in_elements=_int(args.get("In msg nelems")), out_elements=_int(args.get("Out msg nelems")),
             cpu_start_us=op.start_us)
         kernels = _nccl_kernels(op)
@@ -181,7 +195,10 @@ def unmatched_kernels(trace: Trace) -> list[DeviceEvent]:
 # ------------------------------------------------------------ across ranks
 @dataclass
 class MatchedCall:
-    """One collective call, seen on the ranks of its group whose traces were given."""
+    """One collective call, seen on the ranks of its group whose traces were given.
+
+    Fill ``kernels`` before reading the times: they are computed once, then kept.
+    """
 
     group: str
     step: int | None
@@ -201,12 +218,12 @@ class MatchedCall:
     def complete(self) -> bool:
         return not self.missing and len(self.kernels) == self.group_size
 
-    @property
+    @cached_property
     def transfer_us(self) -> float:
         """The shortest kernel duration across the ranks: the time the data took, no rank waiting."""
         return min(dur for _, dur in self.kernels.values())
 
-    @property
+    @cached_property
     def last_rank(self) -> int:
         """The rank that arrived last: the one whose kernel waited least (ties: the lowest rank)."""
         return min(self.kernels, key=lambda r: (self.kernels[r][1], r))
@@ -215,7 +232,7 @@ class MatchedCall:
         """How long ``rank``'s kernel waited for the last rank: its duration minus the transfer time."""
         return self.kernels[rank][1] - self.transfer_us
 
-    @property
+    @cached_property
     def max_wait_us(self) -> float:
         return max(dur for _, dur in self.kernels.values()) - self.transfer_us
 
@@ -223,18 +240,22 @@ class MatchedCall:
 def match_calls(calls: list[CollectiveCall]) -> list[MatchedCall]:
     """The calls of every given rank, grouped into one :class:`MatchedCall` per call (see the module docstring).
 
+    Sends and receives are left out: each pairs two ranks, not the group.
     Raises a one-line GuideError when ranks disagree on what one call was (a
-    different collective, type or size): their traces are not of one run.
+    different collective or type, or a different size where every rank
+    moves the same buffer): their traces are not of one run.
     """
     by_key: dict[tuple, list[CollectiveCall]] = defaultdict(list)
     for call in calls:
-        by_key[call.key].append(call)
+        if call.collective not in POINT_TO_POINT:
+            by_key[call.key].append(call)
     matched = []
     for (group, step, index), same in by_key.items():
         first = same[0]
         for other in same[1:]:
-            if (other.collective, other.dtype, other.in_elements, other.out_elements) != (
-                    first.collective, first.dtype, first.in_elements, first.out_elements):
+            sized = first.collective in SAME_SIZE
+            if (other.collective, other.dtype) != (first.collective, first.dtype) or sized and (
+                    other.in_elements, other.out_elements) != (first.in_elements, first.out_elements):
                 raise GuideError(
                     f"rank {first.rank} and rank {other.rank} are not of one run: call {index + 1} of process "
                     f"group {group} in step {step} is {_what(first)} on one and {_what(other)} on the other; "

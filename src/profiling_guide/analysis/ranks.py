@@ -87,13 +87,15 @@ class RunAnalysis:
     ranks: list[int]
     missing: list[int]  # ranks of the world whose traces were not given
     steps: list[int]  # step numbers every rank has
-    #: one row per rank and step: compute_us, comm_us, overlap_us, exposed_us, idle_us, span_us, wait_us, waited_for
+    #: one row per rank and step, with compute_us, comm_us, overlap_us, exposed_us, idle_us, span_us, wait_us
+    #: and waited_for (the rank it waited for most)
     per_rank: pd.DataFrame
     calls: list[MatchedCall]
-    #: one row per kind of call (collective, dtype, bytes, group size, algorithm, protocol): counts, transfer, busbw
+    #: one row per kind of call (by collective, dtype, bytes, group size, algorithm and protocol), with its calls
+    #: per step, transfer time and bus bandwidth against the sweep
     collectives: pd.DataFrame
-    #: one row per rank: arrived_last, calls, late_us (per step: how long it kept the others waiting), wait_us,
-    #: start_lag_us (mean per step: how much later than the earliest rank it began the step, clocks aligned)
+    #: one row per rank, with arrived_last, calls, late_us (per step, how long it kept the others waiting),
+    #: wait_us and start_lag_us (mean per step, how much later than the earliest rank it began the step)
     stragglers: pd.DataFrame
     straggler: int | None  # the rank the others waited for, when they waited enough to matter
     offsets_us: dict[int, float]  # each rank's clock minus the lowest rank's (:func:`clock_offsets`)

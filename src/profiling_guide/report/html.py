@@ -161,7 +161,8 @@ def _collectives(report: TraceReport) -> str:
     for r in report.collectives.itertuples():
         how = " ".join(x for x in (r.algorithm, r.protocol) if x)
         rows.append(_cell(f"{r.collective} {r.dtype}" + (f" ({how})" if how else ""), cls="name")
-                    + _cell(_bytes(r.bytes) if r.bytes else "–", num=True) + _cell(_count(r.per_step), num=True)
+                    + _cell(_bytes(r.bytes) if r.bytes and not math.isnan(r.bytes) else "–", num=True)
+                    + _cell(_count(r.per_step), num=True)
                     + _cell(_num(r.us_per_step), num=True) + _cell(_num(r.mean_us), num=True))
     who = (f"This trace is rank {report.rank[0]} of {report.rank[1]}: " if report.rank else "")
     return (_table(["collective (algorithm, protocol)", "size", "calls / step", "kernel µs / step", "mean kernel µs"],

@@ -185,7 +185,7 @@ def _collectives(run: RunAnalysis) -> str:
     for r in df.itertuples():
         how = " ".join(x for x in (r.algorithm, r.protocol) if x)
         label = f"{r.collective} {r.dtype}" + (f" ({how})" if how else "")
-        size = _bytes(r.bytes) if r.bytes else "–"
+        size = _bytes(r.bytes) if r.bytes and not math.isnan(r.bytes) else "–"
         transfer = f"{r.transfer_us:,.0f} ({r.transfer_min_us:,.0f}–{r.transfer_max_us:,.0f})"
         if math.isnan(r.of_sweep):
             against = "–"
@@ -209,21 +209,27 @@ def _collectives(run: RunAnalysis) -> str:
 def _exposed(run: RunAnalysis) -> str:
     unexplained = run.exposed_unexplained_us
     top = run.collectives.iloc[0]
-    text = (f"Beyond waiting for other ranks, {fmt_us(unexplained)} of communication per step ran on the average "
-            "rank with no compute beside it: the transfers themselves, not hidden.")
+    span = float(run.per_rank["span_us"].median()) if len(run.per_rank) else 0.0
+    share = f" ({unexplained / span:.1%} of a step)" if span else ""
+    text = (f"Beyond waiting for other ranks, {fmt_us(unexplained)} of communication per step{share} ran on the "
+            "average rank with no compute beside it: the transfers themselves, not hidden.")
     sweep: Sweep | None = run.sweep
     if sweep is None:
         text += (" Give a sweep measured on this machine (--nccl-sweep FILE, written by profiling-guide bench-nccl) "
                  "to say whether they are latency- or bandwidth-bound.")
     elif top["regime"]:
-        regime = top["regime"]
-        advice = ("fixed per-call costs dominate at this size: fewer, larger calls (bigger buckets) would help"
-                  if regime == "latency-bound" else
-                  "the links run near the best the sweep reached: only fewer bytes, or more of the transfer "
-                  "hidden behind compute, would help")
-        text += (f" The largest, {top['collective']} of {_bytes(top['bytes'])}, is {regime} by the sweep: {advice}. "
-                 f"The run's calls reached {top['busbw_gbps']:,.0f} GB/s of bus bandwidth, "
-                 f"{top['of_sweep']:.0%} of the sweep's {top['sweep_gbps']:,.0f} at that size.")
+        best = sweep.best_busbw(top["collective"])
+        size = _bytes(top["bytes"])
+        if top["regime"] == "latency-bound":
+            advice = "fewer, larger calls (larger buckets) would help"
+        else:
+            advice = "fewer bytes, or more of the transfer hidden behind compute, would help; larger calls would not"
+        text += (f" At {size} the sweep's {top['collective']} is {top['regime']} (it reaches "
+                 f"{top['sweep_gbps']:,.0f} GB/s of bus bandwidth there, {top['sweep_gbps'] / best:.0%} of its best, "
+                 f"{best:,.0f} GB/s): {advice}. This run's {top['collective']} calls of {size} reached "
+                 f"{top['busbw_gbps']:,.0f} GB/s, {top['of_sweep']:.0%} of the sweep at that size"
+                 + ("" if top["bytes"] in {r.bytes for r in sweep.rows} else " (read between its measured sizes)")
+                 + ".")
     else:
         text += f" The sweep {sweep.source} has no {top['collective']} rows to compare with."
     return f"<p>{html.escape(text)}</p>"
