@@ -15,15 +15,26 @@ from profiling_guide.output import echo
 class Facts:
     """One or more computed sentences; renders as paragraphs (HTML) or lines (text)."""
 
-    def __init__(self, *sentences: str):
+    def __init__(self, *sentences: str, links: dict[str, str] | None = None):
         self.sentences = [s for s in sentences if s]
+        self.links = links or {}  # phrase -> href: the phrase's first use on the page becomes a link
         echo(self)
 
     def __repr__(self) -> str:
         return "\n".join(self.sentences)
 
     def _repr_html_(self) -> str:
-        return '<div class="pg-facts">' + "".join(f"<p>{html.escape(s)}</p>" for s in self.sentences) + "</div>"
+        pending = dict(self.links)
+        paragraphs = []
+        for s in self.sentences:
+            text = html.escape(s)
+            for phrase, href in list(pending.items()):
+                escaped = html.escape(phrase)
+                if escaped in text:
+                    text = text.replace(escaped, f'<a href="{html.escape(href)}">{escaped}</a>', 1)
+                    del pending[phrase]
+            paragraphs.append(f"<p>{text}</p>")
+        return '<div class="pg-facts">' + "".join(paragraphs) + "</div>"
 
 
 
