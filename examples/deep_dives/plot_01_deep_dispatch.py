@@ -2,10 +2,11 @@
 Deep dive 1 · Inside one call: the dispatcher, the launch and the kernel's name
 ===============================================================================
 
-Optional, after chapter 1. What ``nn.Linear`` goes through on the host before
-its one kernel starts, what ``torch.compile`` takes off that path, and what the
-kernel's name says about it. Everything here is read from chapter 1's
-recordings; nothing is measured again.
+Optional, after chapters 1 and 2. What ``nn.Linear`` goes through on the host
+before its one kernel starts, what ``torch.compile`` takes off that path, what
+the kernel's name says about it, and how the MLP's GEMMs are launched.
+Everything here is read from the recordings of chapters 1 and 2; nothing is
+measured again.
 """
 
 # %%
@@ -19,6 +20,7 @@ from profiling_guide.pages.chapter import Chapter
 chapter = Chapter.recorded("01_linear")
 eager = chapter.read("eager")
 compiled = chapter.read("compiled")
+mlp = Chapter.recorded("02_mlp_eager").read("eager")
 chapter.banner()
 
 # %%
@@ -73,3 +75,58 @@ from profiling_guide.trace.kernel_names import decode
 
 decoded = [decode(name).to_dict() for name in expect.kernel_names(eager.trace)]
 pd.DataFrame(decoded).T.rename(columns=lambda i: "eager kernel")
+
+# %%
+# One linear of the MLP, unfolded
+# -------------------------------
+# Chapter 2's MLP takes a 3-D input (batch, seq, dim): the dispatch chain of
+# the first ``aten::linear`` of a step shows ``matmul`` folding it to 2-D with a
+# ``reshape`` (a ``view``: no copy) before the ``mm``, and unfolding the result
+# after. Ops with no device work at all:
+
+from profiling_guide.pages.prose import Facts
+
+Facts("CPU ops with no device work: " + ", ".join(mlp.trace.no_device_ops) + ".")
+
+# %%
+
+first_linear = mlp.trace.ops_named("aten::linear")[0]
+chain = tables.dispatch_chain(mlp.trace, "mlp_fwd")
+tables.styled(chain.iloc[: 1 + sum(1 for _ in first_linear.walk())], precision=1)
+
+# %%
+# Launches and the runtime calls around them
+# ------------------------------------------
+# Which runtime call started each kernel, and what else its op asked of the
+# driver. On the A100 the post saw
+# ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` before every GEMM's
+# ``cudaLaunchKernel``; here is what this GPU shows:
+
+tables.styled(tables.launch_table(mlp.trace), precision=1)
+
+# %%
+# ``cuLaunchKernelEx`` is the driver's extended launch: it takes launch
+# attributes such as a thread-block cluster shape, which Hopper's cuBLAS
+# kernels use. The cluster size and the occupancy the kernel needs are fixed
+# when the library picks the kernel, so there is nothing left to query at
+# launch time. Which call launched each kind of kernel here:
+
+from profiling_guide.analysis import checks
+
+launch_verdicts = expect.check([
+    expect.Prediction("GEMMs are launched with cuLaunchKernelEx",
+                      checks.launched_with("gemm", "cuLaunchKernelEx"), "this page",
+                      must_hold=False),
+], mlp.trace)
+launch_verdicts
+
+# %%
+# The MLP's GEMMs, in full
+# ------------------------
+# Chapter 2's table with every column: the op, the linear it belongs to, the
+# input dims as recorded, the FLOPs and the kernel (decoded). Gate and up have
+# one shape and down another, so cuBLAS's heuristics may pick a different
+# kernel (tile and cluster) for down.
+
+references = Chapter.recorded("02_mlp_eager").read("references").values
+tables.styled(tables.gemm_table(mlp.trace, references=references), precision=1)

@@ -9,6 +9,8 @@ picks its words by a condition.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
 from profiling_guide.analysis.roofline import (
@@ -80,11 +82,16 @@ def intermediate_round_trip(trace, pointwise: pd.DataFrame, *, intermediate_byte
     ``pointwise``: the pointwise rows of :func:`~.roofline.kernel_work_table`;
     ``flops`` and ``min_bytes``: the whole MLP's work and its least HBM traffic.
     """
-    spent, step = pointwise["avg_us"].sum(), trace.device_us_per_step()
+    n = max(len(trace.steps), 1)
+    spent = pointwise["avg_us"].sum()
+    step = sum(k.dur_us for s in trace.steps for k in s.kernels) / n  # kernels only: memsets are not kernels
+    kinds = Counter(ev.kind for s in trace.steps for ev in s.device_events if ev.kind != "kernel")
+    left_out = "".join(f", its {count / n:g} {kind}{'' if count == n else 's'} per forward left out"
+                       for kind, count in kinds.items())
     lines = [
         f"The intermediate is {intermediate_bytes / 1e6:.1f} MB per tensor. GeLU and mul take "
         f"{spent:.1f} µs of the GPU's {step:.1f} µs of kernel time per profiled forward "
-        f"({100 * spent / step:.0f}%).",
+        f"({100 * spent / step:.0f}%{left_out}).",
         f"At the measured copy bandwidth, the three passes a fused GeLU·mul needs would take "
         f"{3 * intermediate_bytes / references['copy_tbps']['rate'] / 1e6:.1f} µs.",
     ]
