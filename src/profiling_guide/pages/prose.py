@@ -23,7 +23,9 @@ class Facts:
     def __repr__(self) -> str:
         return "\n".join(self.sentences)
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str | None:
+        if not self.sentences:  # nothing to say: no empty box on the page
+            return None
         pending = dict(self.links)
         paragraphs = []
         for s in self.sentences:

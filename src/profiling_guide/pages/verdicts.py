@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from profiling_guide.analysis.gaps import Cause, Gaps
 from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
 from profiling_guide.errors import GuideError
@@ -234,8 +236,12 @@ def trace_sentences(v: PaceVerdict, what: str = "forward") -> list[str]:
     return lines
 
 
-def other_gpu_sentence(v: PaceVerdict, other: str, theirs: list[Measurement], what: str = "forward") -> str:
-    """Why the ``other`` GPU's verdict on the variant differs, from its numbers; '' where it agrees."""
+def other_gpu_sentence(v: PaceVerdict, other: str, theirs: list[Measurement], what: str = "forward",
+                       subject: str | None = None) -> str:
+    """Why the ``other`` GPU's verdict on the variant differs, from its numbers; '' where it agrees.
+
+    ``subject`` names the variant in the sentence (default: "the same <what>").
+    """
     if not theirs or pooled_bound(theirs) is v.bound:
         return ""
     bound = pooled_bound(theirs)
@@ -243,8 +249,8 @@ def other_gpu_sentence(v: PaceVerdict, other: str, theirs: list[Measurement], wh
            Bound.TIE: "a tie" if len({m.bound for m in theirs}) == 1 else "a tie, its measurements disagreeing"}
     cpu = _spread(theirs[0].cpu_issue) if len(theirs) == 1 else _pooled([m.cpu_issue for m in theirs])
     dev = _spread(theirs[0].device) if len(theirs) == 1 else _pooled([m.device for m in theirs])
-    return (f"On the {other} the same {what} is {how[bound]}: there the CPU took {cpu} to issue it and the "
-            f"GPU {dev} to run it, profiler off.")
+    return (f"On the {other} {subject or 'the same ' + what} is {how[bound]}: there the CPU took {cpu} to issue "
+            f"it and the GPU {dev} to run it, profiler off.")
 
 
 def other_gpus(rec) -> dict[str, list[Measurement]]:
@@ -279,3 +285,32 @@ def profiler_cost(rec, label: str) -> Facts:
     return Facts(f"'{label}' took {_us(profiled)} of CPU per step under the profiler and {_spread(unprofiled)} "
                  f"without it: the profiler added {_us(extra)} ({extra / unprofiled.median:+.0%}) for "
                  f"{ops:,.0f} recorded CPU ops per step.")
+
+
+SHORT = {Bound.DEVICE: "the GPU (device-bound)", Bound.OVERHEAD: "the CPU (overhead-bound)",
+         Bound.TIE: "neither (a tie)"}
+
+
+def verdict_table(recs: dict) -> pd.DataFrame:
+    """One row per named recording: its variant's pace verdict on this GPU, with the numbers behind it."""
+    rows = {}
+    for name, rec in recs.items():
+        v = verdict_of(rec)
+        cpu = [m.cpu_issue.median for m in v.measurements]
+        dev = [m.device.median for m in v.measurements]
+        rows[name] = {"sets the pace, profiler off": SHORT[v.bound],
+                      "CPU µs to issue (medians)": _span(min(cpu), max(cpu)).removesuffix(" µs"),
+                      "GPU µs to run (medians)": _span(min(dev), max(dev)).removesuffix(" µs"),
+                      "measurements agree": "yes" if v.agree else "no",
+                      "measured in": _sources(v.measurements)}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def other_gpu_facts(recs: dict, what: str = "forward") -> Facts:
+    """For each named recording whose variant gets another verdict on another GPU: why, in one sentence."""
+    sentences = []
+    for name, rec in recs.items():
+        v = verdict_of(rec)
+        sentences += [other_gpu_sentence(v, other, theirs, what, subject=f"the {name} {what}")
+                      for other, theirs in other_gpus(rec).items()]
+    return Facts(*sentences)
