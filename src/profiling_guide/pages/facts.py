@@ -193,3 +193,15 @@ def time_by_kind(breakdown: dict[str, dict[str, float]], times: dict[str, Spread
         "GEMM kernels take " + ", ".join(f"{100 * gemm[n] / times[n].median:.0f}% of {n}'s median"
                                          for n in gemm if n in times) + ".",
     )
+
+
+def sweep_summary(standing: pd.DataFrame) -> Facts:
+    """How many shapes of a :func:`~.tables.sweep_standing` table the variant wins, against the best other
+    variant and against cuBLAS's bare GEMMs, and the shapes where it loses to them."""
+    n = len(standing)
+    rivals = (standing["against it"] == "faster").sum()
+    alone = standing["against GEMMs alone"]
+    behind = ", ".join(standing.index[alone == "slower"]) or "none"
+    return Facts(f"Faster than the best other variant, outside the spreads, at {rivals} of {n} shapes; "
+                 f"faster than cuBLAS's bare GEMMs alone at {(alone == 'faster').sum()} of {n}. "
+                 f"Slower than the bare GEMMs at: {behind}.")
