@@ -205,3 +205,40 @@ def sweep_summary(standing: pd.DataFrame) -> Facts:
     return Facts(f"Faster than the best other variant, outside the spreads, at {rivals} of {n} shapes; "
                  f"faster than cuBLAS's bare GEMMs alone at {(alone == 'faster').sum()} of {n}. "
                  f"Slower than the bare GEMMs at: {behind}.")
+
+
+def clock_summary(clocks: dict) -> Facts:
+    """What held the SM clock down while each timing loop ran (:mod:`~profiling_guide.measure.clocks`
+    readings), or that nothing did, with the clocks and the power drawn against the limit."""
+    if not clocks:
+        return Facts("No clock readings in this run.")
+    held = {name: c["reasons"] for name, c in clocks.items() if c.get("reasons")}
+    mhz = sorted({c["sm_mhz"] for c in clocks.values()})
+    watts = [c["power_w"] for c in clocks.values()]
+    limit = max(c["power_limit_w"] for c in clocks.values())
+    lines = [f"SM clock, median over each loop's samples: {', '.join(f'{m:.0f}' for m in mhz)} MHz "
+             f"(the GPU's maximum: {max(c['max_sm_mhz'] for c in clocks.values()):.0f} MHz); power drawn "
+             f"{min(watts):.0f}–{max(watts):.0f} W of a {limit:.0f} W limit."]
+    lines += [f"{name}: clock held down by {', '.join(f'{why} ({share:.0%} of samples)' for why, share in r.items())}."
+              for name, r in held.items()]
+    lines += [] if held else ["No loop reported a reason for holding the clock down."]
+    return Facts(*lines)
+
+
+def peak_memory(memory: dict, ours: str, rivals: list[str], one_mb: float) -> Facts:
+    """Where ``ours``'s peak above ``rivals``' comes from: the ``[rows, hidden]`` tensors its backward holds at once.
+
+    ``memory``: each variant's ``saved_mb`` and ``peak_mb`` (the step benchmark's); ``one_mb``: one
+    ``[rows, hidden]`` tensor. Our backward's dh kernel writes dg and du while g, u and h are held: five.
+    """
+    peak, saved = memory[ours]["peak_mb"], memory[ours]["saved_mb"]
+    theirs = max(memory[r]["peak_mb"] for r in rivals)
+    five = 5 * one_mb
+    return Facts(
+        f"Ours peaks {peak:.0f} MB above the step's start, {peak - theirs:.0f} MB above "
+        f"{' and '.join(rivals)} ({theirs:.0f} MB); the forward saved {saved:.0f} MB for ours, "
+        + ", ".join(f"{memory[r]['saved_mb']:.0f} MB for {r}" for r in rivals) + ".",
+        f"Our backward's dh kernel writes dg and du while g, u and h are still held: five "
+        f"[rows, hidden] tensors at once, {five:.0f} MB, more than {' and '.join(rivals)} reach at their "
+        f"peak ({theirs:.0f} MB), so their backward never holds all five.",
+    )
