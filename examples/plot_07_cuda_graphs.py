@@ -175,8 +175,6 @@ captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUML
 # A graph replay is one call into the driver, whatever it holds: the runtime
 # lane should show one ``cudaGraphLaunch`` per forward and no kernel launches,
 # and the GPU should run the very kernels eager ran.
-# ``torch.compile(mode="reduce-overhead")`` should replay a graph too; what
-# it costs the host besides is the question.
 
 from profiling_guide.analysis import checks, expect
 
@@ -195,6 +193,11 @@ def predictions(model):
                           checks.compares("replay", "eager", "faster"), of=cpu),
     ]
 
+
+
+# %%
+# ``torch.compile(mode="reduce-overhead")`` should replay a graph too; what
+# it costs the host besides is the question.
 
 
 def reduce_overhead_predictions(model):
