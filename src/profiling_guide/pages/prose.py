@@ -39,20 +39,6 @@ class Facts:
         return '<div class="pg-facts">' + "".join(paragraphs) + "</div>"
 
 
-
-
-def pace_facts(rec) -> Facts:
-    """Who sets the pace in a captured run: the trace's evidence, then the profiler-off timings."""
-    from profiling_guide.analysis.pace import pace_of, pace_unprofiled
-
-    t, p = rec.timings, pace_of(rec.trace)
-    return Facts(
-        f"Under the profiler this forward is {p.bound}. {p.headline}",
-        *p.evidence,
-        pace_unprofiled(t["cpu_issue_us"], t["device_us"]) if "cpu_issue_us" in t else "",
-    )
-
-
 def spread_cell(spread, precision: int = 1) -> str:
     """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.measure.timing.Spread`."""
     # non-breaking spaces: a narrow column must not break the figure over four lines
