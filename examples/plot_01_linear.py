@@ -160,7 +160,7 @@ compiled_predictions = [
 # CPU made, and the GPU stream. Arrows join each launch to its kernel; the
 # kernel is the thin sliver on the GPU lane.
 
-from profiling_guide.pages import timeline
+from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_compare({"eager nn.Linear": eager.trace,
                              "torch.compile(nn.Linear)": compiled.trace})
@@ -179,12 +179,12 @@ print(eager.run.get("key_averages",
 # ------------
 
 eager_verdicts = expect.check(eager_predictions, eager.trace)
-eager_verdicts
+tables.verdict_table(eager_verdicts)
 
 # %%
 
 compiled_verdicts = expect.check(compiled_predictions, compiled.trace)
-compiled_verdicts
+tables.verdict_table(compiled_verdicts)
 
 # %%
 # One kernel, and the bias add rides in it: the GEMM applies it as its
@@ -201,7 +201,6 @@ compiled_verdicts
 
 import pandas as pd
 
-from profiling_guide.pages import tables
 from profiling_guide.pages.prose import spread_cell
 
 runs = {"eager": eager, "compiled": compiled}
@@ -238,7 +237,7 @@ pace_verdicts = expect.check([
     expect.Prediction("the GPU waits for the CPU: overhead-bound",
                       checks.paced_by("overhead-bound"), "this page"),
 ], pace, seen_header="what the timings show")
-pace_verdicts
+tables.verdict_table(pace_verdicts)
 
 # %%
 # .. _profiler-cost:
@@ -276,7 +275,7 @@ cost_verdicts = expect.check([
     expect.Prediction("the first compiled call never pays back in CPU time saved per call",
                       checks.never_pays_back(first_call_s), "this page", must_hold=False),
 ], issue)
-cost_verdicts
+tables.verdict_table(cost_verdicts)
 
 # %%
 # What to do next

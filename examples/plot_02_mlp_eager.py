@@ -140,7 +140,7 @@ fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 # ------------
 
 verdicts = expect.check(predictions, eager.trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # Where the post saw ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` before

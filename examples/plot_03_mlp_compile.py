@@ -144,7 +144,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "torch.compile": compiled.tra
 # ------------
 
 verdicts = expect.check(predictions, compiled.trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # The fused kernel
@@ -199,7 +199,7 @@ device_verdicts = expect.check([
     expect.Prediction("compiled is faster than eager per forward, outside both spreads",
                       checks.compares("compiled", "eager", "faster"), POST, must_hold=False),
 ], device_times)
-device_verdicts
+tables.verdict_table(device_verdicts)
 
 # %%
 # That is paid for once, at the first call:

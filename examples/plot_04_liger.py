@@ -183,7 +183,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 # ------------
 
 verdicts = expect.check(predictions, liger_run.trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # Each kernel, against the ceilings
@@ -225,7 +225,7 @@ device_verdicts = expect.check([
     expect.Prediction("Liger is faster than eager per forward, outside both spreads",
                       checks.compares("Liger", "eager", "faster"), POST, must_hold=False),
 ], device_times)
-device_verdicts
+tables.verdict_table(device_verdicts)
 
 # %%
 # Who sets the pace

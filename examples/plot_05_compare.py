@@ -238,7 +238,7 @@ numbers_verdicts = expect.check([
     expect.Prediction("every variant spends most of its median in the three GEMMs",
                       checks.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
 ], times)
-numbers_verdicts
+tables.verdict_table(numbers_verdicts)
 
 # %%
 # Who sets the pace

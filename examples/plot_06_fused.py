@@ -163,7 +163,7 @@ fig = timeline.plot_compare({"torch.compile": compiled_run.trace,
 # ------------
 
 verdicts = expect.check(predictions, fused_run.trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # Timed against everything else, in one run
@@ -237,7 +237,7 @@ claims = [
                       checks.closer_to_fp64(ours), OURS),
 ]
 claim_verdicts = expect.check(claims, result)
-claim_verdicts
+tables.verdict_table(claim_verdicts)
 
 # %%
 # The roofline
@@ -320,7 +320,7 @@ pace_verdicts = expect.check([
     expect.Prediction("issued one call at a time, the fused MLP waits for the host: overhead-bound",
                       checks.paced_by("overhead-bound"), OURS),
 ], pace.verdict_of(fused_run), seen_header="what the timings show")
-pace_verdicts
+tables.verdict_table(pace_verdicts)
 
 # %%
 # What to do next

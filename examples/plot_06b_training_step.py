@@ -290,7 +290,7 @@ held = {name: {"held": step_memory(run.trace, run.trace.steps[0])["held_at_backw
         for name, run in runs.items()}
 evidence = {"saved": saved, "held": held, "gemms": gemms, "times": times | {"nine GEMMs": floor}}
 verdicts = expect.check(predictions, evidence)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # Who sets the pace
@@ -309,7 +309,7 @@ pace_verdicts = expect.check([
     expect.Prediction("issuing our step takes the host longer than the GPU needs: overhead-bound",
                       checks.paced_by("overhead-bound"), "this run"),
 ], pace.verdict_of(runs["fused"]), seen_header="what the timings show")
-pace_verdicts
+tables.verdict_table(pace_verdicts)
 
 # %%
 # What to do next

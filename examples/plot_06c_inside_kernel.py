@@ -114,7 +114,7 @@ claims = [
                       must_hold=False),
 ]
 timing_verdicts = expect.check(claims, times, seen_header="what was timed")
-timing_verdicts
+tables.verdict_table(timing_verdicts)
 
 # %%
 # What Nsight Compute counts
@@ -170,7 +170,7 @@ counter_claims = [
                       OURS),
 ]
 counter_verdicts = expect.check(counter_claims, counters, seen_header="what the counters show")
-counter_verdicts
+tables.verdict_table(counter_verdicts)
 
 # %%
 # Proton: the two consumers, cycle by cycle
@@ -233,7 +233,7 @@ phase_claims = [
                       inside_kernel.share_at_least(inside_kernel.PHASES[1], 0.10), OURS),
 ]
 phase_verdicts = expect.check(phase_claims, shares, seen_header="what Proton recorded")
-phase_verdicts
+tables.verdict_table(phase_verdicts)
 
 # %%
 # What to do next

@@ -233,7 +233,7 @@ fig = timeline.plot_compare({"eager MLP, 16 tokens": runs["mlp", "eager"].trace,
 
 verdicts = expect.check([*predictions("linear"), *reduce_overhead_predictions("linear"),
                          *predictions("mlp"), *reduce_overhead_predictions("mlp")], None)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # A replay is one ``cudaGraphLaunch`` on the runtime lane, and the GPU lane

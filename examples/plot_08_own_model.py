@@ -169,7 +169,7 @@ tables.styled(kernels.rename(columns=readable), precision=1)
 # ------------
 
 verdicts = expect.check(predictions, trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # Who sets the pace
@@ -253,7 +253,7 @@ padding_verdicts = expect.check([
     expect.Prediction("padded, the whole step's kernels take less time",
                       checks.less_after("step kernel µs", before, after, "µs"), must_hold=False),
 ], padding)
-padding_verdicts
+tables.verdict_table(padding_verdicts)
 
 # %%
 # After the GEMMs, the kernels of kind ``pointwise`` or ``reduction`` move

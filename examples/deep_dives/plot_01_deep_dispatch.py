@@ -118,7 +118,7 @@ launch_verdicts = expect.check([
                       checks.launched_with("gemm", "cuLaunchKernelEx"), "this page",
                       must_hold=False),
 ], mlp.trace)
-launch_verdicts
+tables.verdict_table(launch_verdicts)
 
 # %%
 # The MLP's GEMMs, in full

@@ -96,7 +96,7 @@ kernelized_verdicts = expect.check([
                       checks.same_kernels_as(liger_run.trace), "kernels.kernelize",
                       must_hold=False),
 ], kernelized.trace)
-kernelized_verdicts
+tables.verdict_table(kernelized_verdicts)
 
 # %%
 

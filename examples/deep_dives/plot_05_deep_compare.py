@@ -85,8 +85,8 @@ tables.styled(tables.template_table(autotuned), precision=1)
 
 # %%
 
-expect.check([
+tables.verdict_table(expect.check([
     expect.Prediction("a max-autotune GEMM template takes a single [B, S, hidden] tensor: h",
                       checks.template_reads_one(args["hidden"]), "chapter 5's run",
                       must_hold=False),
-], autotuned)
+], autotuned))

@@ -221,7 +221,7 @@ host_verdicts = expect.check([
                       checks.compares(GRAPH, "device time of ours", "faster"), "chapter 6's run",
                       must_hold=False),
 ], cpu | {"device time of ours": times[ours]})
-host_verdicts
+tables.verdict_table(host_verdicts)
 
 # %%
 # The sweep, in full
