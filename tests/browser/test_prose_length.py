@@ -1,4 +1,4 @@
-"""Every chapter's main path reads in about ten minutes: at most 1,500 words of prose.
+"""Every chapter's main path reads in about ten minutes: at most 1,500 words of prose, tables of six columns.
 
 No browser: each built chapter page (``auto_examples/plot_*.html`` of every
 GPU's build, deep dives left out) is parsed from ``docs/_build/html``.
@@ -11,8 +11,10 @@ paragraphs, headings, lists, notes and the computed sentences a chapter prints
 banner and sphinx-gallery's own lines (download links, running time). A word
 is a run of characters between spaces that holds a letter or a digit.
 
-Run as a script (``python tests/browser/test_prose_length.py [site]``) it
-prints each chapter's prose words, tables and widest table.
+A table's columns are its data cells (``<td>``) in its widest row: the row
+labels a DataFrame prints as header cells are not counted. Run as a script
+(``python tests/browser/test_prose_length.py [site]``) it prints each chapter's
+prose words, tables and widest table.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pytest
 from site_pages import SITE, example_pages
 
 MAX_PROSE_WORDS = 1500
+MAX_TABLE_COLUMNS = 6
 WORD = re.compile(r"\S*[^\W_]\S*")
 # Elements whose text is not main-path prose (see the module docstring).
 SKIPPED_TAGS = {"pre", "table", "details", "figure", "img", "svg", "script", "style", "button", "select", "canvas",
@@ -36,7 +39,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 
 class _Prose(HTMLParser):
-    """The main-path prose words, tables and the widest table's columns of one page's article."""
+    """The main-path prose words, tables and the widest table's data columns of one page's article."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -64,7 +67,7 @@ class _Prose(HTMLParser):
             self._table_depth += 1
         if tag == "tr" and self._table_depth:
             self._row_cells = 0
-        if tag in ("td", "th") and self._row_cells is not None:
+        if tag == "td" and self._row_cells is not None:
             self._row_cells += 1
         if self.skip_depth:
             self.skip_depth += 1
@@ -116,7 +119,7 @@ def test_prose_counts_words_outside_code_tables_and_folds():
         '<div class="sphx-glr-download-link-note"><p>Go to the end</p></div>'
         "<h1>One title<a class=\"headerlink\">#</a></h1><p>Two <code>words</code> here.</p>"
         '<div class="highlight"><pre>x = 1</pre></div><div class="pg-facts"><p>A computed sentence.</p></div>'
-        "<table><tr><td>a</td><td>b</td><td>c</td></tr></table>"
+        "<table><tr><th>row</th><td>a</td><td>b</td><td>c</td></tr></table>"
         "<details><summary>Aside</summary><p>not on the main path</p><table><tr><td>x</td></tr></table></details>"
         "<p>— 3.5 µs</p></article><p>footer words</p>"
     )
@@ -133,8 +136,18 @@ def test_a_chapters_main_path_prose_reads_in_about_ten_minutes(page):
                                       "move depth to a deep-dive page or a folded <details> aside")
 
 
+@pytest.mark.parametrize("page", chapter_pages() or ["(no chapter pages built)"])
+def test_a_chapters_tables_have_at_most_six_columns(page):
+    if not chapter_pages():
+        pytest.skip("no chapter pages were built")
+    widest = prose((SITE / page).read_text(encoding="utf-8")).widest
+    assert widest <= MAX_TABLE_COLUMNS, (f"{page}: a table of {widest} columns on the main path (at most "
+                                         f"{MAX_TABLE_COLUMNS}): drop columns or move the table to a deep dive")
+
+
 if __name__ == "__main__":
     site = Path(sys.argv[1]) if len(sys.argv) > 1 else SITE
     for html in sorted(site.rglob("auto_examples/**/plot_*.html")):
         p = prose(html.read_text(encoding="utf-8"))
-        print(f"{html.relative_to(site).as_posix():60s} {p.words:6d} words {p.tables:3d} tables  widest {p.widest}")
+        print(f"{html.relative_to(site).as_posix():60s} {p.words:6d} words {p.tables:3d} tables  "
+              f"widest {p.widest} columns")
