@@ -167,11 +167,13 @@ facts.floors(result)
 # The table
 # ---------
 # Device µs per forward from the benchmark, against eager (outside both
-# spreads, or a tie) and against both floors; kernels per forward from the
-# traces.
+# spreads, or a tie) and against both floors: × the time of the GEMMs alone,
+# and the share of the datasheet ceiling the whole forward reaches (the
+# datasheet bound over its time); kernels per forward from the traces.
 
 import pandas as pd
 
+from profiling_guide.analysis.roofline import CEILING_COLUMN
 from profiling_guide.pages import tables
 from profiling_guide.pages.prose import spread_cell
 
@@ -181,7 +183,7 @@ summary = pd.DataFrame([
         "device µs": spread_cell(times[name]),
         "against eager": compare(times[name], times["eager"]),
         "× GEMMs alone": f"{times[name].median / alone.median:.2f}",
-        "× datasheet bound": f"{times[name].median / bound:.2f}" if bound else "–",
+        CEILING_COLUMN: f"{100 * bound / times[name].median:.0f}" if bound else "–",
         "kernels": int(run.trace.kernels_per_step()),
     }
     for name, run in runs.items() if name in times
@@ -258,9 +260,9 @@ verdicts.other_gpu_facts(runs)
 # %%
 # What to do next
 # ---------------
-# Every variant spends most of its time in the three GEMMs, and none removes
-# the round trip of ``g`` and ``u`` through memory between the first two
-# GEMMs and the last. Chapter 6 removes it: GeLU·mul computed in the gate/up
+# None of the four removes the round trip of ``g`` and ``u`` through memory
+# between the first two GEMMs and the last, and the bars show how much of
+# each one's time its GEMMs take. Chapter 6 removes it: GeLU·mul computed in the gate/up
 # GEMM's epilogue, so only ``h`` is written. For your own model, compare
 # variants the way this page does: in one process, timed the same way, with
 # their spreads. Each kernel's rate, max-autotune's GEMM templates and each
