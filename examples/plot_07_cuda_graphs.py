@@ -282,7 +282,7 @@ def cost_row(rec):
     return {"CPU µs to issue": spread_cell(t["cpu_issue_us"]),
             "wall µs per call": spread_cell(t["wall_us_per_call"]),
             "device µs": spread_cell(t["device_us"]),
-            "sets the pace, profiler off": pace.SHORT[pace.verdict_of(rec).bound]}
+            "sets the pace, profiler off": pace.who_sets_the_pace(rec)}
 
 
 tables.styled(pd.DataFrame({f"{m}: {v}": cost_row(r) for (m, v), r in runs.items()}).T)

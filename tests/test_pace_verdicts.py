@@ -134,3 +134,18 @@ def test_the_pace_line_labels_the_step_and_its_last_device_work_apart():
     trace_line = verdicts.trace_sentences(v)[0]
     assert f"{v.gaps.step_us:,.1f} µs profiled step" in trace_line
     assert f"ended {v.gaps.last_device_us:,.1f} µs after its start" in trace_line
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_a_page_states_the_profiler_off_verdict_first_and_links_the_profilers_cost(gpu):
+    linked = 0
+    for name in timed_recordings(gpu):
+        rec = recording(gpu, name)
+        v = verdicts.verdict_of(rec)
+        facts = verdicts.pace_facts(rec)
+        assert facts.sentences[0].startswith(f"{verdicts.LEAD[v.bound]} ({v.bound.value})"), name
+        html = facts._repr_html_()
+        if v.bound is not Bound.OVERHEAD and v.gaps.main is Cause.HOST:  # the gaps are the profiler's
+            assert f'href="{verdicts.PROFILER_COST}"' in html, name
+            linked += 1
+    assert linked, "no page blames its gaps on the profiler: the link is untested"

@@ -289,6 +289,13 @@ def profiler_cost(rec, label: str) -> Facts:
 
 SHORT = {Bound.DEVICE: "the GPU (device-bound)", Bound.OVERHEAD: "the CPU (overhead-bound)",
          Bound.TIE: "neither (a tie)"}
+DISAGREE = "neither: the measurements disagree"
+
+
+def who_sets_the_pace(rec) -> str:
+    """A table cell: who sets the pace of ``rec``'s variant on its GPU, profiler off."""
+    v = verdict_of(rec)
+    return SHORT[v.bound] if v.agree else DISAGREE
 
 
 def verdict_table(recs: dict) -> pd.DataFrame:
@@ -298,10 +305,9 @@ def verdict_table(recs: dict) -> pd.DataFrame:
         v = verdict_of(rec)
         cpu = [m.cpu_issue.median for m in v.measurements]
         dev = [m.device.median for m in v.measurements]
-        rows[name] = {"sets the pace, profiler off": SHORT[v.bound],
-                      "CPU µs to issue (medians)": _span(min(cpu), max(cpu)).removesuffix(" µs"),
-                      "GPU µs to run (medians)": _span(min(dev), max(dev)).removesuffix(" µs"),
-                      "measurements agree": "yes" if v.agree else "no",
+        rows[name] = {"sets the pace, profiler off": who_sets_the_pace(rec),
+                      "CPU to issue, medians": _span(min(cpu), max(cpu)),
+                      "GPU to run, medians": _span(min(dev), max(dev)),
                       "measured in": _sources(v.measurements)}
     return pd.DataFrame.from_dict(rows, orient="index")
 
