@@ -149,3 +149,42 @@ def test_a_page_states_the_profiler_off_verdict_first_and_links_the_profilers_co
             assert f'href="{verdicts.PROFILER_COST}"' in html, name
             linked += 1
     assert linked, "no page blames its gaps on the profiler: the link is untested"
+
+
+# --------------------------------------------------------------- the idle time's causes, on made-up steps
+def _step(*work, syncs=()):
+    """A step from 0 to 100 µs: ``work`` is (name, launch start, launch end, kernel start, kernel end)."""
+    from profiling_guide.trace.model import DeviceEvent, RuntimeCall, Step
+
+    step = Step(1, 0.0, 100.0)
+    for name, l0, l1, k0, k1 in work:
+        launch = RuntimeCall("cudaLaunchKernel", l0, l1 - l0, 1, "cuda_runtime", None)
+        step.device_events.append(DeviceEvent(name, k0, k1 - k0, 7, "kernel", None, {}, launch=launch))
+        step.runtime_calls.append(launch)
+    step.runtime_calls += [RuntimeCall("cudaStreamSynchronize", s0, s1 - s0, 1, "cuda_runtime", None)
+                           for s0, s1 in syncs]
+    return step
+
+
+def test_a_gap_after_a_synchronizing_call_is_blamed_on_it():
+    from profiling_guide.analysis.gaps import step_gaps
+
+    # kernel a runs 10-40; the host waits in a sync until 41, launches b at 50-52; b runs 55-60
+    g = step_gaps(_step(("a", 0, 5, 10, 40), ("b", 50, 52, 55, 60), syncs=[(20, 41)]))
+    assert g.idle_us[Cause.SYNC] == pytest.approx(15) and g.idle_us[Cause.HOST] == pytest.approx(10 + 40)
+    assert g.busy_us == pytest.approx(35) and g.main is Cause.HOST
+
+
+def test_work_launched_before_the_gpu_idled_waited_on_something_else():
+    from profiling_guide.analysis.gaps import step_gaps
+
+    # b's launch returned at 8, long before a ended at 40; b still started only at 70
+    g = step_gaps(_step(("a", 0, 5, 10, 40), ("b", 6, 8, 70, 90)))
+    assert g.idle_us[Cause.QUEUED] == pytest.approx(30) and g.idle_us[Cause.SYNC] == 0
+
+
+def test_a_collective_alone_on_the_gpu_counts_apart_from_compute():
+    from profiling_guide.analysis.gaps import step_gaps
+
+    g = step_gaps(_step(("gemm", 0, 2, 5, 30), ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 3, 4, 20, 60)))
+    assert g.busy_us == pytest.approx(25) and g.idle_us[Cause.COLLECTIVE] == pytest.approx(30)

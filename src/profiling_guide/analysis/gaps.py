@@ -4,10 +4,10 @@ Each idle interval of a step's window (from the step's start to its last
 device work, every stream counted) ends when the next device event starts.
 The launch of that event says what the GPU waited for:
 
-* **host**: the launch call was still running (or had not begun) when the GPU went idle, and no
-  synchronizing call emptied the queue just before: the host was still
-  issuing (Python, dispatch, the launch itself). Includes the wait from the
-  step's start to its first device work.
+* **host**: the launch call was still running (or had not begun) when the
+  GPU went idle, and no synchronizing call emptied the queue just before:
+  the host was still issuing (Python, dispatch, the launch itself). Includes
+  the wait from the step's start to its first device work.
 * **sync**: the launch came after the GPU had gone idle, and the host had
   just returned from a synchronizing call (``cudaStreamSynchronize``,
   ``cudaDeviceSynchronize``, a blocking copy): the queue was emptied on
@@ -24,6 +24,7 @@ it waits for its peers, so the GPU is not computing then either.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 
 SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")  # as the pace verdict reads them
-COLLECTIVE_KERNEL = re.compile(r"^nccl|^ncclDevKernel|^ncclKernel")
+COLLECTIVE_KERNEL = re.compile(r"^nccl")  # NCCL's collectives: ncclDevKernel_..., ncclKernel_...
 # A launch that starts this close after the GPU went idle counts as late: timestamps of the host and the
 # device come from different clocks, aligned to about a microsecond.
 CLOCK_SLACK_US = 1.0
@@ -103,6 +104,7 @@ def step_gaps(step: Step) -> Gaps:
     compute_busy = _merged(compute, lo, hi)
     idle[Cause.COLLECTIVE] = _length(busy) - _length(compute_busy)
     starts = sorted(events, key=lambda e: e.start_us)
+    start_times = [e.start_us for e in starts]
     last_device_end = max(e.end_us for e in events)
     gap_start = lo
     for s, e in busy + [(hi, hi)]:
@@ -110,14 +112,15 @@ def step_gaps(step: Step) -> Gaps:
             if gap_start >= last_device_end:  # after the last device work: the host's own tail
                 idle[Cause.HOST] += s - gap_start
             else:
-                idle[_cause(gap_start, s, starts, syncs)] += s - gap_start
+                nxt = starts[min(bisect.bisect_left(start_times, s - 1e-6), len(starts) - 1)]
+                idle[_cause(gap_start, nxt, syncs)] += s - gap_start
         gap_start = max(gap_start, e)
     return Gaps(1, step.dur_us, last_device_end - lo, hi - lo, _length(compute_busy), idle, sync_us, end_sync)
 
 
-def _cause(gap_start: float, gap_end: float, starts: list[DeviceEvent], syncs) -> Cause:
-    nxt = next((ev for ev in starts if ev.start_us >= gap_end - 1e-6), None)
-    launch = nxt.launch if nxt is not None else None
+def _cause(gap_start: float, nxt: DeviceEvent, syncs) -> Cause:
+    """What the GPU, idle from ``gap_start``, waited for: the launch of ``nxt``, the work that ended the gap."""
+    launch = nxt.launch
     if launch is None:
         return Cause.HOST
     if launch.end_us < gap_start - CLOCK_SLACK_US:  # issued before the GPU went idle, and still it waited

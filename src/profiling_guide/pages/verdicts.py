@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiling_guide.analysis.gaps import Cause, Gaps
+from profiling_guide.analysis.gaps import Cause, Gaps, step_gaps
 from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
 from profiling_guide.errors import GuideError
 from profiling_guide.pages.prose import Facts
 from profiling_guide.spread import Spread
+from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run_record import read_run_record
 
 #: Which variant each recording measured (``<example>.<capture>`` → a name for the variant). Recordings of
@@ -90,8 +91,6 @@ def measurement(run: dict, source: str, trace=None) -> Measurement | None:
         return Measurement(source, cpu, Spread.from_dict(timings["device_us"]))
     if trace is None:
         return None
-    from profiling_guide.analysis.gaps import step_gaps
-
     return Measurement(source, cpu, Spread.of([step_gaps(s).busy_us for s in trace.steps]), device_from_trace=True)
 
 
@@ -106,8 +105,6 @@ def measurements(folder: Path, variant: str) -> list[Measurement]:
         trace_path = folder / f"{name}.trace.json.gz"
         trace = None
         if "device_us" not in (run.get("timings") or {}) and trace_path.is_file():
-            from profiling_guide.trace.model import Trace
-
             trace = Trace.load(trace_path)
         m = measurement(run, name, trace)
         if m is not None:
