@@ -21,19 +21,47 @@ them cost?
 #    :pyobject: SimpleGeGLUMLP
 #
 # Three bias-free linears: ``gate_proj`` and ``up_proj`` widen each token from
-# ``dim`` to ``hidden``, ``down_proj`` brings it back. After
-# ``pip install`` of this repository, the cells of this page, copied in order
-# into a file (or downloaded below), run as they are: on a CUDA GPU they
-# profile, elsewhere they replay this page's recordings.
+# ``dim`` to ``hidden``, ``down_proj`` brings it back.
 
 import torch
 
 from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
+
+# %%
+# The profiler block
+# ------------------
+# Chapter 1's block, unchanged: five steps (skip one, warm up one, record
+# three), CPU and CUDA activities, input shapes, one ``record_function``
+# label per forward, and the trace exported for https://ui.perfetto.dev and
+# for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+# %%
+# Running it
+# ----------
+# ``chapter`` (chapter 1) reads the flags (``--batch``, ``--seq``, ``--dim``,
+# ``--hidden``, ``--dtype``; ``--help`` lists them) and knows the mode: live
+# on a CUDA GPU, otherwise a replay of this page's recordings.
+
 from profiling_guide.pages.chapter import Chapter
 
-# The post's sizes. Run as a script, flags override them (--batch, --seq,
-# --dim, --hidden, --dtype; --help lists them all) and --mode picks live or
-# replay. ``chapter`` knows which, and where the recordings live (chapter 1).
 chapter = Chapter.from_command_line("02_mlp_eager", batch=64, seq=128, dim=768, hidden=3072)
 flags = chapter.flags
 batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
@@ -58,41 +86,14 @@ def mlp_forward():
 
 
 # %%
-# Profiling
-# ---------
-# The ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
-# one, record three), CPU and CUDA activities, input shapes, one
-# ``record_function`` label per forward, and the trace exported for
-# https://ui.perfetto.dev and for this page.
-
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
-
-def profile_steps(forward, label, trace_file):
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=1, warmup=1, active=3),
-        record_shapes=True,
-    ) as prof:
-        for _ in range(5):
-            with record_function(label):
-                forward()
-            torch.cuda.synchronize()
-            prof.step()
-    prof.export_chrome_trace(trace_file)
-    return prof
-
-
-# %%
-# Profile it (on a GPU; then the trace is read back, as in replay), and
-# measure in the same run the rates every later number is
-# compared with (:func:`~profiling_guide.measure.timing.reference_rates`, once per
-# process): the best cuBLAS bf16 GEMM rate seen over a settled 8192³ product
-# and this MLP's own GEMM shapes, and the best device-to-device copy
-# bandwidth, each a median over 7 repeats with its spread. Beside them, the
-# vendor's datasheet peaks for this GPU: the only numbers this guide calls a
-# *ceiling*, since no kernel can pass them. A measured rate is a *reference*:
-# real code reaches it, and a short kernel can beat it.
+# Profile it, and measure in the same run the rates every later number is
+# compared with (:func:`~profiling_guide.measure.timing.reference_rates`): the
+# best cuBLAS bf16 GEMM rate over a settled 8192³ product and this MLP's own
+# GEMM shapes, and the best device-to-device copy bandwidth, each a median
+# over 7 repeats with its spread. Beside them, the vendor's datasheet peaks
+# for this GPU: the only numbers this guide calls a *ceiling*, since no
+# kernel can pass them. A measured rate is a *reference*: real code reaches
+# it, and a short kernel can beat it.
 
 from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
@@ -129,93 +130,47 @@ predictions = [
 # %%
 # The trace, one step
 # -------------------
+# CPU ops by nesting depth, the runtime calls, the GPU stream; arrows join
+# each launch to its kernel.
 
 from profiling_guide.pages import tables, timeline
 
 fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 
 # %%
-# The same step, to explore: drag to pan, the buttons (or Ctrl and the
-# wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
-# that launched it and how long it waited after its launch.
-
-from profiling_guide.pages.interactive_timeline import InteractiveTimeline
-
-InteractiveTimeline(eager.trace, caption="eager GeGLU MLP, one profiled step")
-
-
-# %%
-# The verdict
-# -----------
+# The verdicts
+# ------------
 
 verdicts = expect.check(predictions, eager.trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
-# Which ops launched nothing at all? The trace says (these are the
-# metadata-only ops: they rewrite a tensor's shape and strides and copy no
-# data):
-
-from profiling_guide.pages.prose import Facts, pace_facts
-
-Facts("CPU ops with no device work: " + ", ".join(eager.trace.no_device_ops) + ".")
-
-# %%
-# One linear, unfolded
-# --------------------
-# The dispatch chain of the first ``aten::linear`` of a step: the input is
-# 3-D (batch, seq, dim), so ``matmul`` folds it to 2-D with a ``reshape``
-# (a ``view``: no copy) before the ``mm``, and unfolds the result after.
-
-first_linear = eager.trace.ops_named("aten::linear")[0]
-chain = tables.dispatch_chain(eager.trace, "mlp_fwd")
-tables.styled(chain.iloc[: 1 + sum(1 for _ in first_linear.walk())], precision=1)
-
-# %%
-# Launches and the runtime calls around them
-# ------------------------------------------
-# Which runtime call started each kernel, and what else its op asked of the
-# driver. On the A100 the post saw
-# ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` before every GEMM's
-# ``cudaLaunchKernel``; here is what this GPU shows:
-
-tables.styled(tables.launch_table(eager.trace), precision=1)
-
-# %%
-# ``cuLaunchKernelEx`` is the driver's extended launch: it takes launch
-# attributes such as a thread-block cluster shape, which Hopper's cuBLAS
-# kernels use. The cluster size and the occupancy the kernel needs are fixed
-# when the library picks the kernel, so there is nothing left to query at
-# launch time. Which call launched each kind of kernel here:
-
-launch_verdicts = expect.check([
-    expect.Prediction("GEMMs are launched with cuLaunchKernelEx",
-                      checks.launched_with("gemm", "cuLaunchKernelEx"), "this page",
-                      must_hold=False),
-], eager.trace)
-launch_verdicts
-
-# %%
+# Where the post saw ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` before
+# each GEMM's launch on its A100, this GPU may launch with
+# ``cuLaunchKernelEx`` and query nothing: the launches, op by op, are in
+# :doc:`the deep dive <deep_dives/plot_01_deep_dispatch>`.
+#
 # The GEMMs
 # ---------
 # Each ``mm`` is ``[M, K] @ [K, N]`` with ``2·M·K·N`` FLOPs, read from the
-# op's recorded input dims. gate and up are ``M=B·S, K=dim, N=hidden``; down
-# is ``M=B·S, K=hidden, N=dim``: the same FLOPs, but a different shape, so
-# cuBLAS's heuristics may pick a different kernel (tile and cluster) for it.
-# The time is the GEMM kernel's alone (a memset its op launches is left out).
-# The last two columns compare each with the datasheet ceiling and with the
-# best cuBLAS rate measured in this run.
+# op's recorded input dims: gate and up are ``M=B·S, K=dim, N=hidden``, down
+# is ``M=B·S, K=hidden, N=dim``. The time is the GEMM kernel's alone (a
+# memset its op launches is left out). Each rate is set against the
+# datasheet ceiling and the best cuBLAS rate measured in this run.
+
+from profiling_guide.analysis.roofline import CEILING_COLUMN, REFERENCE_COLUMN
 
 refs = references.values
 gemms = tables.gemm_table(eager.trace, references=refs)
-tables.styled(gemms, precision=1)
+gemms.index = [f"GEMM {i + 1}" for i in range(len(gemms))]
+lesson_columns = [CEILING_COLUMN, REFERENCE_COLUMN, "TFLOP/s", "avg_us", "M·K·N"]
+tables.styled(gemms[lesson_columns], precision=1)
 
 # %%
 
 from profiling_guide.pages import facts
 
 facts.reference_rates(refs)
-facts.gemm_rates(gemms)
 
 # %%
 # The intermediate's round trip
@@ -233,10 +188,10 @@ intermediate = rows * hidden * element
 work = kernel_work_table(eager.trace, rows=rows, dim=dim, hidden=hidden, element=element,
                          references=refs)
 bw = work[work["kind"] == "pointwise"]
-tables.styled(bw, precision=1)
+bw_columns = [REFERENCE_COLUMN, CEILING_COLUMN, "achieved", "avg_us", "work"]
+tables.styled(bw.set_index("kernel")[bw_columns], precision=1)
 
 # %%
-
 # GeLU and mul do no matrix arithmetic at all. Their share of the step, and
 # what the three passes of a fused GeLU·mul would take at the measured copy
 # bandwidth; beside them, the datasheet bound of the whole MLP: its FLOPs at
@@ -248,30 +203,27 @@ facts.intermediate_round_trip(eager.trace, bw, intermediate_bytes=intermediate, 
                               min_bytes=element * (3 * dim * hidden + 2 * rows * dim))
 
 # %%
-# What it costs, and who sets the pace
-# ------------------------------------
-# The profiled forward shows each kernel's launch and start. If the CPU ran
-# ahead, each launch would wait longer in the queue than the one before; if
-# the GPU waits for Python, the delays stay flat and the GPU idles between
-# kernels. The launch table above has the delays; here they are summed up,
-# then set beside the profiler-off timings.
+# Who sets the pace
+# -----------------
+# The host's time to issue one forward against the GPU's time to run it,
+# profiler off, over every page that measured this forward on this GPU; then
+# what the profiled trace's idle time waited for.
+
+from profiling_guide.pages.verdicts import pace_facts
 
 pace_facts(eager)
 
 # %%
-
-facts.profiler_off(eager.timings)
-
-# %%
+# What to do next
+# ---------------
+# Two of the five kernels move bytes and compute nothing: GeLU and mul pass
+# the intermediate through memory five times where three would do, or one.
+# Fusing them is the next step: :doc:`chapter 3 <plot_03_mlp_compile>` lets
+# ``torch.compile`` do it, :doc:`chapter 4 <plot_04_liger>` uses Liger's
+# hand-written kernel, and :doc:`chapter 6 <plot_06_fused>` folds GeLU·mul
+# into the GEMM's epilogue so that ``g`` and ``u`` never reach memory.
 
 verdicts.require()
-launch_verdicts.require()
-
-# %%
-# The recordings
-# --------------
-
-chapter.downloads()
 
 # %%
 # Run it yourself
@@ -279,3 +231,7 @@ chapter.downloads()
 # ::
 #
 #     python examples/plot_02_mlp_eager.py --batch 64 --seq 128 --dim 768 --hidden 3072
+#
+# The recordings behind this page:
+
+chapter.downloads()

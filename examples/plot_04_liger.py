@@ -3,34 +3,66 @@
 ======================================================================
 
 Liger ships the GeGLU MLP with the GeLU·mul already fused into one Triton
-kernel, written by hand rather than generated. We load it the way the
-original write-up does, through the ``kernels`` library (from the Hugging Face
-Hub where it is reachable, otherwise from a local kernel repository through
-the same library), give it the eager model's weights, and check what it
-launches, how its kernel is configured, and what happens when the input shape
-changes.
+kernel, written by hand rather than generated. Loaded the way the original
+write-up loads it, through the ``kernels`` library, does it launch what the
+post says, and is it faster than eager on the GPU?
 
 *Needs:* ``pip install 'profiling-guide[liger]'`` (Liger's kernels, ``kernels``, Triton).
 """
 
 # %%
-# Set-up
-# ------
-# The sizes of the post. After ``pip install`` of this repository (with the
-# ``liger`` extra), the cells of this page, copied in order into a file, run as
-# they are: on a CUDA GPU they profile, elsewhere they replay the recordings.
+# The code under study
+# --------------------
+# With internet, this is the whole story::
+#
+#     from kernels import get_kernel
+#     liger = get_kernel("kernels-community/liger-kernels", version=1)
+#     mlp = liger.layers.LigerGEGLUMLP(config)
+#
+# ``config`` needs only ``hidden_size``, ``intermediate_size`` and
+# ``hidden_act`` (Liger implements ``gelu_pytorch_tanh``). The layer gets the
+# eager model's weights (same parameter names), so both compute the same
+# function.
 
 import torch
 
-from profiling_guide.kernels.models import (
-    SimpleGeGLUMLP,
-    load_liger_geglu_mlp,
-)
+from profiling_guide.kernels.models import SimpleGeGLUMLP, load_liger_geglu_mlp
+
+# %%
+# The profiler block
+# ------------------
+# Chapter 1's block, unchanged: five steps (skip one, warm up one, record
+# three), CPU and CUDA activities, input shapes, one ``record_function``
+# label per forward, and the trace exported for https://ui.perfetto.dev and
+# for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+# %%
+# Running it
+# ----------
+# ``chapter`` (chapter 1) reads the flags (the post's sizes and activation;
+# ``--help`` lists them) and knows the mode: live on a CUDA GPU, otherwise a
+# replay of the recordings.
+
 from profiling_guide.pages.chapter import Chapter
 
-# The post's sizes and activation (Liger implements only gelu_pytorch_tanh).
-# As a script, flags override them (--help lists them) and --mode picks live
-# or replay; ``chapter`` knows which, and where the recordings live.
 chapter = Chapter.from_command_line("04_liger", batch=64, seq=128, dim=768, hidden=3072,
                                     hidden_act="gelu_pytorch_tanh")
 flags = chapter.flags
@@ -43,30 +75,20 @@ chapter.require_memory(element * (9 * dim * hidden + rows * (2 * dim + 4 * hidde
 chapter.banner()
 
 # %%
-# Loading the layer
-# -----------------
-# With internet, this is the whole story::
-#
-#     from kernels import get_kernel
-#     liger = get_kernel("kernels-community/liger-kernels", version=1)
-#     mlp = liger.layers.LigerGEGLUMLP(config)
-#
-# :func:`~profiling_guide.kernels.models.load_liger_geglu_mlp` makes that call when
-# the Hub is allowed and answers (``PROFILING_GUIDE_HUB=1``); by default, and
-# on machines with no Hub, it loads the same layer through the same library
-# from a local kernel repository
-# (:func:`~profiling_guide.kernels.liger_repo.local_liger_repo`:
-# ``kernels.get_local_kernel`` over a folder in the layout ``kernels``
-# expects, which re-exports the installed ``liger-kernel`` package). In
-# replay no ``kernels`` call is made at all. The note says which path ran:
+# :func:`~profiling_guide.kernels.models.load_liger_geglu_mlp` makes the
+# ``get_kernel`` call above when the Hub is allowed and answers
+# (``PROFILING_GUIDE_HUB=1``); by default, and on machines with no Hub, it
+# loads the same layer through the same library from a local kernel
+# repository (:func:`~profiling_guide.kernels.liger_repo.local_liger_repo`,
+# which re-exports the installed ``liger-kernel`` package). In replay no
+# ``kernels`` call is made at all. The note says which path ran:
 
 liger = load_liger_geglu_mlp(dim, hidden, hidden_act=chapter.flags.hidden_act, device=device,
                              dtype=dtype, offline=not chapter.live)
 print(liger.note)
 
 # %%
-# It gets the eager model's weights (same parameter names), so both compute
-# the same function:
+# The eager model, its weights given to Liger's layer, and the input:
 
 torch.manual_seed(0)
 mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
@@ -112,7 +134,7 @@ import pandas as pd
 
 from profiling_guide.pages import tables
 
-tables.styled(pd.DataFrame(check.values["errors"]).T, precision=6)
+tables.styled(pd.DataFrame(check.values["errors"]).T.map("{:.2e}".format))
 
 # %%
 
@@ -121,46 +143,22 @@ from profiling_guide.pages.prose import Facts
 Facts(f"The recording was made with: {check.values['note']}.")
 
 # %%
-# Profile both
-# ------------
-# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm
-# up one, record three), CPU and CUDA activities, input shapes, one
-# ``record_function`` label per forward, and the trace exported for
-# https://ui.perfetto.dev and for this page.
+# Profile both, and take the reference rates of chapter 2 (measured once per
+# process):
 
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
-
-def profile_steps(forward, label, trace_file):
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=1, warmup=1, active=3),
-        record_shapes=True,
-    ) as prof:
-        for _ in range(5):
-            with record_function(label):
-                forward()
-            torch.cuda.synchronize()
-            prof.step()
-    prof.export_chrome_trace(trace_file)
-    return prof
-
+from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
 
 eager = chapter.profile("eager", eager_forward, profiler=profile_steps, label="mlp_fwd",
                         code=[SimpleGeGLUMLP], variant="eager")
 liger_run = chapter.profile("liger", liger_forward, profiler=profile_steps, label="mlp_fwd",
                             code=[SimpleGeGLUMLP], variant="liger")
-
-# %%
-# The reference rates of chapter 2, measured once per process.
-
-from profiling_guide.measure.bench_mlp import mlp_gemm_shapes
-
 references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 
 # %%
 # Before we look
 # --------------
+# The post's expectations: the three GEMMs, one hand-written fused kernel,
+# and none of the compiler's machinery on the host.
 
 from profiling_guide.analysis import checks, expect
 from profiling_guide.analysis.expect import POST
@@ -175,57 +173,44 @@ predictions = [
 ]
 
 # %%
+# Two steps, one time axis
+# ------------------------
 
 from profiling_guide.pages import timeline
 
 fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 
 # %%
-# The same Liger step, to explore: drag to pan, the buttons (or Ctrl and the
-# wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
-# that launched it and how long it waited after its launch.
-
-from profiling_guide.pages.interactive_timeline import InteractiveTimeline
-
-InteractiveTimeline(liger_run.trace, caption="Liger, one profiled step")
-
-
-# %%
-# The verdict
-# -----------
+# The verdicts
+# ------------
 
 verdicts = expect.check(predictions, liger_run.trace)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
-# How Liger launches its kernel
-# -----------------------------
-# Liger's ``geglu_forward`` gives each row of the ``[B·S, hidden]`` input to
-# one program: the grid is the number of rows, and ``calculate_settings``
-# picks the block (the next power of two ≥ ``hidden`` columns) and the warps
-# from the column count alone. The trace records what was launched:
+# Each kernel, against the ceilings
+# ---------------------------------
+# Every kernel of the Liger forward against the reference measured in this
+# run and the datasheet ceiling: the GEMMs in TFLOP/s, Liger's kernel in TB/s
+# (it reads ``g`` and ``u`` and writes ``h``, three passes over the
+# intermediate). How Liger configures its launch, and why a new sequence
+# length needs no new compile, is in
+# :doc:`the deep dive <deep_dives/plot_04_deep_liger>`.
 
-from profiling_guide.pages import facts
+from profiling_guide.analysis.roofline import CEILING_COLUMN, REFERENCE_COLUMN, kernel_work_table
 
-geglu = next(k for k in liger_run.trace.steps[0].kernels if "geglu" in k.name)
-facts.liger_launch(geglu, check.values, hidden)
-
-# %%
-# Every kernel of the Liger forward against the datasheet ceiling and the
-# reference measured in this run: the GEMMs in TFLOP/s, Liger's kernel in
-# TB/s (it reads ``g`` and ``u`` and writes ``h``, three passes over the
-# intermediate).
-
-from profiling_guide.analysis.roofline import kernel_work_table
-
-tables.styled(kernel_work_table(liger_run.trace, rows=rows, dim=dim, hidden=hidden,
-                                element=element, references=references.values), precision=1)
+work = kernel_work_table(liger_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
+                         references=references.values)
+work_columns = [REFERENCE_COLUMN, CEILING_COLUMN, "achieved", "avg_us", "work"]
+tables.styled(work.set_index("kernel")[work_columns], precision=1)
 
 # %%
-# Profiler off: device time per forward (queue full), the CPU's time to
-# issue one, and who sets the pace.
+# Whole forwards, profiler off
+# ----------------------------
+# Device time per forward (the GPU's queue kept full) and the CPU's time to
+# issue one: medians over repeats, with their interquartile range.
 
-from profiling_guide.pages.prose import pace_facts, spread_cell
+from profiling_guide.pages.prose import spread_cell
 
 runs = {"eager": eager, "liger": liger_run}
 tables.styled(pd.DataFrame({name: {
@@ -234,7 +219,6 @@ tables.styled(pd.DataFrame({name: {
 } for name, rec in runs.items()}))
 
 # %%
-
 # One hand-written fused kernel in place of eager's GeLU and mul: we expect
 # it to beat eager on the GPU, as the compiled MLP did.
 
@@ -243,21 +227,33 @@ device_verdicts = expect.check([
     expect.Prediction("Liger is faster than eager per forward, outside both spreads",
                       checks.compares("Liger", "eager", "faster"), POST, must_hold=False),
 ], device_times)
-device_verdicts
+tables.verdict_table(device_verdicts)
 
 # %%
+# Who sets the pace
+# -----------------
+# For Liger's forward: the host's time to issue one against the GPU's time
+# to run it, profiler off, over every page that measured it on this GPU;
+# then what the profiled trace's idle time waited for.
+
+from profiling_guide.pages.verdicts import pace_facts
 
 pace_facts(liger_run)
 
 # %%
-# A new shape, no recompilation
-# -----------------------------
-# Liger's kernel specialises on ``n_cols`` and ``BLOCK_SIZE`` (both set by
-# ``hidden``), not on the number of rows. A new sequence length only changes
-# the grid, so the Triton kernel compiled for the first shape serves all of
-# them. The same shapes as the compiled chapter, in the order they ran: the
-# first call's wall time, and the device time per forward after it.
+# What to do next
+# ---------------
+# Liger and ``torch.compile`` fuse the same two operators, one by hand, one
+# generated, and leave the GEMMs to cuBLAS. Which is faster is a question for
+# one run with both: chapter 5 times every variant side by side. In a
+# transformers model you would not build Liger's class yourself:
+# ``kernels.kernelize`` swaps a named layer's ``forward`` for Liger's, shown
+# with its trace in the deep dive.
 
+# sphinx_gallery_start_ignore
+# What the deep dive (deep_dives/plot_04_deep_liger.py) shows, measured here so that a live build
+# runs it once: the shape sweep, and our MLP kernelized with Liger's forward.
+from profiling_guide.kernels.kernelize import HubGeGLUMLP, kernelize_with_liger
 from profiling_guide.measure.sweep import liger_geglu_kernels_compiled, shape_sweep
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
@@ -269,45 +265,11 @@ def liger_sweep():
         return shape_sweep(liger_mlp, SHAPES, dtype=dtype, compiles=liger_geglu_kernels_compiled)
 
 
-sweep = chapter.measure("sweep", liger_sweep, code=[shape_sweep, liger_geglu_kernels_compiled])
-tables.styled(pd.DataFrame(sweep.values), precision=1)
-
-# %%
-
-verdicts.require()
-device_verdicts.require()
-
-# %%
-# The transformers way: kernelize
-# -------------------------------
-# A transformers model never builds Liger's class. It gives a layer a hub
-# layer name and keeps its own code; ``kernels.kernelize`` then replaces that
-# layer's ``forward`` with one from a kernel repository, chosen by a mapping.
-# Our unchanged MLP, named::
-#
-#     @use_kernel_forward_from_hub("GeGLUMLP")
-#     class HubGeGLUMLP(SimpleGeGLUMLP): ...
-#
-# and kernelized by :func:`~profiling_guide.kernels.kernelize.kernelize_with_liger`
-# with a mapping to the local kernel repository::
-#
-#     layer = LocalLayerRepository(repo, layer_name="LigerGEGLUMLPForward")
-#     with use_kernel_mapping({"GeGLUMLP": {"cuda": layer}}):
-#         kernelize(hub_mlp, mode=Mode.INFERENCE, device="cuda")
-#
-# The module and its weights stay; only ``forward`` becomes Liger's. In replay
-# the model is built on the meta device and not kernelized.
-
-from profiling_guide.kernels.kernelize import HubGeGLUMLP, kernelize_with_liger
-
+chapter.measure("sweep", liger_sweep, code=[shape_sweep, liger_geglu_kernels_compiled])
 hub_mlp = HubGeGLUMLP(dim, hidden, device=device, dtype=dtype)
 hub_mlp.load_state_dict(mlp.state_dict())
 if chapter.live:
     kernelize_with_liger(hub_mlp, "cuda")
-    forward = hub_mlp.forward
-    print(f"HubGeGLUMLP.forward is now {forward.__qualname__} from {forward.__module__}")
-else:
-    print("replay: HubGeGLUMLP built on the meta device, not kernelized (no kernels call)")
 
 
 def kernelized_forward():
@@ -315,31 +277,13 @@ def kernelized_forward():
         return hub_mlp(x)
 
 
-kernelized_predictions = [
-    expect.Prediction("under mlp_fwd, our kernelized MLP runs Liger's geglu kernel and 3 GEMMs",
-                      checks.geglu_and_gemms_under("mlp_fwd"), "kernels.kernelize"),
-    expect.Prediction("the same kernels as LigerGEGLUMLP",
-                      checks.same_kernels_as(liger_run.trace), "kernels.kernelize",
-                      must_hold=False),
-]
+chapter.profile("kernelized", kernelized_forward, profiler=profile_steps,
+                label="mlp_fwd",
+                code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
+# sphinx_gallery_end_ignore
 
-# %%
-
-kernelized = chapter.profile("kernelized", kernelized_forward, profiler=profile_steps,
-                             label="mlp_fwd",
-                             code=[SimpleGeGLUMLP, HubGeGLUMLP, kernelize_with_liger])
-kernelized_verdicts = expect.check(kernelized_predictions, kernelized.trace)
-kernelized_verdicts
-
-# %%
-
-kernelized_verdicts.require()
-
-# %%
-# The recordings
-# --------------
-
-chapter.downloads()
+verdicts.require()
+device_verdicts.require()
 
 # %%
 # Run it yourself
@@ -347,3 +291,7 @@ chapter.downloads()
 # ::
 #
 #     python examples/plot_04_liger.py --batch 64 --seq 128 --dim 768 --hidden 3072
+#
+# The recordings behind this page:
+
+chapter.downloads()

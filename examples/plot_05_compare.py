@@ -2,83 +2,47 @@
 5 · All four MLPs in one run: eager, compiled, max-autotune, Liger
 ===================================================================
 
-Each chapter so far profiled one way of running the GeGLU MLP. Timings taken
-in different runs drift with clocks, temperature and the rest of the machine,
-so here all four run in **one** process, on the same weights and inputs, next
-to two floors: cuBLAS's three bare GEMMs timed the same way, and the
-datasheet bound of this GPU. The question is no longer "what does
-each one launch" but "where does each one's time go, and how far is it from
-the fastest this GPU can do".
+Which way of running the GeGLU MLP is fastest on the GPU, where does each
+one's time go, and how far is each from the fastest this GPU can do? Timings
+taken in different runs drift with clocks, temperature and the rest of the
+machine, so here all four run in **one** process, on the same weights and
+inputs, next to two floors.
 
 *Needs:* ``pip install 'profiling-guide[liger]'`` (Liger's kernels, ``kernels``, Triton).
 """
 
 # %%
-# Set-up
-# ------
-# The sizes of the post. After ``pip install`` of this repository (with the
-# ``liger`` extra), the cells of this page, copied in order into a file, run as
-# they are: on a CUDA GPU they profile, elsewhere they replay the recordings.
-
-import torch
-
-from profiling_guide.kernels.models import (
-    SimpleGeGLUMLP,
-    load_liger_geglu_mlp,
-)
-from profiling_guide.pages.chapter import Chapter
-
-# The post's sizes, in bf16 only. As a script, flags override the sizes
-# (--help lists them) and --mode picks live or replay; ``chapter`` knows
-# which, and where the recordings live.
-chapter = Chapter.from_command_line(
-    "05_compare", batch=64, seq=128, dim=768, hidden=3072,
-    bf16_only_because="this chapter compares bf16 kernels with the bf16 datasheet ceiling")
-flags = chapter.flags
-batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
-dtype = chapter.dtype
-device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
-rows, element = batch * seq, dtype.itemsize
-chapter.require_memory(element * (4 * 3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
-                       f"four MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
-chapter.banner()
-
-# %%
-# The four variants
-# -----------------
+# The code under study
+# --------------------
 # One set of weights, four ways to run it. ``max-autotune-no-cudagraphs`` is
 # Inductor's max-autotune without CUDA graphs: it benchmarks its own Triton
 # GEMM templates against cuBLAS for every ``mm`` and keeps the fastest. The
 # plain ``"max-autotune"`` mode would also replay the forward as a CUDA graph,
 # which removes launch gaps the other three pay: a different experiment.
 
-torch.manual_seed(0)
-mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
-autotune_mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
-autotune_mlp.load_state_dict(mlp.state_dict())
-liger = load_liger_geglu_mlp(dim, hidden, device=device, dtype=dtype, offline=not chapter.live)
-liger.module.load_state_dict(mlp.state_dict())
-x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
+import torch
 
-VARIANTS = {
-    "eager": mlp,
-    "compile": torch.compile(mlp, dynamic=False),
-    "compile-max-autotune": torch.compile(autotune_mlp, mode="max-autotune-no-cudagraphs",
-                                          dynamic=False),
-    "liger": liger.module,
-}
-print(liger.note)
+from profiling_guide.kernels.models import SimpleGeGLUMLP, load_liger_geglu_mlp
+
+
+def make_variants(mlp, autotune_mlp, liger_mlp):
+    """The four ways to run one MLP (``autotune_mlp`` and ``liger_mlp`` hold ``mlp``'s weights)."""
+    return {
+        "eager": mlp,
+        "compile": torch.compile(mlp, dynamic=False),
+        "compile-max-autotune": torch.compile(autotune_mlp, mode="max-autotune-no-cudagraphs",
+                                              dynamic=False),
+        "liger": liger_mlp,
+    }
+
 
 # %%
-# Profile each
-# ------------
-# Compiling (and autotuning) happens at the first call; ``chapter.warm_up``
-# makes it before profiling (its logs go to the console), so the traces hold
-# steady-state forwards only.
-# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm up
-# one, record three), CPU and CUDA activities, input shapes, one
-# ``record_function`` label per forward, and the trace exported for
-# https://ui.perfetto.dev and for this page.
+# The profiler block
+# ------------------
+# Chapter 1's block, unchanged: five steps (skip one, warm up one, record
+# three), CPU and CUDA activities, input shapes, one ``record_function``
+# label per forward, and the trace exported for https://ui.perfetto.dev and
+# for this page.
 
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -99,8 +63,42 @@ def profile_steps(forward, label, trace_file):
 
 
 # %%
-# Each variant in turn, warmed up, profiled and loaded; a variant that fails
-# live is named below and left out of the rest of the page.
+# Running it
+# ----------
+# ``chapter`` (chapter 1) reads the flags (the post's sizes, bf16 only) and
+# knows the mode: live on a CUDA GPU, otherwise a replay of the recordings.
+
+from profiling_guide.pages.chapter import Chapter
+
+chapter = Chapter.from_command_line(
+    "05_compare", batch=64, seq=128, dim=768, hidden=3072,
+    bf16_only_because="this chapter compares bf16 kernels with the bf16 datasheet ceiling")
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
+chapter.require_memory(element * (4 * 3 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"four MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
+chapter.banner()
+
+# %%
+# The weights, the four variants and the input:
+
+torch.manual_seed(0)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+autotune_mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+autotune_mlp.load_state_dict(mlp.state_dict())
+liger = load_liger_geglu_mlp(dim, hidden, device=device, dtype=dtype, offline=not chapter.live)
+liger.module.load_state_dict(mlp.state_dict())
+x = torch.randn(batch, seq, dim, device=device, dtype=dtype)
+VARIANTS = make_variants(mlp, autotune_mlp, liger.module)
+print(liger.note)
+
+# %%
+# Each variant in turn, warmed up (compiling and autotuning happen there, their
+# logs on the console), profiled and loaded; a variant that fails live is
+# named below and left out of the rest of the page.
 
 from profiling_guide.pages.prose import Facts
 
@@ -122,6 +120,16 @@ for name, module in VARIANTS.items():
 Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in failed.items()))
 
 # %%
+# The four timelines
+# ------------------
+# One profiled forward of each, on one time axis: count the kernels, and
+# see where the GPU lane is busy.
+
+from profiling_guide.pages import timeline
+
+fig = timeline.plot_compare({name: run.trace for name, run in runs.items()})
+
+# %%
 # Timed in one run
 # ----------------
 # :func:`~profiling_guide.measure.bench_mlp.run_benchmark` checks every variant's
@@ -130,13 +138,10 @@ Facts(*(f"{name} could not be profiled on this GPU: {why}" for name, why in fail
 # of forwards queued behind a sleep kernel so the GPU never waits for Python.
 # Every variant is timed in 7 interleaved passes; a time is the median of
 # those passes with their interquartile range, and one variant beats another
-# only when the two ranges do not overlap. The same passes time the MLP's
-# three bare cuBLAS GEMMs (no GeLU, no mul): the first of two floors, what a
-# perfect fusion of everything else would reach with the library's GEMMs.
-# The second is the datasheet bound: the MLP's FLOPs at the datasheet's bf16
-# peak; nothing runs faster. The benchmark times every variant of this guide,
-# the next chapter's too, in one run that both pages read; this one shows its
-# four.
+# only when the two ranges do not overlap. Two floors: the MLP's three bare
+# cuBLAS GEMMs timed the same way (what a perfect fusion of everything else
+# would reach with the library's GEMMs), and the datasheet bound (the MLP's
+# FLOPs at the datasheet's bf16 peak; nothing runs faster).
 
 from profiling_guide.measure import bench_mlp
 from profiling_guide.measure.timing import Spread, compare
@@ -159,22 +164,18 @@ alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bou
 from profiling_guide.pages import facts
 
 facts.floors(result)
-facts.reference_rates(refs)
-Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()
-        if name in VARIANTS))
 
 # %%
 # The table
 # ---------
-# Device µs per forward from the benchmark, against both floors and against
-# eager; kernels and launches per forward from the traces; *CPU µs*: the
-# median time Python and the dispatcher spend issuing one forward, profiler
-# off; *kernel µs*: the sum of kernel times in a profiled forward; *error*:
-# the largest deviation from a float64 reference, relative to the largest
-# output.
+# Device µs per forward from the benchmark, against eager (outside both
+# spreads, or a tie) and against both floors: × the time of the GEMMs alone,
+# and the share of the datasheet ceiling the whole forward reaches (the
+# datasheet bound over its time); kernels per forward from the traces.
 
 import pandas as pd
 
+from profiling_guide.analysis.roofline import CEILING_COLUMN
 from profiling_guide.pages import tables
 from profiling_guide.pages.prose import spread_cell
 
@@ -182,45 +183,14 @@ summary = pd.DataFrame([
     {
         "variant": name,
         "device µs": spread_cell(times[name]),
-        "× GEMMs alone": times[name].median / alone.median,
-        "× datasheet bound": times[name].median / bound if bound else float("nan"),
-        "eager ÷ this": times["eager"].median / times[name].median,
         "against eager": compare(times[name], times["eager"]),
+        "× GEMMs alone": f"{times[name].median / alone.median:.2f}",
+        CEILING_COLUMN: f"{100 * bound / times[name].median:.0f}" if bound else "–",
         "kernels": int(run.trace.kernels_per_step()),
-        "launches": int(sum(n for call, n in run.trace.runtime_calls_per_step().items()
-                            if "Launch" in call)),
-        "CPU µs": spread_cell(Spread.from_dict(result["cpu_issue_us"][name])),
-        "kernel µs": run.trace.device_us_per_step(),
-        "error": (result["max_rel_error_fp64"] or {}).get(name),
     }
     for name, run in runs.items() if name in times
 ]).set_index("variant")
-tables.styled(summary, precision=2)
-
-# %%
-# Who sets the pace in each profiled forward
-# (:func:`~profiling_guide.analysis.pace.pace`): how busy the GPU was from the first
-# launch to the last kernel's end, and whether the launch→start delay grew
-# along the step.
-
-from profiling_guide.analysis.pace import pace, summarize_step
-
-
-def pace_row(trace):
-    steps = [summarize_step(s) for s in trace.steps]
-    return {
-        "verdict (profiler on)": pace(steps).bound,
-        "GPU busy % of the step":
-            100 * sum(s.device_busy_us for s in steps) / sum(s.window_us for s in steps),
-        "GPU idle % between its kernels":
-            100 * sum(s.gpu_idle_fraction for s in steps) / len(steps),
-        "launch→start µs, first third": sum(s.delay_start_us or 0 for s in steps) / len(steps),
-        "launch→start µs, last third": sum(s.delay_end_us or 0 for s in steps) / len(steps),
-    }
-
-
-pace_rows = pd.DataFrame({name: pace_row(run.trace) for name, run in runs.items()}).T
-tables.styled(pace_rows, precision=1)
+tables.styled(summary)
 
 # %%
 # Where the time goes
@@ -229,7 +199,7 @@ tables.styled(pace_rows, precision=1)
 # pointwise kernels (from the trace), and the rest of the median: time on the
 # GPU between the end of one kernel and the start of the next.
 
-
+from profiling_guide.pages import charts
 from profiling_guide.trace.kernel_names import decode
 
 
@@ -242,35 +212,19 @@ def device_time_by_kind(trace):
     return dict(sorted(spent.items(), key=lambda kv: kv[0] != "gemm"))
 
 
-from profiling_guide.pages import charts
-
 breakdown = {name: device_time_by_kind(run.trace) for name, run in runs.items()}
 floors = {"cuBLAS GEMMs alone": alone.median} | ({"datasheet bound": bound} if bound else {})
 fig = charts.variant_bars({n: times[n] for n in runs if n in times}, floors, breakdown=breakdown,
                           title="One MLP forward, device µs")
 
 # %%
-# Every kernel against the ceiling and the reference
-# --------------------------------------------------
-# GEMMs in TFLOP/s, pointwise kernels in TB/s, counting their passes over the
-# ``[B·S, hidden]`` intermediate
-# (:func:`~profiling_guide.analysis.roofline.intermediate_passes`); each against the
-# datasheet ceiling and the rate measured in this run.
-
-from profiling_guide.analysis.roofline import kernel_work_table
-
-work = pd.concat({name: kernel_work_table(run.trace, rows=rows, dim=dim, hidden=hidden,
-                                          element=element, references=refs)
-                  for name, run in runs.items()})
-work.index = work.index.droplevel(1)
-work.index.name = "variant"
-tables.styled(work, precision=1)
-
-# %%
 # What the numbers say
 # --------------------
 
 facts.ranking(times)
+
+# %%
+
 facts.time_by_kind(breakdown, times)
 
 # %%
@@ -278,7 +232,7 @@ facts.time_by_kind(breakdown, times)
 # (Inductor's and Liger's); which is faster comes down to that one kernel.
 # None of the four removes the round trip of the intermediate through HBM
 # between the first two GEMMs and the last: we expect each to spend most of
-# its time in the three products. The next chapter removes it.
+# its time in the three products.
 
 from profiling_guide.analysis import checks, expect
 
@@ -288,44 +242,36 @@ numbers_verdicts = expect.check([
     expect.Prediction("every variant spends most of its median in the three GEMMs",
                       checks.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
 ], times)
-numbers_verdicts
+tables.verdict_table(numbers_verdicts)
 
 # %%
+# Who sets the pace
+# -----------------
+# Each variant's verdict on this GPU, profiler off: the host's time to issue
+# one forward against the GPU's time to run it, over every page that
+# measured the variant (chapters 2 to 6 each state the same one).
+
+from profiling_guide.pages import verdicts
+
+tables.styled(verdicts.verdict_table(runs))
+
+# %%
+
+verdicts.other_gpu_facts(runs)
+
+# %%
+# What to do next
+# ---------------
+# None of the four removes the round trip of ``g`` and ``u`` through memory
+# between the first two GEMMs and the last, and the bars show how much of
+# each one's time its GEMMs take. Chapter 6 removes it: GeLU·mul computed in the gate/up
+# GEMM's epilogue, so only ``h`` is written. For your own model, compare
+# variants the way this page does: in one process, timed the same way, with
+# their spreads. Each kernel's rate, max-autotune's GEMM templates and each
+# variant's error against float64 are in
+# :doc:`the deep dive <deep_dives/plot_05_deep_compare>`.
 
 numbers_verdicts.require()
-
-# %%
-# max-autotune's Triton GEMM templates, with the tensors each launch takes.
-# A template whose name lists gelu and mul but whose launch takes a single
-# ``[B, S, hidden]`` tensor reads ``h``, the pointwise kernel's output: it
-# cannot recompute ``gelu(g)·u``, which needs both ``g`` and ``u``. Its name
-# lists the ops of the graph nodes it was built from, not the work it repeats.
-
-# (eager's trace, which has none, where max-autotune failed live)
-autotuned = runs.get("compile-max-autotune", runs["eager"]).trace
-tables.styled(tables.template_table(autotuned), precision=1)
-
-# %%
-
-expect.check([
-    expect.Prediction("a max-autotune GEMM template takes a single [B, S, hidden] tensor: h",
-                      checks.template_reads_one(hidden), "this run", must_hold=False),
-], autotuned)
-
-# %%
-# The four timelines
-# ------------------
-# One profiled forward of each, on one time axis.
-
-from profiling_guide.pages import timeline
-
-fig = timeline.plot_compare({name: run.trace for name, run in runs.items()})
-
-# %%
-# The recordings
-# --------------
-
-chapter.downloads()
 
 # %%
 # Run it yourself
@@ -337,3 +283,7 @@ chapter.downloads()
 # or only the benchmark, with the fused variants of the next chapter::
 #
 #     profiling-guide bench-mlp --json bench.json
+#
+# The recordings behind this page:
+
+chapter.downloads()

@@ -2,54 +2,19 @@
 6 · GeGLU in the GEMM epilogue: g and u never reach memory
 ==========================================================
 
-The first chapter showed an *epilogue*: cuBLAS adds the bias to the GEMM's
-accumulators before it stores them, so no separate add kernel runs. The
-compiled and Liger chapters showed *fusion*: GeLU and mul in one kernel, so the
-activation makes fewer trips through memory. Put the two together and the
-GeLU·mul itself becomes the epilogue of the gate/up GEMM: one kernel computes
-``g`` and ``u`` for a tile, applies ``gelu_tanh(g) * u`` to the fp32
-accumulators and stores only ``h``. Neither ``g`` nor ``u`` ever reaches HBM;
-``h`` is written once and read once, by the down projection.
-
-This chapter counts the bytes that saves, shows the kernel, profiles it, and
-times it against every other variant in one run, against two floors: cuBLAS's
-bare GEMMs and the datasheet bound.
+Chapter 1 showed an *epilogue*: the GEMM adds the bias to its accumulators
+before it stores them. Chapters 3 and 4 showed *fusion*: GeLU and mul in one
+kernel. Put the two together and GeLU·mul becomes the epilogue of the gate/up
+GEMM: one kernel computes ``g`` and ``u`` for a tile, applies
+``gelu_tanh(g) * u`` to the fp32 accumulators and stores only ``h``. How many
+bytes does that save, and is the MLP then faster than every other variant?
 
 *Needs:* ``pip install 'profiling-guide[liger]'`` (Triton for our kernel; live, Liger too).
 """
 
 # %%
-# Set-up
-# ------
-# The sizes of the post. After ``pip install`` of this repository, the cells of
-# this page, copied in order into a file, run as they are: on a CUDA GPU they
-# profile, elsewhere they replay the recordings.
-
-import torch
-
-from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
-from profiling_guide.pages.chapter import Chapter
-
-# The post's sizes, in bf16 only (the kernel itself also takes float16 and
-# float32). As a script, flags override the sizes (--help lists them) and
-# --mode picks live or replay; ``chapter`` knows which, and where the
-# recordings live.
-chapter = Chapter.from_command_line(
-    "06_fused", batch=64, seq=128, dim=768, hidden=3072,
-    bf16_only_because="this chapter measures bf16 kernels against the bf16 datasheet ceiling "
-                      "(the kernel itself also takes float16 and float32)")
-flags = chapter.flags
-batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
-dtype = chapter.dtype
-device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
-rows, element = batch * seq, dtype.itemsize
-chapter.require_memory(element * (5 * dim * hidden + rows * (2 * dim + 4 * hidden)),
-                       f"the MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
-chapter.banner()
-
-# %%
-# The bytes nobody keeps
-# ----------------------
+# The code under study
+# --------------------
 # Count only the traffic of the ``[B·S, hidden]`` intermediates, in *passes*
 # (one pass = one read or one write of ``B·S·hidden`` bf16 values):
 #
@@ -64,83 +29,79 @@ chapter.banner()
 # epilogue-fused (this page)  the gate/up kernel writes h (1); down reads h (1)     2
 # ==========================  ==================================================  =====
 #
-# Inductor and Liger both fuse the *pointwise* work, but each still runs the
-# gate and up GEMMs as library calls that must store their full outputs before
-# anything can read them. Fusing into the epilogue removes four passes.
-
-from profiling_guide.pages import facts
-from profiling_guide.pages.prose import Facts
-
-pass_bytes = rows * hidden * element
-facts.intermediate_traffic(rows, hidden, element,
-                           {"eager": 8, "compiled and Liger": 6, "the epilogue-fused MLP": 2})
-
-# %%
-# The kernel
-# ----------
-# :mod:`profiling_guide.kernels.fused_mlp` holds four designs of the same idea,
-# three in Triton and one in Gluon. The Triton one for Hopper packs the gate
-# and up weights into one
-# ``[2·hidden, dim]`` matrix, interleaved row by row
-# (:func:`~profiling_guide.kernels.fused_mlp.pack_gate_up`), so each K step is **one**
-# MMA twice as wide, and every thread ends up holding the ``g`` and ``u`` of
-# the same output column side by side in its registers. The epilogue splits
-# them with a reshape, which moves no data:
-#
-# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_kernels.py
-#    :pyobject: _geglu_packed_tma_gemm_kernel
-#
-# The GeLU is computed on the fp32 accumulator while the tensor cores wait,
-# so its instruction count matters: for bf16 inputs the tanh is the
-# hardware's ``tanh.approx.f32``, one special-function instruction per
-# element, where ``g·sigmoid(2z)`` (the same function) needs two (an
-# exponential and a reciprocal). Its maximum relative error,
-# 2⁻¹¹ (`PTX ISA
-# <https://docs.nvidia.com/cuda/parallel-thread-execution/#floating-point-instructions-tanh>`_),
-# is far below the bf16 rounding of the result:
+# Inductor and Liger fuse the *pointwise* work, but each still runs the gate
+# and up GEMMs as library calls that must store their full outputs before
+# anything can read them. The epilogue that removes four passes, applied to
+# the fp32 accumulators of one tile (for bf16 the tanh is the hardware's
+# ``tanh.approx.f32``, one instruction per element):
 #
 # .. literalinclude:: ../../src/profiling_guide/kernels/geglu_kernels.py
 #    :pyobject: _gelu_tanh_times
 #
-# Two Hopper features sit under ``x_desc.load``/``h_desc.store``: the **TMA**
-# copy engine fetches whole tiles described once on the host (no address
-# arithmetic or masks in registers; it zero-fills past the edges), and the
-# kernel is **persistent** — one program per SM loops over output tiles, so
-# the loads of the next tile overlap this tile's epilogue. Both build on
-# Triton's tutorials: the grouped tile order of
-# `Matrix Multiplication
-# <https://triton-lang.org/main/getting-started/tutorials/03-matrix-multiplication.html>`_
-# and the TMA descriptors and one-program-per-SM loop of
-# `Persistent Matmul
-# <https://triton-lang.org/main/getting-started/tutorials/09-persistent-matmul.html>`_.
-# The down projection stays a cuBLAS GEMM: after the epilogue there is nothing left
-# to fuse into it.
-#
-# In that kernel the warps that issue the MMAs also run the epilogue, so
-# while a program splits, activates and stores one tile, its SM's tensor
-# cores wait: with only ``dim / BLOCK_K`` = 12 K steps per tile at ``dim``
-# 768, that pause is a large share of each tile. CUTLASS's Hopper *ping-pong*
-# schedule hides it, and Triton's language cannot ask for it (its compiler
-# picks the schedule: its warp specialization, and two programs per SM, were
-# both slower than the kernel above in our probes). Gluon
-# (``triton.experimental.gluon``, part of Triton) can: the kernel allocates
-# its shared memory and mbarriers, issues the TMA copies and ``wgmma``\ s
-# itself, and splits its warps into partitions. One producer warp streams x
-# and weight tiles into a ring of shared-memory slots; two consumer
-# warpgroups take the program's tiles in turn, each waiting for its turn on
-# the tensor cores, then handing it over as it starts its epilogue:
-#
-# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_pingpong.py
-#    :pyobject: _consumer
-#
-# The kernel itself is the ring, its mbarriers, and the three partitions
-# (:mod:`profiling_guide.kernels.geglu_pingpong`). ``design="auto"`` runs it
-# on Hopper GPUs (compute capability 9.x: the ``wgmma`` instruction is
-# Hopper's) for bf16 and fp16; chapter 6c looks inside it with Nsight
-# Compute.
+# :class:`~profiling_guide.kernels.fused_mlp.FusedGeGLUMLP` wraps the fused
+# gate/up kernel and cuBLAS's down GEMM in a module with the eager MLP's
+# weights. On Hopper it runs a Gluon kernel whose two groups of warps take
+# tiles in turn, so one tile's epilogue runs while the other's products do;
+# :doc:`the deep dive <deep_dives/plot_06_deep_kernel_design>` shows the
+# kernel, the four designs it grew from and what each one bought.
+
+import torch
 
 from profiling_guide.kernels import fused_mlp
 from profiling_guide.kernels.fused_mlp import FusedGeGLUMLP
+from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
+
+# %%
+# The profiler block
+# ------------------
+# Chapter 1's block, unchanged: five steps (skip one, warm up one, record
+# three), CPU and CUDA activities, input shapes, one ``record_function``
+# label per forward, and the trace exported for https://ui.perfetto.dev and
+# for this page.
+
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def profile_steps(forward, label, trace_file):
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=3),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            with record_function(label):
+                forward()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_file)
+    return prof
+
+
+# %%
+# Running it
+# ----------
+# ``chapter`` (chapter 1) reads the flags (the post's sizes, bf16 only; the
+# kernel itself also takes float16 and float32) and knows the mode: live on a
+# CUDA GPU, otherwise a replay of the recordings.
+
+from profiling_guide.pages.chapter import Chapter
+
+chapter = Chapter.from_command_line(
+    "06_fused", batch=64, seq=128, dim=768, hidden=3072,
+    bf16_only_because="this chapter measures bf16 kernels against the bf16 datasheet ceiling "
+                      "(the kernel itself also takes float16 and float32)")
+flags = chapter.flags
+batch, seq, dim, hidden = flags.batch, flags.seq, flags.dim, flags.hidden
+dtype = chapter.dtype
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+rows, element = batch * seq, dtype.itemsize
+chapter.require_memory(element * (5 * dim * hidden + rows * (2 * dim + 4 * hidden)),
+                       f"the MLPs at batch {batch} × seq {seq} × dim {dim} × hidden {hidden}")
+chapter.banner()
+
+# %%
+# The eager MLP's weights in the fused module, and the compiled MLP beside it
+# for comparison:
 
 torch.manual_seed(0)
 mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
@@ -161,34 +122,9 @@ def compiled_forward():
 
 
 # %%
-# Profile it
-# ----------
-# The compiled MLP beside it, for comparison. The first call of each compiles
-# (Inductor) or autotunes (our kernel tries its configs once per shape);
-# ``chapter.warm_up`` makes it before the profiler starts, its logs on the
-# console.
-# With the ``torch.profiler`` block of chapter 1: five steps (skip one, warm
-# up one, record three), CPU and CUDA activities, input shapes, one
-# ``record_function`` label per forward, and the trace exported for
-# https://ui.perfetto.dev and for this page.
-
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
-
-def profile_steps(forward, label, trace_file):
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=1, warmup=1, active=3),
-        record_shapes=True,
-    ) as prof:
-        for _ in range(5):
-            with record_function(label):
-                forward()
-            torch.cuda.synchronize()
-            prof.step()
-    prof.export_chrome_trace(trace_file)
-    return prof
-
+# The first call of each compiles (Inductor) or autotunes (our kernel tries
+# its configs once per shape); ``warm_up`` makes it before the profiler
+# starts, its logs on the console.
 
 fused_run = chapter.profile("fused", fused_forward, profiler=profile_steps, label="mlp_fwd",
                             warm_up=True, code=[FusedGeGLUMLP, fused_mlp.geglu], variant="fused")
@@ -216,6 +152,8 @@ predictions = [
 ]
 
 # %%
+# Two steps, one time axis
+# ------------------------
 
 from profiling_guide.pages import tables, timeline
 
@@ -223,47 +161,25 @@ fig = timeline.plot_compare({"torch.compile": compiled_run.trace,
                              "epilogue-fused": fused_run.trace})
 
 # %%
-# The same epilogue-fused step, to explore: drag to pan, the buttons (or Ctrl
-# and the wheel) to zoom, hover a bar for its decoded name, its µs and, for a kernel, the op
-# that launched it and how long it waited after its launch.
-
-from profiling_guide.pages.interactive_timeline import InteractiveTimeline
-
-InteractiveTimeline(fused_run.trace, caption="epilogue-fused MLP, one profiled step")
-
-
-# %%
+# The verdicts
+# ------------
 
 verdicts = expect.check(predictions, fused_run.trace)
-verdicts
-
-# %%
-
-tables.styled(tables.kernel_table(fused_run.trace).drop(columns=["name"]), precision=1)
-
-# %%
-
-from profiling_guide.pages.prose import pace_facts
-
-pace_facts(fused_run)
+tables.verdict_table(verdicts)
 
 # %%
 # Timed against everything else, in one run
 # -----------------------------------------
-# The previous chapter's benchmark, the very run it showed: every variant of
-# this guide, and each of the three designs, on the same weights, checked
-# against eager and against a float64 reference; device time per forward,
-# inputs rotated through more memory than the L2 cache holds, the GPU's queue
-# kept full, 7 interleaved passes, median and interquartile range. The same
-# passes time cuBLAS's three bare GEMMs, the first floor; the datasheet bound
-# is the second.
+# Chapter 5's benchmark, the very run it showed: every variant on the same
+# weights, checked against eager and against a float64 reference; device
+# time per forward, inputs rotated through more memory than the L2 cache
+# holds, the GPU's queue kept full, 7 interleaved passes, median and
+# interquartile range. cuBLAS's three bare GEMMs, timed in the same passes,
+# are the first floor; the datasheet bound is the second.
 
 from profiling_guide.measure import bench_mlp
 from profiling_guide.measure.timing import Spread, compare
 from profiling_guide.pages.prose import spread_cell
-
-VARIANTS = ["eager", "compile", "compile-max-autotune", "liger",
-            "fused-dual", "fused-packed", "fused-packed-tma", "fused-pingpong"]
 
 
 def benchmark():
@@ -279,27 +195,33 @@ bench = chapter.measure("bench", benchmark,
                         code=[bench_mlp.run_benchmark, bench_mlp.measure_shape,
                               bench_mlp.build_variant, fused_mlp.choose_design])
 result = bench.values
-refs = result["references"]
 times = {n: Spread.from_dict(t) for n, t in result["variants_us"].items()}
 alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
 ours = f"fused-{result['auto_design']}"
 
 # %%
-# Each variant against the first floor, and the second; *tie*: inside the
-# spread.
+# Each variant against the first floor, and the share of the datasheet
+# ceiling its whole forward reaches (the datasheet bound over its time);
+# *tie*: inside the spread. Ours is the design ``design="auto"`` picked on
+# this GPU.
 
 import pandas as pd
 
+from profiling_guide.analysis.roofline import CEILING_COLUMN
+
+shown = [n for n in ("eager", "compile", "compile-max-autotune", "liger", ours) if n in times]
 table = pd.DataFrame({
-    "device µs": {n: spread_cell(t) for n, t in times.items()},
-    "× GEMMs alone": {n: t.median / alone.median for n, t in times.items()},
-    "against GEMMs alone": {n: compare(t, alone) for n, t in times.items()},
-    "× datasheet bound": {n: t.median / bound for n, t in times.items()} if bound else {},
-    "max rel error vs fp64": result["max_rel_error_fp64"],
-}).loc[[n for n in VARIANTS if n in times]]
-tables.styled(table, precision=3)
+    "device µs": {n: spread_cell(times[n]) for n in shown},
+    "against GEMMs alone": {n: compare(times[n], alone) for n in shown},
+    "× GEMMs alone": {n: f"{times[n].median / alone.median:.2f}" for n in shown},
+    CEILING_COLUMN: {n: f"{100 * bound / times[n].median:.0f}" if bound else "–" for n in shown},
+    "max rel error vs fp64": {n: f"{result['max_rel_error_fp64'][n]:.1e}" for n in shown},
+})
+tables.styled(table)
 
 # %%
+
+from profiling_guide.pages import facts
 
 facts.floors(result)
 
@@ -321,7 +243,7 @@ claims = [
                       checks.closer_to_fp64(ours), OURS),
 ]
 claim_verdicts = expect.check(claims, result)
-claim_verdicts
+tables.verdict_table(claim_verdicts)
 
 # %%
 # The roofline
@@ -331,13 +253,12 @@ claim_verdicts
 # x axis, the rate it achieved on the y axis. The solid roof is the datasheet
 # ceiling; the dashed one, the reference rates measured in this run.
 # Removing passes moves a point right; running its kernels closer to the
-# roof moves it up. ``compile-max-autotune`` is left out: its traffic
-# depends on which templates its autotuning picked in that run (see the
-# previous chapter's trace).
+# roof moves it up.
 
 from profiling_guide.pages import charts
 
 flops = mlp_flops(rows, dim, hidden)
+pass_bytes = rows * hidden * element
 fixed_bytes = element * (3 * dim * hidden + 2 * rows * dim)
 PASSES = {"eager": 8, "compile": 6, "liger": 6,
           "fused-dual": 2, "fused-packed": 2, "fused-packed-tma": 2, "fused-pingpong": 2}
@@ -345,101 +266,29 @@ points = {
     name: (flops / (fixed_bytes + PASSES[name] * pass_bytes), flops / t.median / 1e6)
     for name, t in times.items() if name in PASSES
 }
-fig = charts.roofline(points, references=refs,
+fig = charts.roofline(points, references=result["references"],
                       title="The MLP forward on the roofline of this GPU")
 
 # %%
-# What each design bought
-# -----------------------
-# Four designs from the idea to the kernel on this page, three steps between
-# them, timed in the run above:
-#
-# * ``dual``: two accumulators, two MMAs per K step, pointer loads with masks.
-# * ``packed``: one MMA twice as wide against the interleaved weight; the x
-#   tile read from shared memory serves twice the output.
-# * ``packed-tma``: the same MMA fed by the TMA engine, persistent over tiles.
-# * ``pingpong`` (Gluon, Hopper): a producer warp and two consumer
-#   warpgroups taking turns, so one tile's epilogue runs under the other's
-#   MMAs.
+# In the profiled forward, each of the two kernels against the best rate
+# cuBLAS reached at this MLP's shapes in this run. That reference is not a
+# ceiling: a kernel that computes the gate and up products faster than
+# cuBLAS's GEMMs sits above 100 % of it.
 
-DESIGNS = ("fused-dual", "fused-packed", "fused-packed-tma", "fused-pingpong")
-steps = [n for n in DESIGNS if n in times]
-tables.styled(pd.DataFrame([
-    {"step": f"{before} → {after}", "µs before": times[before].median,
-     "µs after": times[after].median,
-     "before ÷ after": times[before].median / times[after].median,
-     "verdict": compare(times[after], times[before])} for before, after in zip(steps, steps[1:])
-]).set_index("step"), precision=2)
+from profiling_guide.analysis.roofline import kernel_work_table
 
-# %%
-# The configuration each design ran (the Triton designs' autotuning kept
-# theirs; ``pingpong`` runs one config measured the benchmark's way, because
-# Triton's autotuner, timing one input over and over with it warm in L2,
-# ranked it 7 % too slow at this shape on an H100):
-
-Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_configs"].get(n)))
-
-# %%
-# And one more step that is not in the kernel at all: the host. Triton's
-# Python launcher binds and specialises every argument on each call. A CUDA
-# graph (:meth:`~profiling_guide.kernels.fused_mlp.FusedGeGLUMLP.captured`) records
-# the forward's kernels once and issues them again with one call. The CPU
-# time to issue one forward (profiler off, median over repeats with its IQR):
-# ours through Triton's launcher, ours through the graph, and eager:
-
-from profiling_guide.kernels.graphs import CapturedForward
-from profiling_guide.measure.timing import cpu_issue_time
-
-
-def host_cost():
-    captured = fused.captured(x)  # each replay overwrites its output: nothing here keeps one
-    with torch.no_grad():
-        return {"ours, Triton's launcher": cpu_issue_time(lambda: fused(x)).to_dict(),
-                "ours, CUDA graph": cpu_issue_time(lambda: captured(x)).to_dict(),
-                "eager": cpu_issue_time(lambda: mlp(x)).to_dict()}
-
-
-host = chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu, CapturedForward])
-cpu = {n: Spread.from_dict(v) for n, v in host.values.items()}
-cpu |= {f"{n} (benchmark)": Spread.from_dict(result["cpu_issue_us"][n]) for n in ("compile",)
-        if n in result["cpu_issue_us"]}
-tables.styled(pd.DataFrame({"CPU µs to issue one forward":
-                            {n: spread_cell(t) for n, t in cpu.items()}}))
-
-# %%
-# We expect the graph replay to be cheaper on the host than Triton's launcher
-# and than eager's five launches: one call into the driver replaces the
-# module's Python checks, the autotuner's lookup, the descriptors and the
-# launches. Against the device time: if the CPU issues a forward in less time
-# than the GPU runs it, the CPU runs ahead and its cost stays hidden when
-# forwards are issued back to back; if not, issued one forward at a time from
-# Python this MLP is bound by the CPU (the benchmark keeps the GPU's queue
-# full to time the device alone).
-
-GRAPH, LAUNCHER = "ours, CUDA graph", "ours, Triton's launcher"
-host_verdicts = expect.check([
-    expect.Prediction("the graph replay is cheaper on the host than Triton's launcher",
-                      checks.compares(GRAPH, LAUNCHER, "faster"), OURS),
-    expect.Prediction("through the graph, ours costs the host less than eager",
-                      checks.compares(GRAPH, "eager", "faster"), OURS),
-    expect.Prediction("through Triton's launcher, ours costs the host more than eager",
-                      checks.compares(LAUNCHER, "eager", "slower"), OURS, must_hold=False),
-    expect.Prediction("the CPU issues one forward in less time than the GPU runs it",
-                      checks.compares(GRAPH, "device time of ours", "faster"), OURS,
-                      must_hold=False),
-], cpu | {"device time of ours": times[ours]})
-host_verdicts
+work = kernel_work_table(fused_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
+                         references=result["references"])
+facts.fused_kernels(work, times[ours])
 
 # %%
 # Where it wins, and where it does not
 # ------------------------------------
 # The same comparison over batch·seq from 1k to 32k rows and two hidden
-# sizes, each point against cuBLAS's bare GEMMs at that shape, timed in the
-# same passes. ``torch.compile`` recompiles for every shape here
-# (``dynamic=False``), so each point is its best case. The sweep measures
-# what the chart and the table need, device times and the floors: no
-# reference rates, no CPU costs, and 60 timed forwards per repeat (a small
-# shape rotates through many inputs, so one round may be enough).
+# sizes, in one run: at each shape, ours against the best other variant
+# there (and how many times slower that one is), and against cuBLAS's bare
+# GEMMs at that shape. ``torch.compile`` recompiles for every shape
+# (``dynamic=False``), so each of its points is its best case.
 
 SWEEP_ROWS = [1024, 4096, 8192, 32768]
 SWEEP_HIDDENS = [hidden, 8192 if hidden != 8192 else 4096]
@@ -453,76 +302,58 @@ def shape_sweep():
 
 sweep = chapter.measure("sweep", shape_sweep,
                         code=[bench_mlp.sweep, bench_mlp.measure_shape, bench_mlp.build_variant])
-sweep_table = pd.DataFrame([
-    {"hidden": r["hidden"], "rows": r["rows"], "GEMMs alone µs": r["gemms_alone_us"]["median"],
-     **{v: r["variants_us"].get(v, {"median": float("nan")})["median"] for v in SWEEP_VARIANTS}}
-    for r in sweep.values]).set_index(["hidden", "rows"])
-tables.styled(sweep_table, precision=1)
-
-# %%
-
-fig = charts.sweep_lines(sweep.values, SWEEP_VARIANTS,
-                         title="Device time per forward over cuBLAS GEMMs alone")
-
-# %%
-
-# %%
-# At each shape, the fused MLP against the best other variant there (and how
-# many times slower that one is), and against cuBLAS's bare GEMMs:
-
 standing = tables.sweep_standing(sweep.values, "fused")
 tables.styled(standing, precision=2)
 
 # %%
 
-Facts(f"The fused MLP is faster than every other variant, outside the spreads, at "
-      f"{(standing['against it'] == 'faster').sum()} of {len(sweep.values)} shapes.")
+facts.sweep_summary(standing)
 
 # %%
-# What is left between it and the floors
-# --------------------------------------
-# The profiled forward's two kernels against the datasheet ceiling and the
-# measured reference: each GEMM's FLOPs over its time
-# (:func:`~profiling_guide.analysis.roofline.kernel_work_table`; the fused kernel does
-# gate and up).
+# Who sets the pace
+# -----------------
+# For the fused forward: the host's time to issue one against the GPU's time
+# to run it, profiler off; then what the profiled trace's idle time waited
+# for.
 
-from profiling_guide.analysis.roofline import kernel_work_table
+from profiling_guide.pages.verdicts import pace_facts
 
-work = kernel_work_table(fused_run.trace, rows=rows, dim=dim, hidden=hidden, element=element,
-                         references=refs)
-tables.styled(work, precision=1)
+pace_facts(fused_run)
 
 # %%
-# The reference is the best rate cuBLAS reached at this MLP's shapes in this
-# run, not a ceiling: a kernel that computes the gate and up products faster
-# than cuBLAS's GEMMs (ours does) sits above 100 % of it. A profiled step is
-# also short and runs at a higher clock than back-to-back forwards: compare
-# numbers taken the same way.
+# What to do next
+# ---------------
+# On the GPU, the epilogue removed four passes, and the claims above say
+# what that bought at the post's shape; the sweep says at which shapes ours
+# also beats cuBLAS's bare GEMMs, and where the GEMMs themselves are the
+# next thing to speed up. On the host, the pace verdict above says whether
+# Triton's Python launcher keeps up with the GPU; where the CPU sets the
+# pace, a CUDA graph replays the forward with one call (chapter 7; the deep
+# dive times it for this kernel). Training needs
+# the backward too: :doc:`chapter 6b <plot_06b_training_step>` profiles a
+# whole training step, and :doc:`chapter 6c <plot_06c_inside_kernel>` looks
+# inside the kernel with Nsight Compute and Proton.
 
-facts.fused_kernels(work, times[ours])
+# sphinx_gallery_start_ignore
+# What the deep dive (deep_dives/plot_06_deep_kernel_design.py) shows of the host, measured here
+# so that a live build runs it once.
+from profiling_guide.kernels.graphs import CapturedForward
+from profiling_guide.measure.timing import cpu_issue_time
 
-# %%
-# :ref:`Chapter 6c <sphx_glr_auto_examples_plot_06c_inside_kernel.py>` looks
-# inside these kernels, with Nsight Compute's counters and Proton's
-# warp-by-warp timeline: what the ping-pong schedule changed, and where the
-# remaining time to the datasheet ceiling goes.
-# ``scripts/probe_pingpong.py --sweep`` ranks the ping-pong kernel's tile
-# shapes and ring depths the benchmark's way on your GPU, and
-# ``scripts/probe_gate_up.py --quack --mlp`` times a CUTLASS-style ping-pong
-# gated GEMM from `quack-kernels <https://github.com/Dao-AILab/quack>`_
-# beside ours, and ``scripts/probe_pingpong.py --quack`` times it with and
-# without clusters of two CTAs, whose TMA loads it multicasts to both; the
-# README lists their flags and the committed runs.
+
+def host_cost():
+    captured = fused.captured(x)  # each replay overwrites its output: nothing here keeps one
+    with torch.no_grad():
+        return {"ours, Triton's launcher": cpu_issue_time(lambda: fused(x)).to_dict(),
+                "ours, CUDA graph": cpu_issue_time(lambda: captured(x)).to_dict(),
+                "eager": cpu_issue_time(lambda: mlp(x)).to_dict()}
+
+
+chapter.measure("host", host_cost, code=[FusedGeGLUMLP, fused_mlp.geglu, CapturedForward])
+# sphinx_gallery_end_ignore
 
 verdicts.require()
 claim_verdicts.require()
-host_verdicts.require()
-
-# %%
-# The recordings
-# --------------
-
-chapter.downloads()
 
 # %%
 # Run it yourself
@@ -533,3 +364,7 @@ chapter.downloads()
 #     python -m profiling_guide.kernels.fused_mlp --check          # correctness against float64
 #     profiling-guide bench-mlp --json bench.json       # the benchmark alone
 #     profiling-guide bench-mlp --sweep                 # the sweep alone
+#
+# The recordings behind this page:
+
+chapter.downloads()

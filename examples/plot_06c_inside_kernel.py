@@ -3,27 +3,62 @@
 ==========================================================
 
 The profiler's trace says how long each kernel ran and in what order; it
-cannot say what the SM did meanwhile. Chapter 6 ended with our gate/up kernel
-in two versions: ``packed-tma`` (Triton), whose warps run the GeLU·mul
-epilogue while the tensor cores wait, and ``pingpong`` (Gluon), whose two
-consumer warpgroups take turns so that one tile's epilogue runs under the
-other tile's MMAs. This page times the gate/up kernel alone against cuBLAS's
-two GEMMs, then looks inside the kernels with two tools: **Nsight Compute**
-(``ncu``), which replays a kernel and reads the SM's hardware counters, and
-**Proton** (``triton.profiler``, shipped with Triton), which timestamps scopes
-marked in the kernel's own code, warp by warp.
+cannot say what the SM did meanwhile. Does chapter 6's ping-pong kernel keep
+the tensor cores busier than the Triton design before it, and does one
+tile's epilogue really run under the other tile's products? This page times
+the gate/up kernel alone against cuBLAS's two GEMMs, then looks inside with
+two tools: **Nsight Compute** (``ncu``), which replays a kernel and reads the
+SM's hardware counters, and **Proton** (``triton.profiler``, shipped with
+Triton), which timestamps scopes marked in the kernel's own code, warp by
+warp.
 
 *Needs:* no extra to replay; live, a Hopper GPU and ``ncu`` (Triton comes with torch's CUDA
 builds).
 """
 
 # %%
-# Set-up
-# ------
-# The post's sizes. After ``pip install`` of this repository, the cells of
-# this page, copied in order into a file, run as they are: on a Hopper GPU
-# with Nsight Compute installed they measure, elsewhere they replay the
-# recordings.
+# The code under study
+# --------------------
+# Four ways to do the gate and up projections of ``[rows, dim]`` inputs:
+# cuBLAS's two bare GEMMs, which store g and u and stop there; our
+# ``packed-tma`` (Triton), whose warps run the GeLU·mul epilogue while the
+# tensor cores wait; our ``pingpong`` (Gluon), whose two consumer warpgroups
+# take turns so that one tile's epilogue runs under the other tile's MMAs;
+# and ``pingpong`` with one consumer: the same producer, ring and epilogue,
+# without the turns. Ours apply the GeLU·mul and store h.
+#
+# The profilers
+# -------------
+# Nsight Compute is asked about the kernels launched inside one NVTX range
+# (``inside``), where the workload launches each kernel once after a warm-up
+# (:func:`~profiling_guide.measure.inside_kernel.workload`). The command to
+# type, the one :func:`~profiling_guide.measure.inside_kernel.measure_with_ncu`
+# runs::
+#
+#     ncu --csv --page raw --print-units base --nvtx --nvtx-include "inside/" \
+#         --metrics gpu__time_duration.sum,lts__t_bytes.sum,... \
+#         python -m profiling_guide.measure.inside_kernel 8192 768 3072
+#
+# Proton needs marks in the kernel. The ping-pong kernel has two in each
+# consumer warpgroup, around its K loop and around its epilogue::
+#
+#     pl.enter_scope("mma")
+#     ...  # wait for each ring slot, issue its wgmma, free the previous step's slot
+#     pl.exit_scope("mma")
+#     pl.enter_scope("epilogue")
+#     ...  # split g and u, GeLU·mul, store h through the TMA unit
+#     pl.exit_scope("epilogue")
+#
+# They compile to nothing unless Proton's instrumentation is on. With it on
+# (``proton.start(..., backend="instrumentation")``), each scope's entry and
+# exit writes the SM's cycle counter to a buffer, here for the first warp of
+# each consumer in every program, and Proton writes a Chrome trace.
+#
+# Running it
+# ----------
+# ``chapter`` (chapter 1) reads the flags (the post's sizes, bf16) and knows
+# the mode: live on a Hopper GPU with Nsight Compute installed, otherwise a
+# replay of the recordings.
 
 import pandas as pd
 
@@ -41,13 +76,9 @@ chapter.banner()
 # %%
 # The gate/up kernel alone
 # ------------------------
-# Four ways to do the gate and up projections of ``[rows, dim]`` inputs, timed
-# the benchmark's way: device time, the GPU's queue kept full, ten fresh
-# inputs rotated (more bytes than L2 holds), seven interleaved repeats,
-# median and interquartile range. cuBLAS's two bare GEMMs store g and u and
-# stop there; our kernels also apply the GeLU·mul and store h. The last row
-# is the ping-pong kernel with one consumer warpgroup: the same producer, ring
-# and epilogue, without the turns.
+# The four, timed the benchmark's way: device time, the GPU's queue kept
+# full, ten fresh inputs rotated (more bytes than L2 holds), seven
+# interleaved repeats, median and interquartile range.
 
 from profiling_guide.measure.timing import Spread, compare
 from profiling_guide.pages.prose import spread_cell
@@ -62,10 +93,10 @@ timed = chapter.measure("timed", time_the_kernels,
 times = {name: Spread.from_dict(t) for name, t in timed.values["device_us"].items()}
 cublas = times["cuBLAS gate + up GEMMs"]
 tables.styled(pd.DataFrame({
+    "against cuBLAS's two GEMMs": {name: compare(t, cublas) for name, t in times.items()},
+    "× their time": {name: f"{t.median / cublas.median:.3f}" for name, t in times.items()},
     "device µs": {name: spread_cell(t) for name, t in times.items()},
-    "× cuBLAS's two GEMMs": {name: t.median / cublas.median for name, t in times.items()},
-    "against them": {name: compare(t, cublas) for name, t in times.items()},
-}), precision=3)
+}))
 
 # %%
 # What we expect, and what the timings say. The last claim is the target the
@@ -86,31 +117,20 @@ claims = [
                       must_hold=False),
 ]
 timing_verdicts = expect.check(claims, times, seen_header="what was timed")
-timing_verdicts
+tables.verdict_table(timing_verdicts)
 
 # %%
 # What Nsight Compute counts
 # --------------------------
-# Nsight Compute runs a program and, for the kernels it is asked about,
-# replays each one as many times as its counters need. Here it is asked about
-# the kernels launched inside one NVTX range (``inside``), where the
-# workload launches each of the kernels above once, after a warm-up
-# (:func:`~profiling_guide.measure.inside_kernel.workload`). The command
-# :func:`~profiling_guide.measure.inside_kernel.measure_with_ncu` runs is
-# the one you would type::
-#
-#     ncu --csv --page raw --print-units base --nvtx --nvtx-include "inside/" \
-#         --metrics gpu__time_duration.sum,lts__t_bytes.sum,... \
-#         python -m profiling_guide.measure.inside_kernel 8192 768 3072
-#
-# The columns: the kernel's duration under ncu; *tensor busy*, the share of
+# Nsight Compute replays each kernel as many times as its counters need. The
+# columns: the kernel's duration under ncu; *tensor busy*, the share of
 # active cycles in which the SM's tensor pipe was busy
 # (``sm__pipe_tensor_op_hmma_cycles_active``, which counts ``wgmma`` too: the
 # gate/up kernels issue nothing else on it); *occupancy*, the resident warps
-# as a share of the SM's maximum (achieved occupancy); the bytes through L2
-# and how busy it was; the bytes read from and written to DRAM. Nsight Compute
-# locks the clocks at their base frequency while it measures, so its
-# durations are longer than the timings above: compare them with each other.
+# as a share of the SM's maximum (achieved occupancy); the bytes through L2;
+# the bytes read from and written to DRAM. Nsight Compute locks the clocks at
+# their base frequency while it measures, so its durations are longer than
+# the timings above: compare them with each other.
 
 
 def count_with_ncu():
@@ -121,7 +141,23 @@ counted = chapter.measure("ncu", count_with_ncu,
                           code=[inside_kernel.measure_with_ncu, inside_kernel.workload,
                                 inside_kernel.gate_up_kernels, inside_kernel.parse_ncu_csv])
 counters = inside_kernel.counter_table(counted.values)
-tables.styled(counters, precision=1)
+tables.styled(counters.drop(columns=["L2 busy %"]), precision=1)
+
+# %%
+# The DRAM writes count only what reached DRAM before the kernel ended. Each
+# kernel stores one ``[rows, hidden]`` output per product (h for ours, g or u
+# for each cuBLAS GEMM), and part of it is still in the L2 cache when the
+# kernel ends: it reaches DRAM later, uncounted. So the counters undercount
+# every output by about as much, and a ratio of two kernels' writes still compares
+# their outputs:
+
+from profiling_guide.pages.prose import Facts
+
+output_mb = rows * hidden * 2 / 1e6  # one [rows, hidden] bf16 tensor
+one_output = {"cuBLAS gate GEMM": "g", "cuBLAS up GEMM": "u", "packed-tma": "h", "pingpong": "h"}
+written = counters["DRAM write MB"]
+Facts(f"Each output is {output_mb:.1f} MB; counted as written: "
+      + ", ".join(f"{written[k]:.1f} MB of {k}'s {out}" for k, out in one_output.items()) + ".")
 
 # %%
 # The claims these counters can settle:
@@ -132,32 +168,18 @@ counter_claims = [
     expect.Prediction("… and busier than the same kernel with one consumer",
                       inside_kernel.busier("pingpong", "pingpong, one consumer"), OURS),
     expect.Prediction("the epilogue's saving, in bytes: pingpong writes at most 0.6× the DRAM "
-                      "bytes of cuBLAS's GEMMs (h, not g and u)",
+                      "bytes of cuBLAS's GEMMs (h, not g and u; as counted)",
                       inside_kernel.written_at_most("pingpong", inside_kernel.CUBLAS_BOTH, 0.6),
                       OURS),
 ]
 counter_verdicts = expect.check(counter_claims, counters, seen_header="what the counters show")
-counter_verdicts
+tables.verdict_table(counter_verdicts)
 
 # %%
 # Proton: the two consumers, cycle by cycle
 # -----------------------------------------
-# The ping-pong kernel marks two scopes in each consumer warpgroup, around
-# its K loop and around its epilogue::
-#
-#     pl.enter_scope("mma")
-#     ...  # wait for each ring slot, issue its wgmma, free the previous step's slot
-#     pl.exit_scope("mma")
-#     pl.enter_scope("epilogue")
-#     ...  # split g and u, GeLU·mul, store h through the TMA unit
-#     pl.exit_scope("epilogue")
-#
-# They compile to nothing unless Proton's instrumentation is on. With it on
-# (``proton.start(..., backend="instrumentation")``), each scope's entry and
-# exit writes the SM's cycle counter to a buffer, here for the first warp of
-# each consumer in every program, and Proton writes a Chrome trace:
 # :func:`~profiling_guide.measure.inside_kernel.proton_phases` runs one
-# instrumented forward in a child process and reads the trace back.
+# instrumented forward in a child process and reads Proton's trace back.
 
 
 def record_phases():
@@ -214,11 +236,11 @@ phase_claims = [
                       inside_kernel.share_at_least(inside_kernel.PHASES[1], 0.10), OURS),
 ]
 phase_verdicts = expect.check(phase_claims, shares, seen_header="what Proton recorded")
-phase_verdicts
+tables.verdict_table(phase_verdicts)
 
 # %%
-# Where the rest goes
-# -------------------
+# What to do next
+# ---------------
 # The turns work: the tensor pipe changes hands with almost no idle cycles
 # between consumers, and Nsight Compute counts it busier than in
 # ``packed-tma``. What is left is inside the K loop itself: a consumer's
@@ -230,18 +252,12 @@ phase_verdicts
 # per product, but 128 × 192 (two accumulators per consumer, four ring slots)
 # was slower in our probe on an H100 (110.8 µs against 106.9). Two programs
 # sharing their tiles through a cluster's TMA multicast, as CUTLASS's kernels
-# do, is the next step to try; the Gluon of Triton 3.6 has no multicast
-# form of its TMA copy to write it with.
+# do, is the next step to try; the Gluon of Triton 3.6 has no multicast form
+# of its TMA copy to write it with.
 
 timing_verdicts.require()
 counter_verdicts.require()
 phase_verdicts.require()
-
-# %%
-# The recordings
-# --------------
-
-chapter.downloads()
 
 # %%
 # Run it yourself
@@ -250,3 +266,7 @@ chapter.downloads()
 #
 #     python examples/plot_06c_inside_kernel.py          # on a Hopper GPU with ncu on PATH
 #     python scripts/probe_pingpong.py --sweep           # the ping-pong kernel's configs, ranked
+#
+# The recordings behind this page:
+
+chapter.downloads()

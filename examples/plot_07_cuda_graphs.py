@@ -5,12 +5,9 @@
 Chapter 1's layer runs one kernel of a few microseconds, and the host needs
 longer than that to launch it: the GPU waits for Python. The same happens to
 the MLP of chapters 2–6 at a handful of tokens (one decoding step of a small
-batch). A **CUDA graph** records a sequence of kernel launches once and replays
-it with one call. We profile both workloads eagerly, under
-``torch.compile(mode="reduce-overhead")`` (which captures graphs for you), and
-with a ``torch.cuda.CUDAGraph`` captured by hand, and read from the traces
-what changes: the launches on the runtime lane, the CPU per forward, the
-kernels the graph adds, and when a capture pays for itself.
+batch). Does a **CUDA graph**, which records a sequence of kernel launches
+once and replays it with one call, give the host its time back, and when
+does a capture pay for itself?
 
 *Needs:* this package alone, no extra.
 """
@@ -18,48 +15,18 @@ kernels the graph adds, and when a capture pays for itself.
 # %%
 # The code under study
 # --------------------
-# Chapter 1's ``nn.Linear`` and chapter 2's GeGLU MLP at 16 tokens. After
-# ``pip install`` of this repository, the cells of this page, copied in order
-# into a file, run as they are: on a CUDA GPU they profile, elsewhere they
-# replay the recordings.
+# Chapter 1's ``nn.Linear`` and chapter 2's GeGLU MLP at 16 tokens, each run
+# four ways. Capturing a graph by hand follows the recipe of the PyTorch
+# documentation: warm up on a side stream (cuBLAS allocates its workspace and
+# picks its kernels there, outside the graph), then record one forward into a
+# ``torch.cuda.CUDAGraph``. The graph keeps the *addresses* it was captured
+# with: it reads its input from ``static_x`` and writes its output into
+# ``static_y``, on every replay.
 
 import torch
 from torch import nn
 
 from profiling_guide.kernels.models import SimpleGeGLUMLP
-from profiling_guide.pages.chapter import Chapter
-
-# Chapter 1's layer, and the MLP at 16 tokens. As a script, flags override the
-# sizes (--help lists them) and --mode picks live or replay; ``chapter`` knows
-# which, and where the recordings live.
-chapter = Chapter.from_command_line("07_cuda_graphs", batch=1024, in_dim=32, out_dim=64,
-                                    tokens=16, dim=768, hidden=3072)
-batch, in_dim, out_dim = chapter.flags.batch, chapter.flags.in_dim, chapter.flags.out_dim
-tokens, dim, hidden = chapter.flags.tokens, chapter.flags.dim, chapter.flags.hidden
-dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
-device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
-chapter.require_memory(dtype.itemsize * (3 * dim * hidden + 8 * tokens * (dim + hidden)),
-                       f"the MLP at {tokens} tokens × dim {dim} × hidden {hidden}")
-chapter.banner()
-
-# %%
-# The two models and their inputs. Every forward runs under
-# ``torch.no_grad()``: inference, no autograd bookkeeping.
-
-torch.manual_seed(0)
-linear = nn.Linear(in_dim, out_dim, device=device, dtype=dtype)
-x_linear = torch.randn(batch, in_dim, device=device, dtype=dtype)
-mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
-x_mlp = torch.randn(tokens, dim, device=device, dtype=dtype)
-
-# %%
-# Capturing a graph by hand
-# -------------------------
-# The recipe of the PyTorch documentation: warm up on a side stream (cuBLAS
-# allocates its workspace and picks its kernels there, outside the graph),
-# then record one forward into a ``torch.cuda.CUDAGraph``. The graph keeps the
-# *addresses* it was captured with: it reads its input from ``static_x`` and
-# writes its output into ``static_y``, on every replay.
 
 
 def capture(module, x):
@@ -76,11 +43,12 @@ def capture(module, x):
     return graph, static_x, static_y
 
 
+
 # %%
-# Four ways to run one forward. ``replay`` reuses the captured input;
-# ``copy in, replay`` is what a caller with a *new* input must do: copy it
-# into ``static_x`` first. ``torch.compile(mode="reduce-overhead")`` does the
-# capture itself, after a few warm-up calls.
+# The four ways. ``replay`` reuses the captured input; ``copy in, replay`` is
+# what a caller with a *new* input must do: copy it into ``static_x`` first.
+# ``torch.compile(mode="reduce-overhead")`` does the capture itself, after a
+# few warm-up calls. Every forward runs under ``torch.no_grad()``.
 
 
 def forwards(module, x):
@@ -108,11 +76,12 @@ def forwards(module, x):
             "copy in, replay": copy_in_replay}
 
 
+
 # %%
-# Profiling
-# ---------
-# The ``torch.profiler`` block of chapter 1, unchanged: five steps (skip one,
-# warm up one, record three), one ``record_function`` label per forward.
+# The profiler block
+# ------------------
+# Chapter 1's block, unchanged: five steps (skip one, warm up one, record
+# three), one ``record_function`` label per forward.
 
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -133,11 +102,37 @@ def profile_steps(forward, label, trace_file):
 
 
 # %%
+# Running it
+# ----------
+# ``chapter`` (chapter 1) reads the flags (``--help`` lists them) and knows
+# the mode: live on a CUDA GPU, otherwise a replay of the recordings.
+
+from profiling_guide.pages.chapter import Chapter
+
+chapter = Chapter.from_command_line("07_cuda_graphs", batch=1024, in_dim=32, out_dim=64,
+                                    tokens=16, dim=768, hidden=3072)
+batch, in_dim, out_dim = chapter.flags.batch, chapter.flags.in_dim, chapter.flags.out_dim
+tokens, dim, hidden = chapter.flags.tokens, chapter.flags.dim, chapter.flags.hidden
+dtype = chapter.dtype  # bfloat16 unless --dtype says otherwise
+device = chapter.device  # "cuda" on a GPU; "meta" (shapes only) when the page replays a recording
+chapter.require_memory(dtype.itemsize * (3 * dim * hidden + 8 * tokens * (dim + hidden)),
+                       f"the MLP at {tokens} tokens × dim {dim} × hidden {hidden}")
+chapter.banner()
+
+# %%
+# The two models and their inputs:
+
+torch.manual_seed(0)
+linear = nn.Linear(in_dim, out_dim, device=device, dtype=dtype)
+x_linear = torch.randn(batch, in_dim, device=device, dtype=dtype)
+mlp = SimpleGeGLUMLP(dim, hidden, device=device, dtype=dtype)
+x_mlp = torch.randn(tokens, dim, device=device, dtype=dtype)
+
+# %%
 # Each forward is called a few times first (``reduce-overhead`` compiles and
-# captures there), then profiled; ``chapter.load`` reads the trace back and
-# times the forward with the profiler off (device time with the GPU's queue
-# kept full, CPU time to issue one call, wall time per call; medians of 7
-# repeats with their spread).
+# captures there), then profiled; ``chapter.profile`` also times it with the
+# profiler off (device time with the GPU's queue kept full, CPU time to issue
+# one call, wall time per call; medians of 7 repeats with their spread).
 
 workloads = {"linear": (linear, x_linear), "mlp": (mlp, x_mlp)}
 runs = {}
@@ -173,6 +168,9 @@ def capture_cost():
 
 captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUMLP])
 
+
+captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUMLP])
+
 # %%
 # Before we look
 # --------------
@@ -198,9 +196,11 @@ def predictions(model):
     ]
 
 
+
 # %%
 # ``torch.compile(mode="reduce-overhead")`` should replay a graph too; what
 # it costs the host besides is the question.
+
 
 def reduce_overhead_predictions(model):
     compiled = runs[model, "reduce-overhead"].trace
@@ -217,6 +217,7 @@ def reduce_overhead_predictions(model):
     ]
 
 
+
 # %%
 # The runtime lane empties
 # ------------------------
@@ -229,35 +230,25 @@ fig = timeline.plot_compare({"eager MLP, 16 tokens": runs["mlp", "eager"].trace,
                              "CUDA graph replay": runs["mlp", "replay"].trace})
 
 # %%
-# The replay to explore: hover a kernel for its decoded name and the launch it
-# came from (the one ``cudaGraphLaunch``).
-
-from profiling_guide.pages.interactive_timeline import InteractiveTimeline
-
-InteractiveTimeline(runs["mlp", "replay"].trace, caption="the MLP's graph replay, one step")
-
-# %%
-# The verdict
-# -----------
+# The verdicts
+# ------------
 
 verdicts = expect.check([*predictions("linear"), *reduce_overhead_predictions("linear"),
                          *predictions("mlp"), *reduce_overhead_predictions("mlp")], None)
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
-# What the traces show: a replay is one ``cudaGraphLaunch`` on the runtime
-# lane, and the GPU lane runs the very kernels eager ran, in the same order;
-# everything the host did per kernel (the dispatcher's work, argument
-# checks, one launch call each) happened once, at capture. The graph does
-# add work of its own where the input is not already where the graph reads
-# it: ``reduce-overhead`` copies each input into its graph's static buffer
-# (``aten::_foreach_copy_``: device work of its own, every forward), as does our
-# ``copy in, replay``. And ``reduce-overhead`` does more on the host than
-# ``graph.replay()``: Dynamo's guards, the checks cudagraph trees make on
-# each input's address, the copy, all in Python. At these sizes that can
-# cost the host as much as the launches it saves, or more: the claims above
-# say which, on this GPU, and the cost table below gives the times. What
-# each variant launches per profiled step, and the kernels it runs:
+# A replay is one ``cudaGraphLaunch`` on the runtime lane, and the GPU lane
+# runs the very kernels eager ran, in the same order; everything the host did
+# per kernel (the dispatcher's work, argument checks, one launch call each)
+# happened once, at capture. The graph adds work of its own where the input
+# is not already where the graph reads it: ``reduce-overhead`` copies each
+# input into its graph's static buffer (``aten::_foreach_copy_``: device work
+# of its own, every forward), as does our ``copy in, replay``. And
+# ``reduce-overhead`` does more on the host than ``graph.replay()``: Dynamo's
+# guards, the checks cudagraph trees make on each input's address, the copy,
+# all in Python. What each variant launches per profiled step, and the
+# kernels it runs:
 
 import pandas as pd
 
@@ -277,16 +268,14 @@ tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in ru
 # ------------------------------------
 # Profiler off, medians with their IQR. *CPU µs to issue* is the host's time
 # for one call; *wall µs per call* is what a caller waiting for each result
-# sees; *device µs* is the GPU's time with its queue kept full. Two
-# verdicts: *profiler on* reads the profiled steps
-# (:func:`~profiling_guide.analysis.pace.pace_of`), where each step is one forward,
-# a synchronize, and the profiler's own bookkeeping, so the GPU idles while
-# the host records; *profiler off* compares the CPU's time to issue a
-# forward with the GPU's time to run it: when issuing is shorter, forwards
-# issued back to back keep the GPU busy (device-bound), otherwise the GPU
-# waits for the host (overhead-bound); a tie where the spreads overlap.
+# sees; *device µs* is the GPU's time with its queue kept full. Who sets the
+# pace compares the first with the last: when issuing is shorter, forwards
+# issued back to back keep the GPU busy (the GPU sets the pace), otherwise
+# the GPU waits for the host; a tie where the spreads overlap. (With the
+# profiler on the host is slower: :ref:`chapter 1 <profiler-cost>` says
+# why.)
 
-from profiling_guide.analysis.pace import pace_of, unprofiled_bound
+from profiling_guide.pages import verdicts as pace
 from profiling_guide.pages.prose import spread_cell
 
 
@@ -294,12 +283,15 @@ def cost_row(rec):
     t = rec.timings
     return {"CPU µs to issue": spread_cell(t["cpu_issue_us"]),
             "wall µs per call": spread_cell(t["wall_us_per_call"]),
-            "device µs (queue full)": spread_cell(t["device_us"]),
-            "profiler on": pace_of(rec.trace).bound,
-            "profiler off": unprofiled_bound(t["cpu_issue_us"], t["device_us"])}
+            "device µs": spread_cell(t["device_us"]),
+            "sets the pace, profiler off": pace.who_sets_the_pace(rec)}
 
 
 tables.styled(pd.DataFrame({f"{m}: {v}": cost_row(r) for (m, v), r in runs.items()}).T)
+
+# %%
+
+pace.other_gpu_facts({f"{m}: {v}": r for (m, v), r in runs.items()})
 
 # %%
 # When a capture pays back
@@ -322,15 +314,22 @@ def payback(model, variant):
 paybacks = {f"mlp: {v}": payback("mlp", v) for v in ("replay", "copy in, replay")}
 tables.styled(pd.DataFrame(paybacks).T)
 
+
+paybacks = {f"mlp: {v}": payback("mlp", v) for v in ("replay", "copy in, replay")}
+tables.styled(pd.DataFrame(paybacks).T)
+
 # %%
+# What to do next
+# ---------------
+# Where the GPU waits for the host, a graph gives the host its time back: one
+# call replays what took one launch per kernel. Capture what runs the same
+# way every time (same shapes, same addresses), copy new inputs into the
+# graph's buffers, and count the capture's cost against the calls that will
+# replay it. ``torch.compile(mode="reduce-overhead")`` does all of that for
+# you, at a host cost of its own that the table above measures. Where the
+# GPU already sets the pace, a graph cannot make the kernels faster.
 
 verdicts.require()
-
-# %%
-# The recordings
-# --------------
-
-chapter.downloads()
 
 # %%
 # Run it yourself
@@ -338,3 +337,7 @@ chapter.downloads()
 # ::
 #
 #     python examples/plot_07_cuda_graphs.py --tokens 16 --dim 768 --hidden 3072
+#
+# The recordings behind this page:
+
+chapter.downloads()

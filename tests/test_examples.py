@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
+CHAPTER_1 = Path(__file__).resolve().parents[1] / "examples" / "plot_01_linear.py"
 
 
 def run_example(path, *args, **env):
@@ -31,14 +32,14 @@ def test_example_replays_its_recordings_and_none_is_stale(example, gpu):
 
 @pytest.mark.parametrize("flag", ["--batch=0", "--batch=-4", "--dtype=int3"])
 def test_bad_flags_are_one_line_errors(flag):
-    result = run_example(EXAMPLES[0], flag)
+    result = run_example(CHAPTER_1, flag)
     assert result.returncode == 2
     error_lines = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(error_lines) == 1 and "Traceback" not in result.stderr
 
 
 def test_live_mode_without_a_gpu_is_a_one_line_error():
-    result = run_example(EXAMPLES[0], "--mode", "live")
+    result = run_example(CHAPTER_1, "--mode", "live")
     assert result.returncode == 1
     assert result.stderr.startswith("error: PROFILING_GUIDE_MODE=live but no CUDA GPU is visible")
     assert result.stderr.count("\n") == 1

@@ -16,7 +16,7 @@ from pyflakes.reporter import Reporter
 
 from visible_code import private_names, visible_code
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
 
 
 class _Collect(Reporter):

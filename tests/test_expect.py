@@ -4,6 +4,7 @@ import pytest
 
 from profiling_guide.analysis import expect
 from profiling_guide.analysis.expect import ClaimFailed, Prediction
+from profiling_guide.pages.tables import verdict_table
 
 
 def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():
@@ -11,7 +12,7 @@ def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():
         Prediction("holds", lambda _: (True, "seen")),
         Prediction("a guess that fails", lambda _: (False, "seen otherwise"), must_hold=False),
     ], None)
-    html = verdicts._repr_html_()
+    html = verdict_table(verdicts)._repr_html_()
     assert html.count('class="pg-guess"') == 1 and html.index("pg-guess") > html.index("a guess that fails")
     assert "<th>from</th>" not in html  # no prediction names a source
     verdicts.require()  # only the guess failed
@@ -19,7 +20,7 @@ def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():
 
 def test_a_failed_claim_stops_the_page_and_sources_show_when_named():
     verdicts = expect.check([Prediction("must hold", lambda _: (False, "no"), source=expect.POST)], None)
-    assert "<th>from</th>" in verdicts._repr_html_()
+    assert "<th>from</th>" in verdict_table(verdicts)._repr_html_()
     with pytest.raises(ClaimFailed, match="must hold"):
         verdicts.require()
 

@@ -210,13 +210,17 @@ def template_reads_one(hidden: int) -> Check:
 def paced_by(bound: str) -> Check:
     """The pace verdict is ``bound``, e.g. ``"overhead-bound"``; ``seen`` is the verdict and its headline.
 
-    Given a trace, the verdict is :func:`~profiling_guide.analysis.pace.pace_of` its profiled
-    steps; given a report of :func:`~profiling_guide.analysis.trace_report.analyse`, the
-    report's own (which also weighs the step's CPU time with the profiler off).
+    Given a :class:`~profiling_guide.analysis.pace_verdict.PaceVerdict`, the verdict a page
+    states (profiler off); given a trace, :func:`~profiling_guide.analysis.pace.pace_of` its
+    profiled steps; given a report of :func:`~profiling_guide.analysis.trace_report.analyse`,
+    the report's own (which also weighs the step's CPU time with the profiler off).
     """
     def _check(data):
         from profiling_guide.analysis.pace import pace_of
+        from profiling_guide.analysis.pace_verdict import PaceVerdict
 
+        if isinstance(data, PaceVerdict):
+            return data.bound.value == bound, f"{data.bound.value}, profiler off"
         pace = data.pace if hasattr(data, "pace") else pace_of(data)
         return pace.bound == bound, f"{pace.bound}: {pace.headline}"
     return _check

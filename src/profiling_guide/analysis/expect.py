@@ -1,15 +1,14 @@
 """Guess first, then look: predictions stated as data and checked against a trace.
 
 An example lists its :class:`Prediction` objects *before* it opens the trace,
-then calls :func:`check`. The verdicts render as a ✓/✗ table with what the
-trace showed. A prediction marked ``must_hold`` is a claim the page's prose
+then calls :func:`check`; the page shows the verdicts as a ✓/✗ table with what
+the trace showed (:func:`profiling_guide.pages.tables.verdict_table`). A prediction marked ``must_hold`` is a claim the page's prose
 relies on: if it fails, :meth:`Verdicts.require` stops the build rather than
 let the text say something the recording contradicts.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +23,6 @@ from profiling_guide.trace.model import Trace
 POST = "original post (A100)"
 POST_URL = "https://huggingface.co/blog/torch-mlp-fusion"
 PART1_URL = "https://huggingface.co/blog/torch-profiler"
-SOURCE_LINKS = {POST: POST_URL}
 
 
 class ClaimFailed(GuideError):
@@ -58,7 +56,7 @@ class Verdict:
 
 
 class Verdicts(list):
-    """The checked predictions; renders as a table of ✓/✗.
+    """The checked predictions (a page shows them with :func:`profiling_guide.pages.tables.verdict_table`).
 
     ``seen_header`` heads the column of what was seen: a trace by default,
     or whatever else the claims were checked against (counters, timings).
@@ -90,30 +88,6 @@ class Verdicts(list):
 
     def __repr__(self) -> str:
         return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self)
-
-    def _repr_html_(self) -> str:
-        # A guess (must_hold=False) may come out either way on a GPU: it is marked, so a ✗ there
-        # reads as a finding, not as a broken page. The "from" column shows only where one is named.
-        sources = any(v.source for v in self)
-        rows = "".join(
-            f'<tr class="{"pg-pass" if v.holds else "pg-fail"}"><td class="pg-mark">{"✓" if v.holds else "✗"}</td>'
-            f"<td>{html.escape(v.claim)}"
-            + ("" if v.must_hold else ' <span class="pg-guess" title="may hold or not on a given GPU">guess</span>')
-            + f"</td><td>{html.escape(v.seen)}</td>"
-            + (f'<td class="pg-source">{_source_html(v.source)}</td>' if sources else "")
-            + "</tr>"
-            for v in self
-        )
-        return (
-            '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
-            f"<th>{html.escape(self.seen_header)}</th>{'<th>from</th>' if sources else ''}</tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
-        )
-
-
-def _source_html(source: str) -> str:
-    url = SOURCE_LINKS.get(source)
-    return f'<a href="{url}">{html.escape(source)}</a>' if url else html.escape(source)
 
 
 def check(predictions: list[Prediction], data, *, seen_header: str | None = None) -> Verdicts:

@@ -10,8 +10,9 @@ delays stay flat, and the GPU sits idle between kernels waiting for the next.
 decides, and :func:`pace` says it with the evidence, for ``profiling-guide
 report`` and for every chapter (:func:`pace_of`, a trace's profiled steps).
 Under the profiler the CPU is slower than without it, so
-:func:`pace_unprofiled` adds the verdict of the profiler-off measurements (CPU
-issue time against device time) beside it.
+:func:`unprofiled_bound` gives the verdict of the profiler-off measurements (CPU
+issue time against device time); the chapters state that one, pooled over
+their pages (:mod:`profiling_guide.analysis.pace_verdict`).
 """
 
 from __future__ import annotations
@@ -244,8 +245,9 @@ def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None
         line = f"Work waited {fmt_us(delay)} (median) between its launch and its start on the GPU"
         if starts:
             first, last = fmt_us(statistics.median(starts)), fmt_us(statistics.median(ends))
-            line += (f"; the wait {'grows' if grows else 'does not grow'} along the step: {first} "
-                     f"for the first third of launches, {last} for the last")
+            line += (f"; the wait {'grows' if grows else 'does not grow'} along the step (it grows when the "
+                     f"last third's exceeds 1.5× the first third's plus 2 µs): {first} for the first third of "
+                     f"launches, {last} for the last")
         evidence.append(line + ".")
     sync = sum(s.sync_us for s in summaries) / n
     if sync:
@@ -305,15 +307,3 @@ def unprofiled_bound(cpu_issue, device) -> str:
     from profiling_guide.spread import compare
 
     return {"faster": WORDS["GPU"], "slower": WORDS["CPU"], "tie": "tie"}[compare(cpu_issue, device)]
-
-
-def pace_unprofiled(cpu_issue, device) -> str:
-    """One sentence from profiler-off spreads: CPU issue time against device time per call."""
-    lead = (f"Without the profiler, issuing one call costs the CPU {cpu_issue:.1f} µs and the GPU needs "
-            f"{device:.1f} µs: ")
-    bound = unprofiled_bound(cpu_issue, device)
-    if bound == "overhead-bound":
-        return lead + "called one at a time, the CPU sets the pace (overhead-bound)."
-    if bound == "device-bound":
-        return lead + "the CPU runs ahead and the GPU sets the pace (device-bound)."
-    return lead + "the two are within each other's spread, so neither clearly sets the pace."

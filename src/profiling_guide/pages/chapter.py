@@ -149,6 +149,42 @@ class Chapter:
         chapter.flags = flags
         return chapter
 
+    @classmethod
+    def recorded(cls, example: str, *, argv=None) -> Chapter:
+        """The recordings lesson ``example`` made, for a deep-dive page that reads them and measures nothing.
+
+        In replay they are the committed recordings, as for the lesson. Live, they are those the
+        lesson's page wrote in this run, on this GPU: a deep dive never times anything again.
+        Its one flag is ``--mode``.
+        """
+        from profiling_guide.pages.args import example_parser
+
+        caller = inspect.currentframe().f_back
+        doc = (caller.f_globals.get("__doc__") or "").strip().splitlines() if caller else []
+        title = next((line for line in doc if line.strip() and set(line.strip()) != {"="}), example)
+        flags = example_parser(title).parse_args(argv)
+        chapter = cls(example, {}, mode=flags.mode)
+        if chapter.live:
+            chapter.mode = "replay"  # read what the lesson recorded; chapter.folder is this GPU's already
+            chapter.gpu = chapter.versions = None
+        chapter.flags = flags
+        return chapter
+
+    def read(self, name: str) -> Recording:
+        """Recording ``name`` as its lesson left it, fingerprint unchecked (the lesson's page checks it).
+
+        For a deep-dive page (:meth:`recorded`): it shows more of what a lesson measured without
+        defining the lesson's code again.
+        """
+        rec = Recording(f"{self.example}.{name}", self.folder, {})
+        if not rec.run_path.is_file():
+            raise GuideError(f"no recording {rec.run_path.name} in {self.folder}: its lesson, "
+                             f"examples/plot_{self.example}.py, records it (live) or replays it; build that "
+                             "page first")
+        rec.run = read_run_record(rec.run_path)
+        self.recordings.append(rec)
+        return rec
+
     @property
     def dtype(self):
         """The torch dtype of ``--dtype`` (``torch.bfloat16`` unless a flag says otherwise)."""

@@ -9,6 +9,8 @@ picks its words by a condition.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
 from profiling_guide.analysis.roofline import (
@@ -80,11 +82,16 @@ def intermediate_round_trip(trace, pointwise: pd.DataFrame, *, intermediate_byte
     ``pointwise``: the pointwise rows of :func:`~.roofline.kernel_work_table`;
     ``flops`` and ``min_bytes``: the whole MLP's work and its least HBM traffic.
     """
-    spent, step = pointwise["avg_us"].sum(), trace.device_us_per_step()
+    n = max(len(trace.steps), 1)
+    spent = pointwise["avg_us"].sum()
+    step = sum(k.dur_us for s in trace.steps for k in s.kernels) / n  # kernels only: memsets are not kernels
+    kinds = Counter(ev.kind for s in trace.steps for ev in s.device_events if ev.kind != "kernel")
+    left_out = "".join(f", its {count / n:g} {kind}{'' if count == n else 's'} per forward left out"
+                       for kind, count in kinds.items())
     lines = [
         f"The intermediate is {intermediate_bytes / 1e6:.1f} MB per tensor. GeLU and mul take "
         f"{spent:.1f} µs of the GPU's {step:.1f} µs of kernel time per profiled forward "
-        f"({100 * spent / step:.0f}%).",
+        f"({100 * spent / step:.0f}%{left_out}).",
         f"At the measured copy bandwidth, the three passes a fused GeLU·mul needs would take "
         f"{3 * intermediate_bytes / references['copy_tbps']['rate'] / 1e6:.1f} µs.",
     ]
@@ -188,6 +195,55 @@ def time_by_kind(breakdown: dict[str, dict[str, float]], times: dict[str, Spread
     )
 
 
+def sweep_summary(standing: pd.DataFrame) -> Facts:
+    """How many shapes of a :func:`~.tables.sweep_standing` table the variant wins, against the best other
+    variant and against cuBLAS's bare GEMMs, and the shapes where it loses to them."""
+    n = len(standing)
+    rivals = (standing["against it"] == "faster").sum()
+    alone = standing["against GEMMs alone"]
+    behind = ", ".join(standing.index[alone == "slower"]) or "none"
+    return Facts(f"Faster than the best other variant, outside the spreads, at {rivals} of {n} shapes; "
+                 f"faster than cuBLAS's bare GEMMs alone at {(alone == 'faster').sum()} of {n}. "
+                 f"Slower than the bare GEMMs at: {behind}.")
+
+
+def clock_summary(clocks: dict) -> Facts:
+    """What held the SM clock down while each timing loop ran (:mod:`~profiling_guide.measure.clocks`
+    readings), or that nothing did, with the clocks and the power drawn against the limit."""
+    if not clocks:
+        return Facts("No clock readings in this run.")
+    held = {name: c["reasons"] for name, c in clocks.items() if c.get("reasons")}
+    mhz = sorted({c["sm_mhz"] for c in clocks.values()})
+    watts = [c["power_w"] for c in clocks.values()]
+    limit = max(c["power_limit_w"] for c in clocks.values())
+    lines = [f"SM clock, median over each loop's samples: {', '.join(f'{m:.0f}' for m in mhz)} MHz "
+             f"(the GPU's maximum: {max(c['max_sm_mhz'] for c in clocks.values()):.0f} MHz); power drawn "
+             f"{min(watts):.0f}–{max(watts):.0f} W of a {limit:.0f} W limit."]
+    lines += [f"{name}: clock held down by {', '.join(f'{why} ({share:.0%} of samples)' for why, share in r.items())}."
+              for name, r in held.items()]
+    lines += [] if held else ["No loop reported a reason for holding the clock down."]
+    return Facts(*lines)
+
+
+def peak_memory(memory: dict, ours: str, rivals: list[str], one_mb: float) -> Facts:
+    """Where ``ours``'s peak above ``rivals``' comes from: the ``[rows, hidden]`` tensors its backward holds at once.
+
+    ``memory``: each variant's ``saved_mb`` and ``peak_mb`` (the step benchmark's); ``one_mb``: one
+    ``[rows, hidden]`` tensor. Our backward's dh kernel writes dg and du while g, u and h are held: five.
+    """
+    peak, saved = memory[ours]["peak_mb"], memory[ours]["saved_mb"]
+    theirs = max(memory[r]["peak_mb"] for r in rivals)
+    five = 5 * one_mb
+    return Facts(
+        f"Ours peaks {peak:.0f} MB above the step's start, {peak - theirs:.0f} MB above "
+        f"{' and '.join(rivals)} ({theirs:.0f} MB); the forward saved {saved:.0f} MB for ours, "
+        + ", ".join(f"{memory[r]['saved_mb']:.0f} MB for {r}" for r in rivals) + ".",
+        f"Our backward's dh kernel writes dg and du while g, u and h are still held: five "
+        f"[rows, hidden] tensors at once, {five:.0f} MB, more than {' and '.join(rivals)} reach at their "
+        f"peak ({theirs:.0f} MB), so their backward never holds all five.",
+    )
+
+
 # ------------------------------------------------------------------ attention
 def fastest(times: dict[str, Spread]) -> tuple[str, list[str]]:
     """The variant of lowest median time, and the others whose spreads overlap its own (ties)."""
@@ -222,11 +278,15 @@ def block_mask_saving(runs: dict) -> Facts:
     return Facts(*lines)
 
 
+def _verdict_words(verdict: str) -> str:
+    return "a tie" if verdict == "tie" else verdict
+
+
 def before_after(times: dict[str, Spread], peak_mb: dict[str, float], changes: list[tuple[str, str, str]]) -> Facts:
     """One line per change (before, after, label): step times with spreads, faster/slower/tie, peak memory."""
     lines = []
     for before, after, label in changes:
         a, b = times[before], times[after]
-        lines.append(f"{label}: {a:.2f} → {b:.2f} ms per step ({compare(b, a).replace('faster', 'faster').replace('tie', 'a tie')}, "
+        lines.append(f"{label}: {a:.2f} → {b:.2f} ms per step ({_verdict_words(compare(b, a))}, "
                      f"{b.median / a.median:.3f}×); peak memory {peak_mb[before]:,.0f} → {peak_mb[after]:,.0f} MB.")
     return Facts(*lines)

@@ -15,29 +15,28 @@ from profiling_guide.output import echo
 class Facts:
     """One or more computed sentences; renders as paragraphs (HTML) or lines (text)."""
 
-    def __init__(self, *sentences: str):
+    def __init__(self, *sentences: str, links: dict[str, str] | None = None):
         self.sentences = [s for s in sentences if s]
+        self.links = links or {}  # phrase -> href: the phrase's first use on the page becomes a link
         echo(self)
 
     def __repr__(self) -> str:
         return "\n".join(self.sentences)
 
-    def _repr_html_(self) -> str:
-        return '<div class="pg-facts">' + "".join(f"<p>{html.escape(s)}</p>" for s in self.sentences) + "</div>"
-
-
-
-
-def pace_facts(rec) -> Facts:
-    """Who sets the pace in a captured run: the trace's evidence, then the profiler-off timings."""
-    from profiling_guide.analysis.pace import pace_of, pace_unprofiled
-
-    t, p = rec.timings, pace_of(rec.trace)
-    return Facts(
-        f"Under the profiler this forward is {p.bound}. {p.headline}",
-        *p.evidence,
-        pace_unprofiled(t["cpu_issue_us"], t["device_us"]) if "cpu_issue_us" in t else "",
-    )
+    def _repr_html_(self) -> str | None:
+        if not self.sentences:  # nothing to say: no empty box on the page
+            return None
+        pending = dict(self.links)
+        paragraphs = []
+        for s in self.sentences:
+            text = html.escape(s)
+            for phrase, href in list(pending.items()):
+                escaped = html.escape(phrase)
+                if escaped in text:
+                    text = text.replace(escaped, f'<a href="{html.escape(href)}">{escaped}</a>', 1)
+                    del pending[phrase]
+            paragraphs.append(f"<p>{text}</p>")
+        return '<div class="pg-facts">' + "".join(paragraphs) + "</div>"
 
 
 def spread_cell(spread, precision: int = 1) -> str:

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 import pandas as pd
 
+from profiling_guide.analysis.expect import POST, POST_URL, Verdicts
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, Trace
 
@@ -305,3 +306,49 @@ def sweep_standing(sweep: list[dict], variant: str) -> pd.DataFrame:
                      "× GEMMs alone": t[variant].median / alone.median,
                      "against GEMMs alone": compare(t[variant], alone)})
     return pd.DataFrame(rows).set_index("rows×hidden")
+
+
+# ------------------------------------------------------------------ verdicts
+#: Where a prediction's source is a page of its own, the verdict table links it.
+SOURCE_LINKS = {POST: POST_URL}
+
+
+class VerdictTable:
+    """Checked predictions (:func:`~profiling_guide.analysis.expect.check`) as the page shows them: ✓/✗ rows.
+
+    A guess (``must_hold=False``) may come out either way on a GPU: it is marked, so a ✗ there
+    reads as a finding, not as a broken page. The "from" column shows only where a source is named.
+    """
+
+    def __init__(self, verdicts: Verdicts):
+        self.verdicts = verdicts
+
+    def __repr__(self) -> str:
+        return repr(self.verdicts)
+
+    def _repr_html_(self) -> str:
+        sources = any(v.source for v in self.verdicts)
+        rows = "".join(
+            f'<tr class="{"pg-pass" if v.holds else "pg-fail"}"><td class="pg-mark">{"✓" if v.holds else "✗"}</td>'
+            f"<td>{html.escape(v.claim)}"
+            + ("" if v.must_hold else ' <span class="pg-guess" title="may hold or not on a given GPU">guess</span>')
+            + f"</td><td>{html.escape(v.seen)}</td>"
+            + (f'<td class="pg-source">{_source_html(v.source)}</td>' if sources else "")
+            + "</tr>"
+            for v in self.verdicts
+        )
+        return (
+            '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
+            f"<th>{html.escape(self.verdicts.seen_header)}</th>{'<th>from</th>' if sources else ''}</tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
+
+
+def _source_html(source: str) -> str:
+    url = SOURCE_LINKS.get(source)
+    return f'<a href="{url}">{html.escape(source)}</a>' if url else html.escape(source)
+
+
+def verdict_table(verdicts: Verdicts) -> VerdictTable:
+    """The table of ``verdicts`` a page shows (the last expression of a cell renders it)."""
+    return VerdictTable(verdicts)

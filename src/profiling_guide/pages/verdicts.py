@@ -1,0 +1,319 @@
+"""The pace verdict a chapter states, in words: one per variant and GPU, never contradicted.
+
+Several chapters profile the same variant (the eager MLP appears in chapters
+2 to 5); each measured it with the profiler off in its own run. The verdict a
+page states pools every such measurement of the variant on the page's GPU
+(:func:`~profiling_guide.analysis.pace_verdict.pooled_bound`): where they
+disagree it is a tie, so no two pages of one GPU say different things about
+one variant. :data:`VARIANTS` says which recording measured which variant.
+
+:func:`pace_facts` composes the page's sentences: the verdict with the
+profiler off first, then what the profiled trace's idle time waited for and
+the action it calls for, and, where another GPU's recordings give the variant
+another verdict, why, in one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from profiling_guide.analysis.gaps import Cause, Gaps, step_gaps
+from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
+from profiling_guide.errors import GuideError
+from profiling_guide.pages.prose import Facts
+from profiling_guide.spread import Spread
+from profiling_guide.trace.model import Trace
+from profiling_guide.trace.run_record import read_run_record
+
+#: Which variant each recording measured (``<example>.<capture>`` → a name for the variant). Recordings of
+#: one variant run the same code at the same sizes, so one GPU's verdict on them must agree.
+VARIANTS = {
+    "01_linear.eager": "nn.Linear, eager",
+    "07_cuda_graphs.linear.eager": "nn.Linear, eager",
+    "01_linear.compiled": "nn.Linear, torch.compile",
+    "02_mlp_eager.eager": "MLP, eager",
+    "03_mlp_compile.eager": "MLP, eager",
+    "04_liger.eager": "MLP, eager",
+    "05_compare.eager": "MLP, eager",
+    "03_mlp_compile.compiled": "MLP, torch.compile",
+    "05_compare.compile": "MLP, torch.compile",
+    "06_fused.compiled": "MLP, torch.compile",
+    "05_compare.compile-max-autotune": "MLP, torch.compile max-autotune",
+    "04_liger.liger": "MLP, Liger",
+    "05_compare.liger": "MLP, Liger",
+    "04_liger.kernelized": "MLP, Liger through kernelize",
+    "06_fused.fused": "MLP, epilogue-fused",
+    "06b_training_step.eager": "training step, eager",
+    "06b_training_step.compile": "training step, torch.compile",
+    "06b_training_step.liger": "training step, Liger",
+    "06b_training_step.fused": "training step, epilogue-fused",
+    "07_cuda_graphs.linear.reduce-overhead": "nn.Linear, reduce-overhead",
+    "07_cuda_graphs.linear.replay": "nn.Linear, CUDA graph",
+    "07_cuda_graphs.linear.copy_in_replay": "nn.Linear, copy in + CUDA graph",
+    "07_cuda_graphs.mlp.eager": "MLP at 16 tokens, eager",
+    "07_cuda_graphs.mlp.reduce-overhead": "MLP at 16 tokens, reduce-overhead",
+    "07_cuda_graphs.mlp.replay": "MLP at 16 tokens, CUDA graph",
+    "07_cuda_graphs.mlp.copy_in_replay": "MLP at 16 tokens, copy in + CUDA graph",
+    "08_own_model.train": "GPT-2 training step",
+    "08_own_model.padded": "GPT-2 training step, vocabulary padded",
+}
+#: Where chapter 1 explains what the profiler does to the host's time (the anchor of its section).
+PROFILER_COST = "plot_01_linear.html#profiler-cost"
+
+
+def chapter_of(recording: str) -> str:
+    """``"chapter 6b"`` for ``"06b_training_step.fused"``."""
+    m = re.match(r"0*(\d+[a-z]?)_", recording)
+    return f"chapter {m.group(1)}" if m else recording
+
+
+def gpu_name(run: dict) -> str:
+    """The GPU's short name, ``"H100"`` for ``"NVIDIA H100 80GB HBM3"``."""
+    name = (run.get("gpu") or {}).get("name", "")
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Za-z]?)\b", name)
+    return m.group(1) if m else (name or "this GPU")
+
+
+def measurement(run: dict, source: str, trace=None) -> Measurement | None:
+    """The profiler-off measurement a run record holds: CPU issue time against device time per call.
+
+    A run of ``profile_callable`` times only the host; its device time is then the device's busy time
+    per profiled step of ``trace`` (the profiler slows the host, not the kernels), its spread over the steps.
+    """
+    timings = run.get("timings") or {}
+    if not isinstance(timings.get("cpu_issue_us"), dict):
+        return None
+    cpu = Spread.from_dict(timings["cpu_issue_us"])
+    if isinstance(timings.get("device_us"), dict):
+        return Measurement(source, cpu, Spread.from_dict(timings["device_us"]))
+    if trace is None:
+        return None
+    return Measurement(source, cpu, Spread.of([step_gaps(s).busy_us for s in trace.steps]), device_from_trace=True)
+
+
+def measurements(folder: Path, variant: str) -> list[Measurement]:
+    """Every profiler-off measurement of ``variant`` among the recordings in ``folder`` (one GPU)."""
+    found = []
+    for name, its_variant in VARIANTS.items():
+        path = folder / f"{name}.run.json"
+        if its_variant != variant or not path.is_file():
+            continue
+        run = read_run_record(path)
+        trace_path = folder / f"{name}.trace.json.gz"
+        trace = None
+        if "device_us" not in (run.get("timings") or {}) and trace_path.is_file():
+            trace = Trace.load(trace_path)
+        m = measurement(run, name, trace)
+        if m is not None:
+            found.append(m)
+    return found
+
+
+def verdict_of(rec) -> PaceVerdict:
+    """The pace verdict of recording ``rec``'s variant on its GPU, with ``rec``'s trace's idle time."""
+    variant = VARIANTS.get(rec.name)
+    if variant is None:
+        raise GuideError(f"recording {rec.name} measures no variant named in pages/verdicts.py VARIANTS: "
+                         "add it there")
+    found = measurements(rec.folder, variant)
+    if not any(m.source == rec.name for m in found):
+        own = measurement(rec.run, rec.name, rec.trace)
+        found += [own] if own else []
+    if not found:
+        raise GuideError(f"recording {rec.name} holds no profiler-off timings (cpu_issue_us): re-record it")
+    return pace_verdict(found, rec.trace)
+
+
+# ------------------------------------------------------------------ sentences
+def _us(x: float) -> str:
+    return f"{x / 1e3:,.1f} ms" if x >= 1e4 else f"{x:,.1f} µs"
+
+
+def _span(lo: float, hi: float) -> str:
+    """``"150.7–206.0 µs"``, or one figure when both ends round alike."""
+    if _us(lo) == _us(hi):
+        return _us(lo)
+    if (lo >= 1e4) == (hi >= 1e4):
+        return _us(lo).rsplit(" ", 1)[0] + "–" + _us(hi)
+    return f"{_us(lo)}–{_us(hi)}"
+
+
+def _spread(s: Spread) -> str:
+    return f"{_us(s.median)} (IQR {_span(s.q1, s.q3)})"
+
+
+def _pooled(spreads: list[Spread]) -> str:
+    """Several measurements of one time: the range of their medians and of their quartiles."""
+    return (f"{_span(min(s.median for s in spreads), max(s.median for s in spreads))} "
+            f"(medians; quartiles {_span(min(s.q1 for s in spreads), max(s.q3 for s in spreads))})")
+
+
+def _sources(measured: tuple[Measurement, ...]) -> str:
+    return ", ".join(dict.fromkeys(chapter_of(m.source) for m in measured))
+
+
+LEAD = {
+    Bound.DEVICE: "The GPU sets the pace",
+    Bound.OVERHEAD: "The CPU sets the pace",
+    Bound.TIE: "Neither side clearly sets the pace",
+}
+ACTION = {
+    Bound.DEVICE: "The CPU runs ahead and the GPU works back to back: faster kernels, or fewer, are what helps.",
+    Bound.OVERHEAD: ("The GPU waits for the host: less Python and fewer launches per {what} (torch.compile, "
+                     "CUDA graphs, larger batches) help; faster kernels do not."),
+    Bound.TIE: "Both matter here: faster kernels and less host work per {what} would each show.",
+}
+
+
+def _device_words(m: Measurement) -> str:
+    return "its kernels keep the GPU busy" if m.device_from_trace else "running it takes the GPU"
+
+
+def verdict_sentence(v: PaceVerdict, what: str = "forward") -> str:
+    """The profiler-off verdict in one sentence, with its numbers and the action it calls for."""
+    if len(v.measurements) == 1:
+        m = v.measurements[0]
+        numbers = (f"with the profiler off, issuing one {what} takes the CPU {_spread(m.cpu_issue)}, and "
+                   f"{_device_words(m)} {_spread(m.device)}")
+        if m.device_from_trace:
+            numbers += " (its profiled steps: the profiler slows the host, not the kernels)"
+        if v.bound is Bound.TIE:
+            numbers += ": inside each other's spread"
+    else:
+        numbers = (f"the {len(v.measurements)} profiler-off measurements of this {what} on this GPU "
+                   f"({_sources(v.measurements)}) {'agree' if v.agree else 'disagree'}. Issuing one took the CPU "
+                   f"{_pooled([m.cpu_issue for m in v.measurements])}, running it the GPU "
+                   f"{_pooled([m.device for m in v.measurements])}")
+    return f"{LEAD[v.bound]} ({v.bound.value}): {numbers}. {ACTION[v.bound].format(what=what)}"
+
+
+GAP_WORDS = {
+    Cause.HOST: "waiting for the host to launch the next kernel (gaps between launches)",
+    Cause.SYNC: "after a synchronizing call had emptied its queue",
+    Cause.QUEUED: "with its next kernel already launched (waiting on another stream or an event)",
+    Cause.COLLECTIVE: "in collective kernels with no compute beside them",
+}
+CAUSE_ACTION = {
+    Cause.SYNC: ("Remove the synchronizing call from the step (an .item(), .cpu(), a print of a tensor, a "
+                 "blocking copy), or move it after the loop."),
+    Cause.QUEUED: "Find what the queued kernel waited for (the flow arrows in Perfetto) and overlap or remove it.",
+    Cause.COLLECTIVE: "Overlap communication with compute (bucketing, asynchronous collectives).",
+}
+HOST_GAPS = {
+    Bound.OVERHEAD: "Those gaps are what an overhead-bound {what} looks like, profiled or not.",
+    Bound.DEVICE: ("Those gaps are the profiler's own: the profiler slows the host and not the GPU, and with it "
+                   "off the host keeps ahead."),
+    Bound.TIE: "The profiler widens those gaps: the profiler slows the host and not the GPU.",
+}
+
+
+def trace_sentences(v: PaceVerdict, what: str = "forward") -> list[str]:
+    """What the profiled trace's idle time waited for, and what that calls for (profiler on)."""
+    g: Gaps = v.gaps
+    if not g.steps:
+        return []
+    lines = [f"In the trace (profiler on), the GPU ran work {_us(g.busy_us)} of each {_us(g.step_us)} profiled "
+             f"step; the step's last device work ended {_us(g.last_device_us)} after its start."]
+    idle = g.total_idle_us
+    if idle > 0:
+        parts = [f"{_us(us)} {GAP_WORDS[c]}" for c, us in sorted(g.idle_us.items(), key=lambda kv: -kv[1])
+                 if us >= max(0.5, 0.02 * idle)]
+        lines.append(f"It sat idle {_us(idle)} per step: " + "; ".join(parts) + ".")
+    main = g.main
+    if main is Cause.HOST:
+        lines.append(HOST_GAPS[v.bound].format(what=what))
+    elif main is not None:
+        lines.append(CAUSE_ACTION[main])
+    if g.end_sync_us > 0.05 * g.step_us:
+        lines.append(f"At each step's end the CPU waited {_us(g.end_sync_us)} in the loop's "
+                     "torch.cuda.synchronize() for the GPU to finish the work queued: there, the GPU was behind.")
+    return lines
+
+
+def other_gpu_sentence(v: PaceVerdict, other: str, theirs: list[Measurement], what: str = "forward",
+                       subject: str | None = None) -> str:
+    """Why the ``other`` GPU's verdict on the variant differs, from its numbers; '' where it agrees.
+
+    ``subject`` names the variant in the sentence (default: "the same <what>").
+    """
+    if not theirs or pooled_bound(theirs) is v.bound:
+        return ""
+    bound = pooled_bound(theirs)
+    how = {Bound.DEVICE: "device-bound", Bound.OVERHEAD: "overhead-bound",
+           Bound.TIE: "a tie" if len({m.bound for m in theirs}) == 1 else "a tie, its measurements disagreeing"}
+    cpu = _spread(theirs[0].cpu_issue) if len(theirs) == 1 else _pooled([m.cpu_issue for m in theirs])
+    dev = _spread(theirs[0].device) if len(theirs) == 1 else _pooled([m.device for m in theirs])
+    return (f"On the {other} {subject or 'the same ' + what} is {how[bound]}: there the CPU took {cpu} to issue "
+            f"it and the GPU {dev} to run it, profiler off.")
+
+
+def other_gpus(rec) -> dict[str, list[Measurement]]:
+    """The measurements of ``rec``'s variant in every other GPU's recordings beside its own, by GPU name."""
+    variant = VARIANTS.get(rec.name)
+    out = {}
+    for folder in sorted(p for p in rec.folder.parent.iterdir() if p.is_dir() and p != rec.folder):
+        path = folder / f"{rec.name}.run.json"
+        if path.is_file():
+            out[gpu_name(read_run_record(path))] = measurements(folder, variant)
+    return out
+
+
+def pace_facts(rec, what: str = "forward") -> Facts:
+    """The page's pace verdict for recording ``rec``: profiler off first, then the trace, then other GPUs."""
+    v = verdict_of(rec)
+    others = [other_gpu_sentence(v, name, theirs, what) for name, theirs in other_gpus(rec).items()]
+    return Facts(verdict_sentence(v, what), *trace_sentences(v, what), *others,
+                 links={"the profiler slows the host": PROFILER_COST})
+
+
+def profiler_cost(rec, label: str) -> Facts:
+    """What the profiler added to the host's time for one call of ``rec``, in the report's words.
+
+    The CPU time of the ``label`` annotation per profiled step against the CPU issue time measured
+    with the profiler off (the report's "profiler overhead" check says the same of any trace).
+    """
+    profiled = rec.trace.cpu_us_per_step(label)
+    unprofiled = rec.timings["cpu_issue_us"]
+    ops = sum(1 for s in rec.trace.steps for op in s.ops if not op.annotation) / max(len(rec.trace.steps), 1)
+    extra = profiled - unprofiled.median
+    return Facts(f"'{label}' took {_us(profiled)} of CPU per step under the profiler and {_spread(unprofiled)} "
+                 f"without it: the profiler added {_us(extra)} ({extra / unprofiled.median:+.0%}) for "
+                 f"{ops:,.0f} recorded CPU ops per step.")
+
+
+SHORT = {Bound.DEVICE: "the GPU (device-bound)", Bound.OVERHEAD: "the CPU (overhead-bound)",
+         Bound.TIE: "neither (a tie)"}
+DISAGREE = "neither: the measurements disagree"
+
+
+def who_sets_the_pace(rec) -> str:
+    """A table cell: who sets the pace of ``rec``'s variant on its GPU, profiler off."""
+    v = verdict_of(rec)
+    return SHORT[v.bound] if v.agree else DISAGREE
+
+
+def verdict_table(recs: dict) -> pd.DataFrame:
+    """One row per named recording: its variant's pace verdict on this GPU, with the numbers behind it."""
+    rows = {}
+    for name, rec in recs.items():
+        v = verdict_of(rec)
+        cpu = [m.cpu_issue.median for m in v.measurements]
+        dev = [m.device.median for m in v.measurements]
+        rows[name] = {"sets the pace, profiler off": who_sets_the_pace(rec),
+                      "CPU to issue, medians": _span(min(cpu), max(cpu)),
+                      "GPU to run, medians": _span(min(dev), max(dev)),
+                      "measured in": _sources(v.measurements)}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def other_gpu_facts(recs: dict, what: str = "forward") -> Facts:
+    """For each named recording whose variant gets another verdict on another GPU: why, in one sentence."""
+    sentences = []
+    for name, rec in recs.items():
+        v = verdict_of(rec)
+        sentences += [other_gpu_sentence(v, other, theirs, what, subject=f"the {name} {what}")
+                      for other, theirs in other_gpus(rec).items()]
+    return Facts(*sentences)
