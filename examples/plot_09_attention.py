@@ -10,8 +10,8 @@ same thing, three of them in one kernel that never writes the matrix. What
 does each one launch, what does it cost in time and memory for a training
 step, and which should a model on this GPU use?
 
-Needs: ``pip install`` of this repository (no extra). FlashAttention-4 is
-measured where ``flash-attn-4`` is installed (see the deep dive).
+*Needs:* this package alone, no extra (live, FlexAttention compiles with the Triton that
+torch's CUDA builds bring). FlashAttention-4 is in the deep dive.
 """
 
 # %%
@@ -49,20 +49,23 @@ from profiling_guide.kernels.attention import (
 )
 from profiling_guide.pages.chapter import Chapter
 
-chapter = Chapter.from_command_line("09_attention", batch=8, heads=16, seq=1024, head_dim=64,
-                                    bf16_only_because="the fused backends' kernels are compiled for 16-bit inputs")
-batch, heads, seq, head_dim = chapter.flags.batch, chapter.flags.heads, chapter.flags.seq, chapter.flags.head_dim
+chapter = Chapter.from_command_line(
+    "09_attention", batch=8, heads=16, seq=1024, head_dim=64,
+    bf16_only_because="the fused backends' kernels are compiled for 16-bit inputs")
+flags = chapter.flags
+batch, heads, seq, head_dim = flags.batch, flags.heads, flags.seq, flags.head_dim
 dtype, device = chapter.dtype, chapter.device  # device: "cuda" live, "meta" when the page replays
-chapter.require_memory(40 * batch * heads * seq * seq, f"naive attention at {batch}×{heads}×{seq}²")
+chapter.require_memory(40 * batch * heads * seq * seq,
+                       f"naive attention at {batch}×{heads}×{seq}²")
 chapter.banner()
 
 # %%
 # Its inputs, and the variants:
 
 torch.manual_seed(0)
-q, k, v = (torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype, requires_grad=True)
-           for _ in range(3))
-dout = torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype)  # the gradient from above
+shape = (batch, heads, seq, head_dim)
+q, k, v = (torch.randn(shape, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+dout = torch.randn(shape, device=device, dtype=dtype)  # the gradient from above
 mask = causal_mask(seq, device)
 
 variants = {
@@ -122,9 +125,9 @@ def training_step(attend):
 from profiling_guide.measure.attention import AttentionShape, keep_graphs_for_timing, time_variants
 
 keep_graphs_for_timing()
-runs = {name: chapter.profile(name, training_step(attend), profiler=profile_steps, label="attention",
-                              code=[naive_attention, naive_attention_inplace, sdpa, flex_attention_causal],
-                              warm_up=True, time_it=False)
+studied = [naive_attention, naive_attention_inplace, sdpa, flex_attention_causal]
+runs = {name: chapter.profile(name, training_step(attend), profiler=profile_steps,
+                              label="attention", code=studied, warm_up=True, time_it=False)
         for name, attend in variants.items()}
 timings = chapter.measure(
     "timings", lambda: time_variants({name: (attend, "bhsd") for name, attend in variants.items()},
@@ -154,21 +157,32 @@ from profiling_guide.analysis.expect import POST
 
 predictions = [
     expect.Prediction("the out-of-place mask copies the scores; the in-place one does not",
-                      attention.memcpy_check(runs, out_of_place="naive", in_place="naive_inplace"), POST),
-    expect.Prediction("math's softmax runs in float32", attention.fp32_check(runs["math"].trace), POST),
+                      attention.memcpy_check(runs, out_of_place="naive", in_place="naive_inplace"),
+                      POST),
+    expect.Prediction("math's softmax runs in float32", attention.fp32_check(runs["math"].trace),
+                      POST),
     expect.Prediction("math launches more kernels than the naive version",
                       attention.more_kernels(runs, "math", "naive_inplace"), POST, must_hold=False),
     expect.Prediction("math's forward is at least 3× slower than flash's",
-                      attention.slower_by_at_least(timings, "math", "flash", 3.0), POST, must_hold=False),
+                      attention.slower_by_at_least(timings, "math", "flash", 3.0), POST,
+                      must_hold=False),
+]
+
+# %%
+# And of the fused backends:
+
+predictions += [
     expect.Prediction("efficient, flash, cudnn and flex launch one kernel per forward",
                       attention.one_kernel_forward(runs, ["efficient", "flash", "cudnn", "flex"]),
                       must_hold=False),
     expect.Prediction("cudnn costs more CPU time per forward than flash",
                       attention.costs_more_cpu(timings, "cudnn", "flash"), POST, must_hold=False),
     expect.Prediction("cudnn's kernels are launched with cuLaunchKernelEx",
-                      attention.launched_through(runs["cudnn"].trace, "cuLaunchKernelEx"), POST, must_hold=False),
+                      attention.launched_through(runs["cudnn"].trace, "cuLaunchKernelEx"), POST,
+                      must_hold=False),
     expect.Prediction("the trace shows cudnn's attention kernels at 0 % occupancy",
-                      attention.zero_occupancy(runs["cudnn"].trace, "cudnn"), POST, must_hold=False),
+                      attention.zero_occupancy(runs["cudnn"].trace, "cudnn"), POST,
+                      must_hold=False),
     expect.Prediction("the 0 % comes with the cuLaunchKernelEx launch",
                       attention.zero_occupancy_follows_launch(runs), must_hold=False),
 ]
@@ -191,14 +205,20 @@ fig = timeline.plot_step(runs["naive"].trace, title="naive attention, one traini
 tables.styled(attention.step_table(runs, timings), precision=1)
 
 # %%
-# Who sets the pace of a step, profiler off (how the profiler inflates CPU
-# time is chapter 1's subject): the CPU time to issue one step against the
-# device time it takes, for the written-out version and for a fused kernel.
+# Who sets the pace
+# -----------------
+# The verdict is the one measured with the profiler off (why: :ref:`chapter 1
+# <profiler-cost>`): the CPU time to issue one training step against the
+# device time it takes, for the backend whose step is fastest. Each SDPA call
+# here runs inside ``sdpa_kernel(...)``, whose entry and exit are part of its
+# CPU time.
 
-from profiling_guide.analysis.pace import pace_unprofiled
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.verdicts import timed_pace_facts
 
-Facts(*(f"{name}: " + pace_unprofiled(*attention.step_pace(timings, name)) for name in ("naive", "flash")))
+best = attention.fastest_step(timings)
+cpu_issue, device_time = attention.step_pace(timings, best)
+timed_pace_facts(f"09_attention.timings ({best})", cpu_issue, device_time, runs[best].trace,
+                 what="training step")
 
 # %%
 # Which kernels each variant ran, their names decoded
@@ -214,7 +234,7 @@ tables.styled(attention.kernel_names_table(runs))
 # -----------
 
 verdicts = expect.check(predictions, None, seen_header="what the traces and timings show")
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # Against the limits

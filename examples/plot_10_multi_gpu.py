@@ -9,7 +9,7 @@ a block runs). Every rank writes its own trace. Read together, they say how
 much of a step is communication, how much of it hides behind compute, and
 who keeps the others waiting.
 
-Needs: ``pip install`` of this repository; two or more CUDA GPUs to record
+*Needs:* this package alone, no extra; two or more CUDA GPUs to record
 (``torchrun``, NCCL). Elsewhere the page replays the recordings.
 """
 
@@ -36,7 +36,8 @@ Needs: ``pip install`` of this repository; two or more CUDA GPUs to record
 
 from profiling_guide.pages.chapter import Chapter
 
-chapter = Chapter.from_command_line("10_multi_gpu", ranks=2, layers=4, dim=2048, hidden=8192, batch=8, seq=1024)
+chapter = Chapter.from_command_line("10_multi_gpu", ranks=2, layers=4, dim=2048, hidden=8192,
+                                    batch=8, seq=1024)
 flags = chapter.flags
 SIZES = ["--layers", str(flags.layers), "--dim", str(flags.dim), "--hidden", str(flags.hidden),
          "--batch", str(flags.batch), "--seq", str(flags.seq)]
@@ -91,23 +92,33 @@ sweep = sweep_from_data(sweep_rows, source="bench-nccl")
 
 
 def analyse(rec):
-    summaries, missing = read_run(rec.rank_trace_paths, lambda trace, info: summarize_rank(trace, info.rank))
+    def summarize(trace, info):
+        return summarize_rank(trace, info.rank)
+
+    summaries, missing = read_run(rec.rank_trace_paths, summarize)
     return analyse_run(summaries, sweep=sweep, missing=missing)
+
+
+# %%
+# Each job read whole (every rank's trace), and the guesses as checks:
 
 
 analyses = {name: analyse(rec) for name, rec in runs.items()}
 times = strategies.step_times(runs)
 last_rank = chapter.ranks - 1
+rank0 = {name: Trace.load(rec.rank_trace_paths[0]) for name, rec in runs.items()}
 predictions = [
     expect.Prediction("DDP's last all-reduce runs alone: it is the exposed communication",
-                      strategies.last_call_exposed(Trace.load(runs["ddp"].rank_trace_paths[0]))),
+                      strategies.last_call_exposed(rank0["ddp"])),
     expect.Prediction("DDP's other all-reduces hide behind the backward",
-                      strategies.mostly_hidden(Trace.load(runs["ddp"].rank_trace_paths[0]), "all_reduce",
-                                               but_first=False), must_hold=False),
+                      strategies.mostly_hidden(rank0["ddp"], "all_reduce", but_first=False),
+                      must_hold=False),
     expect.Prediction("FSDP2's all-gathers overlap the previous block's compute, all but the first",
-                      strategies.mostly_hidden(Trace.load(runs["fsdp2"].rank_trace_paths[0]), "all_gather")),
-    expect.Prediction("FSDP2 moves more bytes per step than DDP", strategies.more_bytes(analyses, "fsdp2", "ddp")),
-    expect.Prediction(f"with a straggler, rank {last_rank} is named and the others are told they wait",
+                      strategies.mostly_hidden(rank0["fsdp2"], "all_gather")),
+    expect.Prediction("FSDP2 moves more bytes per step than DDP",
+                      strategies.more_bytes(analyses, "fsdp2", "ddp")),
+    expect.Prediction(f"with a straggler, rank {last_rank} is named and the others are told they "
+                      "wait",
                       strategies.straggler_named(analyses["ddp_straggler"], last_rank)),
 ]
 
@@ -121,7 +132,8 @@ predictions = [
 
 from profiling_guide.pages.interactive_timeline import RanksStep
 
-RanksStep(runs["ddp_straggler"].rank_trace_paths, caption="DDP with a straggler: one profiled step of each rank")
+RanksStep(runs["ddp_straggler"].rank_trace_paths,
+          caption="DDP with a straggler: one profiled step of each rank")
 
 # %%
 # Where each rank's time goes, per profiled step: computing, communicating
@@ -140,7 +152,8 @@ tables.styled(strategies.rank_table(analyses["fsdp2"]), precision=2, caption="FS
 
 # %%
 
-tables.styled(strategies.rank_table(analyses["ddp_straggler"]), precision=2, caption="DDP, rank 1 a straggler")
+tables.styled(strategies.rank_table(analyses["ddp_straggler"]), precision=2,
+              caption="DDP, rank 1 a straggler")
 
 # %%
 # Even two identical ranks are not in lockstep in a profiled step: one
@@ -148,10 +161,9 @@ tables.styled(strategies.rank_table(analyses["ddp_straggler"]), precision=2, cap
 # analysis names a rank only when the others wait for it at least 5 % of a
 # step. In each run:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages import facts
 
-Facts(*(f"{name}: {strategies.lockstep(run)}; named: "
-        f"{'rank ' + str(run.straggler) if run.straggler is not None else 'none'}." for name, run in analyses.items()))
+facts.lockstep(analyses)
 
 # %%
 # What the straggler did while the others waited, from its own trace: the
@@ -161,8 +173,8 @@ Facts(*(f"{name}: {strategies.lockstep(run)}; named: "
 from profiling_guide.analysis.ranks import straggler_activity
 
 straggler = analyses["ddp_straggler"].straggler
-activity = straggler_activity(Trace.load(runs["ddp_straggler"].rank_trace_paths[straggler]), straggler,
-                              analyses["ddp_straggler"].calls)
+slow = Trace.load(runs["ddp_straggler"].rank_trace_paths[straggler])
+activity = straggler_activity(slow, straggler, analyses["ddp_straggler"].calls)
 tables.styled(activity.head(4), precision=1)
 
 # %%
@@ -171,15 +183,15 @@ tables.styled(activity.head(4), precision=1)
 # machine at that size. A collective that runs beside compute shares the
 # GPU's memory and SMs with it: below the sweep is expected.
 
-tables.styled(strategies.collectives_table({n: analyses[n] for n in ("ddp", "ddp_bucket100", "fsdp2")}),
-              precision=2)
+shown = {n: analyses[n] for n in ("ddp", "ddp_bucket100", "fsdp2")}
+tables.styled(strategies.collectives_table(shown), precision=2)
 
 # %%
 # The verdict
 # -----------
 
 verdicts = expect.check(predictions, None, seen_header="what the traces show")
-verdicts
+tables.verdict_table(verdicts)
 
 # %%
 # What to do next
@@ -188,12 +200,10 @@ verdicts
 # ten steps one at a time (rank 0's wall time per step, median and IQR), and
 # its peak memory read from the caching allocator:
 
-from profiling_guide.pages import facts
-
-facts.before_after(times, strategies.peak_memory_mb(runs),
-                   [("ddp", "ddp_bucket100", "DDP, 25 MB → 100 MB buckets (fewer, larger all-reduces)"),
-                    ("fsdp2", "fsdp2_no_reshard", "FSDP2, weights kept between forward and backward"),
-                    ("ddp", "fsdp2", "DDP → FSDP2")])
+changes = [("ddp", "ddp_bucket100", "DDP, 25 MB → 100 MB buckets (fewer, larger all-reduces)"),
+           ("fsdp2", "fsdp2_no_reshard", "FSDP2, weights kept between forward and backward"),
+           ("ddp", "fsdp2", "DDP → FSDP2")]
+facts.before_after(times, strategies.peak_memory_mb(runs), changes)
 
 # %%
 # Bigger buckets run each all-reduce nearer the sweep's bandwidth, but the
@@ -211,6 +221,7 @@ chapter.downloads()
 # ::
 #
 #     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-#     torchrun --nproc_per_node 2 -m profiling_guide.kernels.train_ranks --strategy fsdp2 --out traces/fsdp2
+#     torchrun --nproc_per_node 2 -m profiling_guide.kernels.train_ranks \
+#         --strategy fsdp2 --out traces/fsdp2
 #     profiling-guide report traces/fsdp2/rank*.trace.json.gz
 #     python examples/plot_10_multi_gpu.py     # this page: live on two GPUs, else replayed

@@ -7,6 +7,7 @@ the function the pages call (:func:`profiling_guide.pages.verdicts.verdict_of`).
 import ast
 import functools
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from profiling_guide.spread import Spread
 from profiling_guide.trace.run_record import read_run_record
 
 ROOT = default_root()
-GPUS = sorted(p.name for p in ROOT.iterdir() if p.is_dir())
+# One GPU's recordings: a chapter of several ranks (<gpu>-x<n>/) states each rank's pace from the run analysis.
+GPUS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not re.search(r"-x\d+$", p.name))
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
 
 

@@ -256,3 +256,8 @@ def kernel_names_table(runs: dict) -> pd.DataFrame:
             "launched with": ", ".join(f"{c} ({n})" for c, n in calls.most_common()),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def fastest_step(timings: dict) -> str:
+    """The variant whose training step (forward and backward) has the lowest median device time."""
+    return min(timings["step_us"], key=lambda n: timings["step_us"][n]["median"])

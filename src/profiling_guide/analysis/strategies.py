@@ -139,10 +139,3 @@ def straggler_named(run, rank: int):
                        f"ranks told they wait in collectives: {', '.join(map(str, told)) or 'none'}")
     return _check
 
-
-def lockstep(run) -> str:
-    """Which rank arrived last at most collectives of a run, and how long the others waited per step (a phrase)."""
-    top = run.stragglers.iloc[0]
-    waits = run.per_rank.groupby("rank")["wait_us"].mean()
-    return (f"rank {int(top['rank'])} arrived last at {int(top['arrived_last'])} of {int(top['calls'])} calls; "
-            f"the others waited {waits.drop(int(top['rank'])).mean() / 1e3:.2f} ms per step")

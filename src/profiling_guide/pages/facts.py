@@ -290,3 +290,16 @@ def before_after(times: dict[str, Spread], peak_mb: dict[str, float], changes: l
         lines.append(f"{label}: {a:.2f} → {b:.2f} ms per step ({_verdict_words(compare(b, a))}, "
                      f"{b.median / a.median:.3f}×); peak memory {peak_mb[before]:,.0f} → {peak_mb[after]:,.0f} MB.")
     return Facts(*lines)
+
+
+def lockstep(analyses: dict) -> Facts:
+    """Per run: which rank arrived last at most collectives, how long the others waited, and whom it names."""
+    lines = []
+    for name, run in analyses.items():
+        top = run.stragglers.iloc[0]
+        waits = run.per_rank.groupby("rank")["wait_us"].mean().drop(int(top["rank"]))
+        named = "none" if run.straggler is None else f"rank {run.straggler}"
+        lines.append(f"{name}: rank {int(top['rank'])} arrived last at {int(top['arrived_last'])} of "
+                     f"{int(top['calls'])} calls; the others waited {waits.mean() / 1e3:.2f} ms per step; "
+                     f"named: {named}.")
+    return Facts(*lines)

@@ -59,6 +59,7 @@ VARIANTS = {
     "07_cuda_graphs.mlp.copy_in_replay": "MLP at 16 tokens, copy in + CUDA graph",
     "08_own_model.train": "GPT-2 training step",
     "08_own_model.padded": "GPT-2 training step, vocabulary padded",
+    "09b_attention_sweep.fa4_step": "attention training step, FlashAttention-4",
 }
 #: Where chapter 1 explains what the profiler does to the host's time (the anchor of its section).
 PROFILER_COST = "plot_01_linear.html#profiler-cost"
@@ -317,3 +318,13 @@ def other_gpu_facts(recs: dict, what: str = "forward") -> Facts:
         sentences += [other_gpu_sentence(v, other, theirs, what, subject=f"the {name} {what}")
                       for other, theirs in other_gpus(rec).items()]
     return Facts(*sentences)
+
+
+def timed_pace_facts(source: str, cpu_issue: Spread, device: Spread, trace: Trace, what: str = "forward") -> Facts:
+    """The pace verdict of one variant timed by its page's own measurement (not a recording's ``timings``).
+
+    ``cpu_issue`` and ``device`` are profiler-off spreads of one call (``what``); ``trace`` its profiled steps.
+    """
+    v = pace_verdict([Measurement(source, cpu_issue, device)], trace)
+    return Facts(verdict_sentence(v, what), *trace_sentences(v, what),
+                 links={"the profiler slows the host": PROFILER_COST})

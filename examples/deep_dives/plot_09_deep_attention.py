@@ -1,15 +1,18 @@
 """
-9b · Deep dive: attention backends across sequence lengths
-==========================================================
+Deep dive 9 · Attention backends across sequence lengths, and FlashAttention-4
+=============================================================================
 
 Optional, after chapter 9. How do the attention variants' time and memory
 grow with the sequence length, causal and not, and where do the backends
 cross? What does FlexAttention's block mask save, and how does
 FlashAttention-4, written in CuTe DSL, compare on this GPU?
 
-Needs: ``pip install`` of this repository; FlashAttention-4 is measured
-where ``flash-attn-4`` is installed (``pip install flash-attn-4``, which
-brings ``nvidia-cutlass-dsl`` and ``quack-kernels``), and skipped otherwise.
+Unlike the other deep dives, this page measures: the sweep its figure
+shows, once per live build.
+
+*Needs:* this package alone, no extra. FlashAttention-4 is measured where
+``flash-attn-4`` is installed (``pip install flash-attn-4``, which brings
+``nvidia-cutlass-dsl`` and ``quack-kernels``), and left out otherwise.
 """
 
 # %%
@@ -35,8 +38,9 @@ from profiling_guide.kernels.attention import (
 )
 from profiling_guide.pages.chapter import Chapter
 
-chapter = Chapter.from_command_line("09b_attention_sweep", batch=8, heads=16, head_dim=64,
-                                    bf16_only_because="the fused backends' kernels are compiled for 16-bit inputs")
+chapter = Chapter.from_command_line(
+    "09b_attention_sweep", batch=8, heads=16, head_dim=64,
+    bf16_only_because="the fused backends' kernels are compiled for 16-bit inputs")
 batch, heads, head_dim = chapter.flags.batch, chapter.flags.heads, chapter.flags.head_dim
 dtype, device = chapter.dtype, chapter.device
 chapter.banner()
@@ -73,18 +77,21 @@ def profile_steps(step, label, trace_file):
     return prof
 
 
+# %%
+# One step of it, where it was installed when the page was recorded:
+
 if fa4_run["available"]:
     torch.manual_seed(0)
-    q, k, v = (torch.randn(batch, 1024, heads, head_dim, device=device, dtype=dtype, requires_grad=True)
-               for _ in range(3))
-    dout = torch.randn(batch, 1024, heads, head_dim, device=device, dtype=dtype)
+    bshd = (batch, 1024, heads, head_dim)
+    q, k, v = (torch.randn(bshd, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    dout = torch.randn(bshd, device=device, dtype=dtype)
     attend = fa4_causal(fa4)
 
     def fa4_step():
         return torch.autograd.grad(attend(q, k, v), (q, k, v), dout)
 
-    fa4_trace = chapter.profile("fa4_step", fa4_step, profiler=profile_steps, label="attention", code=[fa4_causal],
-                                warm_up=True, variant="attention fa4")
+    fa4_trace = chapter.profile("fa4_step", fa4_step, profiler=profile_steps, label="attention",
+                                code=[fa4_causal], warm_up=True, variant="attention fa4")
     shown = tables.styled(attention.kernel_names_table({"FlashAttention-4": fa4_trace}))
 else:
     shown = None
@@ -104,6 +111,10 @@ shown
 from profiling_guide.measure.attention import sweep
 
 SEQS = (1024, 2048, 4096, 8192)
+
+# %%
+# The variants at each length: the written-out ones only with a causal mask,
+# FlashAttention-4 where it is installed.
 
 
 @functools.cache
@@ -125,9 +136,14 @@ def variants_for(causal: bool) -> dict:
     return chosen
 
 
-# Bytes each holds per score element at its peak: bf16 scores, their masked copy, the softmax; math in float32.
+# %%
+# What the written-out variants hold, and how far each is timed; then the sweep.
+
+# Bytes each holds per score element at its peak: bf16 scores, their masked copy,
+# the softmax; math in float32.
 SCORE_BYTES = {"naive_inplace": 8, "math": 16}
-# The longest sequence each written-out variant is timed at: past it, minutes of build time for one point.
+# The longest sequence each written-out variant is timed at: past it, minutes of
+# build time for one point.
 MAX_SEQ = {"naive_inplace": 4096, "math": 2048}
 
 
@@ -141,9 +157,9 @@ def run_sweep():
     return {"rows": rows}
 
 
-points = chapter.measure("sweep", run_sweep, code=[variants_for, sweep, naive_attention_inplace, sdpa,
-                                                   fa4_causal, f"SCORE_BYTES={SCORE_BYTES}", f"SEQS={SEQS}",
-                                                   f"MAX_SEQ={MAX_SEQ}"],
+swept = [variants_for, sweep, naive_attention_inplace, sdpa, fa4_causal,
+         f"SCORE_BYTES={SCORE_BYTES}", f"SEQS={SEQS}", f"MAX_SEQ={MAX_SEQ}"]
+points = chapter.measure("sweep", run_sweep, code=swept,
                          args={"fa4": fa4_run["source"]}).values["rows"]
 
 # %%
