@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from profiling_guide.errors import GuideError
-from profiling_guide.output import echo
+from profiling_guide.output import echo, scrolling
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Trace
 
@@ -104,7 +104,7 @@ class Verdicts(list):
             + "</tr>"
             for v in self
         )
-        return (
+        return scrolling(
             '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
             f"<th>{html.escape(self.seen_header)}</th>{'<th>from</th>' if sources else ''}</tr></thead>"
             f"<tbody>{rows}</tbody></table>"
