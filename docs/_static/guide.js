@@ -33,7 +33,9 @@
   // beside the image or the browser's Back closes it. Without JavaScript there is no link:
   // the figure stays as it is.
   var FIGURES = ".bd-article img.sphx-glr-single-img, .bd-article img.sphx-glr-multi-img, .bd-article .cell_output img";
-  var box = null, shown = null, pushed = false, before = null;
+  // pushed: the open figure has a history entry of its own (Back closes it);
+  // goingBack: a close has asked the browser to drop that entry, and it has not yet.
+  var box = null, shown = null, pushed = false, goingBack = false, before = null;
   function lightbox() {
     if (box) return box;
     box = document.createElement("div");
@@ -54,6 +56,10 @@
     img.addEventListener("load", function () { size("fit"); });
     document.addEventListener("keydown", function (ev) { if (ev.key === "Escape" && !box.hidden) close(); });
     window.addEventListener("popstate", function () {
+      if (goingBack) {
+        goingBack = false;
+        return;
+      }
       pushed = false;
       if (!box.hidden) hide();
     });
@@ -82,7 +88,7 @@
     b.scrollTop = 0;
     b.scrollLeft = 0;
     document.body.classList.add("pg-lightbox-open");
-    if (!pushed) {
+    if (!pushed && !goingBack) {
       history.pushState({ pgLightbox: true }, "");
       pushed = true;
     }
@@ -97,6 +103,7 @@
     hide();
     if (pushed) {
       pushed = false;
+      goingBack = true;
       history.back();
     }
   }

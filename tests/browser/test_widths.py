@@ -140,6 +140,12 @@ def test_every_figure_opens_larger_than_shown(page, base_url, path, width):
         page.keyboard.press("Escape")
         page.locator(".pg-lightbox").wait_for(state="hidden", timeout=5_000)
     assert page.url.endswith(path), f"closing the figure left the page: {page.url}"
+    # on a phone, Back closes the figure and stays on the page
+    figures.first.click()
+    page.locator(".pg-lightbox img").wait_for(state="visible", timeout=5_000)
+    page.go_back()
+    page.locator(".pg-lightbox").wait_for(state="hidden", timeout=5_000)
+    assert page.url.endswith(path), f"Back from an open figure left the page: {page.url}"
     assert not page.errors, f"{path}: " + "; ".join(page.errors)
 
 
