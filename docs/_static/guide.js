@@ -147,8 +147,31 @@
       new MutationObserver(resolve.bind(null, menus[i])).observe(menus[i], { childList: true });
     }
   }
+  // guide.css keeps each row's first cell in view while a table scrolls sideways. Where the
+  // first column spans rows (pandas' grouped index), the rows it spans start with a cell of
+  // the second column: that one scrolls with the rest.
+  function firstColumn() {
+    var tables = document.querySelectorAll(".bd-article table");
+    for (var t = 0; t < tables.length; t++) {
+      var sections = [tables[t].tHead].concat([].slice.call(tables[t].tBodies), [tables[t].tFoot]);
+      sections.forEach(function (section) {
+        if (!section) return;
+        var spanned = 0;
+        for (var r = 0; r < section.rows.length; r++) {
+          var first = section.rows[r].cells[0];
+          if (spanned > 0) {
+            spanned--;
+            if (first) first.classList.add("pg-not-first-col");
+          } else if (first && first.rowSpan > 1) {
+            spanned = first.rowSpan - 1;
+          }
+        }
+      });
+    }
+  }
   function ready() {
     mark();
+    firstColumn();
     zoomable();
     gpuSwitcher();
   }
