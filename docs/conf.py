@@ -143,7 +143,11 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["build-mode"],
 }
-html_sidebars = {"index": [], "api": [], "about": []}
+# A chapter gives its article the width of the screen: its table of contents moves from the right-hand
+# sidebar (none on a chapter page, see chapter_layout) to the top of the left one, above the
+# chapters; a narrow screen folds that sidebar into its menu.
+CHAPTER_PAGES = f"{GALLERY_DIR}/**plot_*"
+html_sidebars = {"index": [], "api": [], "about": [], CHAPTER_PAGES: ["page-toc", "pg-chapters.html"]}
 templates_path = ["_templates"]
 
 suppress_warnings = ["config.cache"]
@@ -207,6 +211,38 @@ def other_builds(app, pagename, templatename, context, doctree) -> None:
     context["pg_this_build"] = THIS_BUILD["name"]
 
 
+def is_chapter(pagename: str) -> bool:
+    """A gallery example's page (``auto_examples/plot_01_linear``), as against the gallery's index."""
+    return pagename.startswith(f"{GALLERY_DIR}/") and pagename.rsplit("/", 1)[-1].startswith("plot_")
+
+
+def chapter_sidebar(app, pagename, templatename, context, doctree) -> None:
+    """A chapter's ``<body>`` gets the class ``pg-chapter`` (guide.css widens it), its left sidebar the ladder.
+
+    ``pg_chapters``: the ladder's rungs, one short line each, for
+    ``_templates/pg-chapters.html``. Runs before the theme's hook (priority
+    400 < 500) that drops the sidebar templates which render empty.
+    """
+    context["pg_chapter"] = is_chapter(pagename)
+    if not context["pg_chapter"]:
+        return
+    chapters = chapter_numbers()
+    context["pg_chapters"] = [
+        {"number": number, "name": name, "optional": optional, "current": docname == pagename,
+         "href": app.builder.get_relative_uri(pagename, docname)}
+        for number, name, optional in ladder_rungs() if number in chapters
+        for docname in [f"{GALLERY_DIR}/{chapters[number].relative_to(EXAMPLES).with_suffix('').as_posix()}"]]
+
+
+def chapter_layout(app, pagename, templatename, context, doctree) -> None:
+    """A chapter page has no right-hand sidebar: its table of contents is in the left one.
+
+    Runs after the theme's own hook (priority 600 > 500), which fills ``secondary_sidebar_items``.
+    """
+    if context.get("pg_chapter"):
+        context["secondary_sidebar_items"] = []
+
+
 # ----------------------------------------------------------------- build mode
 def _build_mode() -> str:
     """``live`` or ``replay``, decided as the examples decide it; the footer of every page says which."""
@@ -225,40 +261,89 @@ html_context = {"pg_build_mode": _build_mode(), "default_mode": "auto"}
 
 
 # ---------------------------------------------------------- the ladder (index)
-def _example_for(number: str) -> Path | None:
-    found = sorted(EXAMPLES.glob(f"plot_{number}_*.py"))
-    return found[0] if found else None
+#: A chapter's number is the first word of its title: ``6b · The training step: ...``.
+CHAPTER_TITLE = re.compile(r'^\s*(?:[rRuU]?""")?\s*(?P<number>\d+[a-z]?) · (?P<title>.+)$', re.M)
+
+
+def chapter_numbers() -> dict[str, Path]:
+    """Each example by the number its title gives it (``{"1": plot_01_linear.py, "6b": ...}``).
+
+    The title is the docstring's first line; sphinx-gallery makes it the page's
+    title, and the ladder shows the same number. An example in a subfolder of
+    ``examples/`` (a gallery section) counts too.
+    """
+    found: dict[str, Path] = {}
+    for path in sorted(EXAMPLES.rglob("plot_*.py")):
+        head = path.read_text(encoding="utf-8")[:600]
+        title = CHAPTER_TITLE.search(head)
+        if title is None:
+            raise ValueError(f"{path.relative_to(REPO)}: its title does not start with its number "
+                             f"(\"6b · The training step ...\"): the ladder finds chapters by it")
+        number = title.group("number")
+        if number in found:
+            raise ValueError(f"{path.relative_to(REPO)} and {found[number].relative_to(REPO)} both have number {number}")
+        found[number] = path
+    return found
+
+
+def ladder_rungs() -> list[tuple[str, str, bool]]:
+    """The landing page's rungs as ``(number, name, optional)``, read from its ``pg-ladder`` block."""
+    block = re.search(r"```\{pg-ladder\}\n(.*?)```", (HERE / "index.md").read_text(encoding="utf-8"), re.S)
+    rungs = []
+    for line in (block.group(1) if block else "").splitlines():
+        if line.strip():
+            number, name, _, *flags = (part.strip() for part in line.split("|"))
+            rungs.append((number, name, Ladder.OPTIONAL in flags))
+    return rungs
 
 
 class Ladder(Directive):
-    """The landing page's rungs: ``NN | name | question``, one a line.
+    """The landing page's rungs: ``number | name | question``, one a line, and ``| deep dive`` for an optional page.
 
-    A rung whose example exists links to its page; one that does not yet
-    exist is listed without a link, so the landing page never breaks.
+    ``number`` is the chapter's own (its title's first word, ``6b``): the rung
+    shows it and links that chapter. A rung whose chapter does not exist yet is
+    listed without a link, so the landing page never breaks; a chapter with no
+    rung fails the build (a warning, which ``-W`` makes an error).
     """
 
     has_content = True
+    OPTIONAL = "deep dive"
 
     def run(self):
-        items = nodes.enumerated_list(classes=["pg-ladder"])
+        chapters = chapter_numbers()
+        items = nodes.bullet_list(classes=["pg-ladder"])
+        listed = []
         for line in self.content:
             if not line.strip():
                 continue
-            number, name, question = (part.strip() for part in line.split("|", 2))
-            example = _example_for(number)
-            item = nodes.list_item(classes=["pg-rung"] + ([] if example else ["pg-rung-planned"]))
+            number, name, question, *flags = (part.strip() for part in line.split("|"))
+            if any(f != self.OPTIONAL for f in flags):
+                raise self.error(f"pg-ladder: {line!r}: the only flag after the question is '| {self.OPTIONAL}'")
+            listed.append(number)
+            example = chapters.get(number)
+            optional = self.OPTIONAL in flags
+            item = nodes.list_item(classes=["pg-rung"] + ([] if example else ["pg-rung-planned"])
+                                   + (["pg-rung-optional"] if optional else []))
             para = nodes.paragraph()
+            para += nodes.inline(text=number, classes=["pg-rung-number"])
             if example:
                 ref = nodes.inline("", "", nodes.Text(name))
-                xref = _doc_xref(self, f"/{GALLERY_DIR}/{example.stem}", ref)
-                para += nodes.strong("", "", xref)
+                target = example.relative_to(EXAMPLES).with_suffix("").as_posix()
+                para += nodes.strong("", "", _doc_xref(self, f"/{GALLERY_DIR}/{target}", ref))
             else:
                 para += nodes.strong(text=name)
+            if optional:
+                para += nodes.inline(text="optional deep dive", classes=["pg-optional"])
             para += nodes.Text(" — " + question)
             if not example:
                 para += nodes.inline(text=" (in preparation)", classes=["pg-planned"])
             item += para
             items += item
+        missing = [n for n in chapters if n not in listed]
+        if missing:
+            logger.warning(f"[ladder] chapters with no rung on the landing page: "
+                           f"{', '.join(f'{n} ({chapters[n].name})' for n in missing)}; add them to pg-ladder",
+                           location=self.state.document.settings.env.docname)
         return [items]
 
 
@@ -373,8 +458,17 @@ def _spread(s: dict, unit: str, digits: int = 1) -> str:
     return f"{s['median']:,.{digits}f} {unit} (IQR {s['q1']:,.{digits}f}–{s['q3']:,.{digits}f})"
 
 
-def headline_rows(bench: dict) -> list[tuple[str, str]]:
-    """One GPU's headline figures from its ``bench_mlp.json``, as (what, value) rows."""
+def _ratio(over: float, under: float) -> str:
+    """A ratio of two medians with three digits: 1.051× must not read as 1.05×, the target it missed."""
+    return f"{over / under:.3f}×"
+
+
+def headline_rows(bench: dict, sweep: dict | None = None) -> list[tuple[str, str]]:
+    """One GPU's headline figures from its ``bench_mlp.json``, as (what, value) rows.
+
+    ``sweep``: chapter 6's sweep (``06_fused.sweep.run.json``), for our MLP at
+    the sweep's most rows, where the bench's ratio to cuBLAS's GEMMs does not hold.
+    """
     refs, variants, alone = bench["references"], bench["variants_us"], bench["gemms_alone_us"]
     sheet = refs.get("datasheet") or {}
 
@@ -385,17 +479,20 @@ def headline_rows(bench: dict) -> list[tuple[str, str]]:
     ours = next((n for n in ("fused-pingpong", "fused-packed-tma") if n in variants), "fused-packed-tma")
     fused = variants.get(ours)
     shape = bench.get("shape", {})
+    at = f"{shape.get('rows', 0):,} rows, {shape.get('dim')} → {shape.get('hidden')}"
     return [
         ("GPU", bench["gpu"]["name"]),
-        ("MLP input, dim → hidden", f"{shape.get('batch')}×{shape.get('seq')} rows, "
+        ("MLP input, dim → hidden", f"{shape.get('batch')}×{shape.get('seq')} = {shape.get('rows', 0):,} rows, "
                                     f"{shape.get('dim')} → {shape.get('hidden')}, {shape.get('dtype')}"),
         ("bf16 GEMM rate, measured (cuBLAS)", _spread(refs["gemm_tflops"]["spread"], "TFLOP/s")),
         ("copy bandwidth, measured", _spread(refs["copy_tbps"]["spread"], "TB/s", 2)),
         ("datasheet peaks", f"{sheet.get('model', '?')}: {sheet.get('bf16_tflops', '?')} TFLOP/s bf16, "
                             f"{sheet.get('hbm_tbps', '?')} TB/s"),
-        ("cuBLAS GEMMs alone", _spread(alone, "µs")),
+        ("cuBLAS's three GEMMs, timed alone", _spread(alone, "µs")),
         (f"our fused MLP ({ours})",
-         f"{fused['median']:,.1f} µs, {fused['median'] / alone['median']:.2f}× the GEMMs alone" if fused else "–"),
+         f"{fused['median']:,.1f} µs, {_ratio(fused['median'], alone['median'])} the GEMMs alone at {at}"
+         if fused else "–"),
+        *_sweep_rows(sweep, shape),
         ("eager", median("eager")),
         ("torch.compile", median("compile")),
         ("Liger", median("liger")),
@@ -403,16 +500,37 @@ def headline_rows(bench: dict) -> list[tuple[str, str]]:
     ]
 
 
+def _sweep_rows(sweep: dict | None, shape: dict) -> list[tuple[str, str]]:
+    """Our MLP against cuBLAS's GEMMs alone at the sweep's most rows (same dim → hidden as the bench)."""
+    points = [v for v in (sweep or {}).get("values", [])
+              if v.get("dim") == shape.get("dim") and v.get("hidden") == shape.get("hidden")
+              and "fused" in v.get("variants_us", {}) and "gemms_alone_us" in v]
+    if not points:
+        return []
+    most = max(points, key=lambda v: v["rows"])
+    if most["rows"] <= shape.get("rows", 0):
+        return []
+    ours, alone = most["variants_us"]["fused"]["median"], most["gemms_alone_us"]["median"]
+    return [(f"our fused MLP at {most['rows']:,} rows (chapter 6's sweep)",
+             f"{ours:,.1f} µs, {_ratio(ours, alone)} the GEMMs alone ({alone:,.1f} µs)")]
+
+
 def _training_rows(step: dict | None) -> list[tuple[str, str]]:
     """The training step's headline rows (``bench-mlp --backward``), where the benchmark has them."""
     if not step or "nine_gemms_us" not in step:
         return []
-    floor, ours = step["nine_gemms_us"], step["variants_us"].get("fused")
+    nine, ours = step["nine_gemms_us"], step["variants_us"].get("fused")
     return [
-        ("training step: cuBLAS's nine GEMMs alone", _spread(floor, "µs")),
+        ("training step: cuBLAS's nine GEMMs, timed alone back to back", _spread(nine, "µs")),
         ("training step: ours (forward + backward)",
-         f"{ours['median']:,.1f} µs, {ours['median'] / floor['median']:.2f}× the nine GEMMs" if ours else "–"),
+         f"{ours['median']:,.1f} µs, {_ratio(ours['median'], nine['median'])} the nine GEMMs" if ours else "–"),
     ]
+
+
+def _glossed(text: str) -> str:
+    """``text`` as HTML, each "IQR" with its meaning on hover (a tooltip takes no room on a phone)."""
+    return html.escape(text).replace(
+        "IQR", '<abbr title="interquartile range: the middle half of the repeats">IQR</abbr>')
 
 
 class Headlines(Directive):
@@ -428,18 +546,22 @@ class Headlines(Directive):
         columns = []
         for build in SWITCHER:
             path = _recordings_root() / build["version"] / "bench_mlp.json"
+            sweep = path.with_name("06_fused.sweep.run.json")
             env.note_dependency(str(path))
+            env.note_dependency(str(sweep))
             if path.is_file():
-                columns.append((build, dict(headline_rows(json.loads(path.read_text())))))
+                rows = headline_rows(json.loads(path.read_text()),
+                                     json.loads(sweep.read_text()) if sweep.is_file() else None)
+                columns.append((build, dict(rows)))
             else:
                 logger.warning(f"[headlines] no {path}: the landing page leaves {build['name']} out")
         if not columns:
             return []
-        labels = list(columns[0][1])
+        labels = list(dict.fromkeys(label for _, rows in columns for label in rows))
         head = "".join(f'<th><a href="{html.escape(build_href(env.docname, b))}">{html.escape(b["name"])}</a></th>'
                        for b, _ in columns)
         body = "".join("<tr><th>" + html.escape(label) + "</th>"
-                       + "".join(f"<td>{html.escape(rows.get(label, '–'))}</td>" for _, rows in columns) + "</tr>"
+                       + "".join(f"<td>{_glossed(rows.get(label, '–'))}</td>" for _, rows in columns) + "</tr>"
                        for label in labels)
         table = ('<div class="pg-scroll"><table class="pg-table pg-headlines"><thead><tr><th></th>' + head
                  + "</tr></thead><tbody>" + body + "</tbody></table></div>")
@@ -609,6 +731,8 @@ def setup(app):
     app.connect("build-finished", write_build_times)
     app.connect("build-finished", mark_gallery_gpu)
     app.connect("html-page-context", other_builds)
+    app.connect("html-page-context", chapter_sidebar, priority=400)
+    app.connect("html-page-context", chapter_layout, priority=600)
     # guide.js resolves the switcher's links from the site's root.
     app.add_js_file(None, body=f"DOCUMENTATION_OPTIONS.pg_site_root = {json.dumps(SITE_ROOT)};")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

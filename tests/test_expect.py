@@ -15,6 +15,7 @@ def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():
     html = verdict_table(verdicts)._repr_html_()
     assert html.count('class="pg-guess"') == 1 and html.index("pg-guess") > html.index("a guess that fails")
     assert "<th>from</th>" not in html  # no prediction names a source
+    assert html.startswith('<div class="pg-scroll"><table') and html.endswith("</table></div>")  # scrolls on a phone
     verdicts.require()  # only the guess failed
 
 

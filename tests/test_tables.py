@@ -70,3 +70,16 @@ def test_readable_fraction_headers_keep_the_percentage_format():
     df = pd.DataFrame({"device-time share": [0.206], "of reference": [0.17], "µs per step": [3304.4]})
     out = tables.styled(df).to_html()
     assert "20.6%" in out and "17%" in out and "3,304.4" in out and "0.206" not in out
+
+
+def test_a_styled_table_sits_in_the_scrolling_box_and_keeps_its_styler_methods():
+    import pandas as pd
+
+    from profiling_guide.output import SCROLL_CLASS
+
+    st = tables.styled(pd.DataFrame({"kernel": ["a", "b"], "µs": [1.25, 2.5]}), caption="two kernels")
+    st = st.hide(axis="columns", subset=["µs"])  # a Styler method still returns the scrolling Styler
+    out = st._repr_html_()
+    assert out.startswith(f'<div class="{SCROLL_CLASS}">') and out.rstrip().endswith("</div>")
+    assert out.count("<table") == 1 and 'class="pg-table"' in out and "two kernels" in out
+    assert "1.25" not in out  # the hidden column stays hidden inside the box

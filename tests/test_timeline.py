@@ -1,5 +1,6 @@
 """The timeline figure has the lanes, labels and arrows it should."""
 
+import matplotlib.pyplot as plt
 from matplotlib.text import Annotation
 
 from profiling_guide.pages import timeline
@@ -44,3 +45,27 @@ def test_plot_compare_puts_both_runs_on_one_time_axis(linear_eager, linear_compi
     top, bottom = fig.axes[:2]
     assert top.get_xlim() == bottom.get_xlim()
     assert top.get_title(loc="left") == "eager" and bottom.get_title(loc="left") == "compiled"
+
+
+def test_no_bar_label_is_cut_to_a_stub(mlp_eager, linear_eager):
+    from profiling_guide.pages.timeline import MIN_CUT_LABEL
+
+    for trace in (mlp_eager, linear_eager):
+        fig = timeline.plot_step(trace)
+        for text in fig.axes[0].texts:
+            label = text.get_text()
+            if label.endswith("…"):
+                assert len(label) >= MIN_CUT_LABEL, f"a label cut to {label!r}"
+        plt.close(fig)
+
+
+def test_a_narrow_bars_label_goes_beside_it_whole(linear_eager):
+    """Chapter 1's launch call is too short for its name: the name sits beside it."""
+    fig = timeline.plot_step(linear_eager)
+    texts = {t.get_text(): t for t in fig.axes[0].texts}
+    lanes = dict(timeline.lanes(linear_eager))
+    launch = next(bar for bar in lanes["CUDA runtime"] if "Launch" in bar[2])  # cuLaunchKernelEx on an H100
+    assert launch[2] in texts, f"{launch[2]} is not labelled whole: {sorted(texts)}"
+    x = texts[launch[2]].get_position()[0]
+    assert x <= launch[0] or x >= launch[0] + launch[1], "the label sits beside its bar, not inside it"
+    plt.close(fig)

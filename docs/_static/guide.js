@@ -27,20 +27,102 @@
     });
     return best;
   }
-  // Figures are drawn for a wide screen: a click opens the full-size (2x) image.
+  // Figures are drawn for a wide screen: a click (a tap) opens the full-size (2x) image
+  // over the page, at least at the size it was drawn for and as wide as the screen allows;
+  // a click on the image shows every pixel of it, and the close button, Escape, a click
+  // beside the image or the browser's Back closes it. Without JavaScript there is no link:
+  // the figure stays as it is.
+  var FIGURES = ".bd-article img.sphx-glr-single-img, .bd-article img.sphx-glr-multi-img, .bd-article .cell_output img";
+  // pushed: the open figure has a history entry of its own (Back closes it);
+  // goingBack: a close has asked the browser to drop that entry, and it has not yet.
+  var box = null, shown = null, pushed = false, goingBack = false, before = null;
+  function lightbox() {
+    if (box) return box;
+    box = document.createElement("div");
+    box.className = "pg-lightbox";
+    box.hidden = true;
+    box.setAttribute("role", "dialog");
+    box.setAttribute("aria-modal", "true");
+    box.setAttribute("aria-label", "Figure at full size");
+    box.innerHTML = '<button type="button" aria-label="Close the figure">\u00d7</button>' +
+      '<span class="pg-lightbox-hint"></span><img alt="">';
+    var img = box.querySelector("img"), hint = box.querySelector(".pg-lightbox-hint");
+    var touch = window.matchMedia && window.matchMedia("(hover: none)").matches;
+    hint.textContent = (touch ? "tap" : "click") + " the figure for every pixel \u00b7 " +
+      (touch ? "drag to pan" : "scroll to pan") + " \u00b7 \u00d7 closes";
+    box.querySelector("button").addEventListener("click", close);
+    box.addEventListener("click", function (ev) { if (ev.target === box || ev.target === hint) close(); });
+    img.addEventListener("click", function () { size(img.dataset.full === "1" ? "fit" : "full"); });
+    img.addEventListener("load", function () { size("fit"); });
+    document.addEventListener("keydown", function (ev) { if (ev.key === "Escape" && !box.hidden) close(); });
+    window.addEventListener("popstate", function () {
+      if (goingBack) {
+        goingBack = false;
+        return;
+      }
+      pushed = false;
+      if (!box.hidden) hide();
+    });
+    document.body.appendChild(box);
+    return box;
+  }
+  // "fit": the size the figure was drawn for (its 1x image), or the screen's width where that
+  // is wider, up to twice that size; "full": one screen pixel per pixel of the largest image.
+  function size(how) {
+    var img = box.querySelector("img"), full = img.naturalWidth;
+    if (!full || !shown) return;
+    var drawn = shown.naturalWidth || full, room = document.documentElement.clientWidth - 16;
+    var fit = Math.max(drawn, Math.min(room, Math.max(full, 2 * drawn)));
+    img.style.width = (how === "full" ? Math.max(full, fit) : fit) + "px";
+    img.dataset.full = how === "full" ? "1" : "0";
+  }
+  function open(link, figure) {
+    var b = lightbox(), img = b.querySelector("img");
+    shown = figure;
+    before = document.activeElement;
+    img.alt = figure.alt || "";
+    img.style.width = "";
+    if (img.getAttribute("src") === link.getAttribute("href") && img.complete) size("fit");
+    else img.src = link.getAttribute("href");
+    b.hidden = false;
+    b.scrollTop = 0;
+    b.scrollLeft = 0;
+    document.body.classList.add("pg-lightbox-open");
+    if (!pushed && !goingBack) {
+      history.pushState({ pgLightbox: true }, "");
+      pushed = true;
+    }
+    b.querySelector("button").focus();
+  }
+  function hide() {
+    box.hidden = true;
+    document.body.classList.remove("pg-lightbox-open");
+    if (before && before.focus) before.focus();
+  }
+  function close() {
+    hide();
+    if (pushed) {
+      pushed = false;
+      goingBack = true;
+      history.back();
+    }
+  }
   function zoomable() {
-    var figures = document.querySelectorAll(".bd-article img.sphx-glr-single-img, .bd-article img.sphx-glr-multi-img");
+    var figures = document.querySelectorAll(FIGURES);
     for (var i = 0; i < figures.length; i++) {
       var img = figures[i];
       if (img.closest("a")) continue;
       var link = document.createElement("a");
       link.href = largest(img);
       link.className = "pg-zoom";
-      link.target = "_blank";
-      link.rel = "noopener";
-      link.title = "Open the full-size image";
+      link.title = "Open the figure at full size";
       img.parentNode.insertBefore(link, img);
       link.appendChild(img);
+      link.addEventListener("click", function (ev) {
+        if (ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return; // a new tab, as asked
+        ev.preventDefault();
+        open(this, this.querySelector("img"));
+      });
     }
   }
   // The GPU switcher is the theme's version switcher. Its JSON (_static/switcher.json)
@@ -65,8 +147,31 @@
       new MutationObserver(resolve.bind(null, menus[i])).observe(menus[i], { childList: true });
     }
   }
+  // guide.css keeps each row's first cell in view while a table scrolls sideways. Where the
+  // first column spans rows (pandas' grouped index), the rows it spans start with a cell of
+  // the second column: that one scrolls with the rest.
+  function firstColumn() {
+    var tables = document.querySelectorAll(".bd-article table");
+    for (var t = 0; t < tables.length; t++) {
+      var sections = [tables[t].tHead].concat([].slice.call(tables[t].tBodies), [tables[t].tFoot]);
+      sections.forEach(function (section) {
+        if (!section) return;
+        var spanned = 0;
+        for (var r = 0; r < section.rows.length; r++) {
+          var first = section.rows[r].cells[0];
+          if (spanned > 0) {
+            spanned--;
+            if (first) first.classList.add("pg-not-first-col");
+          } else if (first && first.rowSpan > 1) {
+            spanned = first.rowSpan - 1;
+          }
+        }
+      });
+    }
+  }
   function ready() {
     mark();
+    firstColumn();
     zoomable();
     gpuSwitcher();
   }

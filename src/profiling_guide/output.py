@@ -17,6 +17,16 @@ import warnings
 from pathlib import Path
 
 
+#: The class of the box every table of a page sits in: the box scrolls sideways, the page never does,
+#: and the table's first column stays in view while it scrolls (docs/_static/guide.css).
+SCROLL_CLASS = "pg-scroll"
+
+
+def scrolling(table_html: str) -> str:
+    """``table_html`` in the box that scrolls it sideways on a narrow screen (:data:`SCROLL_CLASS`)."""
+    return f'<div class="{SCROLL_CLASS}">{table_html}</div>'
+
+
 def in_gallery() -> bool:
     """True while sphinx-gallery executes an example (it shows the values of bare expressions)."""
     return "sphinx_gallery" in sys.modules

@@ -91,6 +91,25 @@ def chromium():
     shutil.rmtree(profile, ignore_errors=True)
 
 
+_SCREENSHOTS: list[Path] = []
+
+
+@pytest.fixture(scope="session")
+def screenshots() -> Path:
+    """Where the browser tests save screenshots: ``$PROFILING_GUIDE_SCREENSHOTS``, else a new temporary folder."""
+    chosen = os.environ.get("PROFILING_GUIDE_SCREENSHOTS")
+    folder = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="pg-screenshots-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    _SCREENSHOTS.append(folder)
+    return folder
+
+
+def pytest_terminal_summary(terminalreporter):
+    for folder in _SCREENSHOTS:
+        count = len(list(folder.glob("*.png")))
+        terminalreporter.write_line(f"screenshots: {count} in {folder}")
+
+
 @pytest.fixture
 def page(chromium):
     """A new tab that records console errors and uncaught exceptions."""

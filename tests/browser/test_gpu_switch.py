@@ -79,7 +79,7 @@ def _headline_figures(version: str) -> list[str]:
         f"{refs['gemm_tflops']['spread']['median']:,.1f} TFLOP/s (IQR {refs['gemm_tflops']['spread']['q1']:,.1f}",
         f"{refs['copy_tbps']['spread']['median']:,.2f} TB/s",
         f"{alone['median']:,.1f} µs (IQR {alone['q1']:,.1f}–{alone['q3']:,.1f})",
-        f"{fused:,.1f} µs, {fused / alone['median']:.2f}× the GEMMs alone",
+        f"{fused:,.1f} µs, {fused / alone['median']:.3f}× the GEMMs alone at {bench['shape']['rows']:,} rows",
         *(f"{variants[v]['median']:,.1f} µs" for v in ("eager", "compile", "liger")),
     ]
 

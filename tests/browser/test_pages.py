@@ -75,18 +75,40 @@ def test_example_page_shows_a_timeline_and_a_table(page, base_url, path):
     assert tables.first.is_visible(), f"{path}: the first table is not visible"
 
 
+def chapter_titles() -> dict[str, str]:
+    """Each example's title (its docstring's first line, ``6b · The training step: ...``) by file stem."""
+    titles = {}
+    for path in sorted(Path(__file__).resolve().parents[2].glob("examples/**/plot_*.py")):
+        first = next(line for line in path.read_text().split('"""', 2)[1].splitlines() if line.strip())
+        titles[path.stem] = first.strip()
+    return titles
+
+
 @pytest.mark.parametrize("prefix", PREFIXES)
-def test_landing_page_shows_the_ladder(page, base_url, prefix):
+def test_landing_page_opens_with_the_ladder_numbered_as_the_chapters_are(page, base_url, prefix):
     open_page(page, base_url, prefix + "index.html")
     examples = [p for p in EXAMPLES if p.startswith(prefix + "auto_examples/")]
-    rungs = page.locator("ol.pg-ladder > li")
-    # one rung per chapter: the examples in the repository (a rung whose page was not built is unlinked)
-    chapters = sorted(Path(__file__).resolve().parents[2].glob("examples/plot_*.py"))
-    assert rungs.count() == len(chapters) == 10, "the ladder has a rung per chapter"
-    linked = page.locator("ol.pg-ladder > li a")
+    rungs = page.locator("ul.pg-ladder > li")
+    titles = chapter_titles()
+    assert rungs.count() == len(titles), "the ladder has a rung per chapter"
+    linked = page.locator("ul.pg-ladder > li a")
     assert linked.count() == len(examples), "each built example is linked from its rung"
+    for i in range(linked.count()):
+        rung = linked.nth(i).locator("xpath=ancestor::li[1]")
+        number = rung.locator(".pg-rung-number").inner_text().strip()
+        stem = linked.nth(i).get_attribute("href").rsplit("/", 1)[-1].removesuffix(".html").split("#")[0]
+        assert titles[stem].startswith(f"{number} · "), f"rung {number} links {stem}, titled {titles[stem]!r}"
     thumbs = page.locator(".sphx-glr-thumbcontainer img")
     assert thumbs.count() == len(examples), "each built example has a thumbnail on the landing page"
+    # the ladder comes first, the two GPUs' table after it, with its jargon glossed
+    order = page.evaluate("""() => {
+        const ladder = document.querySelector("ul.pg-ladder"), table = document.querySelector("table.pg-headlines");
+        return ladder && table ? ladder.compareDocumentPosition(table) & Node.DOCUMENT_POSITION_FOLLOWING : -1; }""")
+    assert order, "the ladder comes before the two GPUs' table"
+    glossed = page.evaluate("""() => [...document.querySelectorAll(".bd-article a[href*='glossary']")]
+        .map(a => a.textContent.trim())""")
+    assert {"IQR", "cuBLAS", "fused-pingpong"} <= set(glossed), f"terms linked to the glossary: {glossed}"
+    assert page.locator("table.pg-headlines abbr[title]").count() > 0, "the table's IQR says what it is on hover"
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)

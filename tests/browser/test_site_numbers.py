@@ -138,3 +138,28 @@ def test_no_page_publishes_logs_warnings_or_tracebacks(page):
     parser.feed((SITE / page).read_text(encoding="utf-8"))
     found = LOG_MARKERS.search("".join(parser.text))
     assert not found, f"{page} publishes a log line: {found.group(0)!r}"
+
+
+def headline_rows(page: str) -> dict[str, list[str]]:
+    parser = _Tables()
+    parser.feed((SITE / page).read_text(encoding="utf-8"))
+    found = [(head, body) for head, body in parser.tables if head and head[1:] and "H100" in " ".join(head)]
+    return {row[0]: row[1:] for _, body in found[:1] for row in body}
+
+
+def test_the_landing_pages_ratios_say_enough_digits_and_their_shape():
+    """1.051× must not read as 1.05× (the target it missed); a ratio to cuBLAS's GEMMs names its shape."""
+    if not (SITE / "index.html").is_file():
+        pytest.skip("no built site")
+    rows = headline_rows("index.html")
+    ratios = {label: cells for label, cells in rows.items() if any(re.search(r"\d× ", c) for c in cells)}
+    assert ratios, f"no ratio on the landing page's table: {list(rows)}"
+    for label, cells in ratios.items():
+        for cell in cells:
+            assert re.search(r"\d\.\d{3}×", cell), f"{label!r}: {cell!r} has fewer than three digits"
+    ours = {label: cells for label, cells in ratios.items() if label.startswith("our fused MLP")}
+    unshaped = {label: cells for label, cells in ours.items() if "rows" not in label and not all("rows" in c for c in cells)}
+    assert ours and not unshaped, f"our MLP's ratio without its shape: {unshaped or ours}"
+    nine = [label for label in rows if "nine GEMMs" in label]
+    assert nine and all("timed alone" in label for label in nine), f"the nine GEMMs, called: {nine}"
+    assert not [label for label in rows if "floor" in label.lower()], "cuBLAS's GEMMs are a reference, not a floor"

@@ -1,4 +1,4 @@
-"""Time every GeGLU MLP variant on one GPU, in one run, against two floors.
+"""Time every GeGLU MLP variant on one GPU, in one run, against cuBLAS's GEMMs alone and the datasheet bound.
 
 Variants (all with the same bf16 weights, checked against eager first):
 
@@ -23,16 +23,17 @@ GPU's queue kept full; each variant is timed in ``repeats`` interleaved
 passes and reported as the median and interquartile range of those passes.
 The CPU time to issue one forward is measured separately, profiler off.
 
-Two floors, both in the result:
+A reference and a floor, both in the result:
 
 * **cuBLAS GEMMs alone** (``gemms_alone_us``): the MLP's three bare GEMMs,
   timed the same way. What a perfect fusion of everything else would reach
-  with the library's own GEMMs; a better GEMM (ours) can beat it. Beside it,
+  with the library's own GEMMs: a reference, not a floor, since a better GEMM
+  (ours) can beat it. Beside it,
   ``gate_up_gemms_alone_us``: cuBLAS's gate and up GEMMs only, the work our
   fused kernel does (it adds the GeLU·mul and stores h instead of g and u).
 * **the datasheet bound** (``datasheet_bound_us``): the MLP's FLOPs at the
   vendor's dense bf16 peak, or its least HBM traffic at the datasheet
-  bandwidth, whichever takes longer. Nothing runs faster.
+  bandwidth, whichever takes longer: the floor, nothing runs faster.
 
 Its records (:class:`~profiling_guide.measure.bench_records.ShapeResult`,
 :class:`~profiling_guide.measure.bench_records.BenchmarkRun`, their JSON) are in

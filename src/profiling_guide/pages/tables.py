@@ -10,8 +10,10 @@ import html
 from collections import defaultdict
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from profiling_guide.analysis.expect import POST, POST_URL, Verdicts
+from profiling_guide.output import scrolling
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, Trace
 
@@ -224,8 +226,16 @@ def _cell_text(value) -> str:
     return _shortened_with_title(text)
 
 
+class ScrollingStyler(Styler):
+    """A pandas Styler whose HTML sits in the page's scrolling box (:func:`profiling_guide.output.scrolling`)."""
+
+    def _repr_html_(self) -> str | None:
+        table = super()._repr_html_()
+        return scrolling(table) if table else table
+
+
 def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None, na_rep: str = "–"):
-    """A Styler that renders ``df`` as a clean HTML table on the page (µs with ``precision`` digits).
+    """A Styler that renders ``df`` as a clean HTML table in a scrolling box on the page (µs with ``precision`` digits).
 
     Whole numbers print as integers; fractions in a column :func:`is_fraction_column`
     names print as percentages; a text cell longer than :data:`LONG_CELL`
@@ -242,7 +252,7 @@ def styled(df: pd.DataFrame, *, precision: int = 1, caption: str | None = None, 
             fmt[c] = "{:,.0f}" if whole else f"{{:,.{precision}f}}"
         elif df[c].map(lambda v: isinstance(v, (list, tuple)) or isinstance(v, str) and len(v) > LONG_CELL).any():
             fmt[c] = _cell_text
-    st = df.style.format(fmt, na_rep=na_rep)
+    st = ScrollingStyler(df).format(fmt, na_rep=na_rep)
     if df.index.name is None and isinstance(df.index, pd.RangeIndex):
         st = st.hide(axis="index")
     if caption:
@@ -337,7 +347,7 @@ class VerdictTable:
             + "</tr>"
             for v in self.verdicts
         )
-        return (
+        return scrolling(
             '<table class="pg-table pg-verdicts"><thead><tr><th></th><th>prediction</th>'
             f"<th>{html.escape(self.verdicts.seen_header)}</th>{'<th>from</th>' if sources else ''}</tr></thead>"
             f"<tbody>{rows}</tbody></table>"

@@ -82,21 +82,55 @@ def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[f
     return out
 
 
+#: A label cut to fewer characters than this reads as noise ("ate…"): it goes beside its bar, or nowhere.
+MIN_CUT_LABEL = 16
+
+
 def _draw_bars(ax, y: float, bars, span_us: float, width_in: float, *, label_outside: bool = False) -> None:
+    """One lane's bars and their labels; a label is never cut to a stub.
+
+    A label goes inside its bar where it fits whole (or cut where at least
+    :data:`MIN_CUT_LABEL` characters fit); otherwise beside the bar, right or
+    left, where the lane is free for it; otherwise nowhere (the interactive
+    timeline and the tables name every bar). ``label_outside``: a GPU lane,
+    whose small kernels are labelled above and right of the bar, clear of the
+    launch arrows that reach its top edge.
+    """
     us_per_char = span_us / (width_in * 13)  # ~13 characters of 7.5-pt text per inch
-    last_label_end = -1e30
-    for start, dur, label, color in bars:
+    gap = span_us * 0.004
+    bars = sorted(bars, key=lambda bar: bar[0])
+    free_from = -1e30  # where this lane has neither bar nor label, for a label placed beside a bar
+    above_free_from = -1e30  # the same, for the labels above a GPU lane
+    axis_end = span_us * 1.02
+    for i, (start, dur, label, color) in enumerate(bars):
         ax.broken_barh([(start, max(dur, span_us * 0.0015))], (y - LANE_HEIGHT / 2, LANE_HEIGHT),
                        facecolors=color, edgecolors="white", linewidth=0.4)
+        end = start + max(dur, span_us * 0.0015)
         room = int(dur / us_per_char)
-        if room >= 4:
+        need = (len(label) + 1) * us_per_char  # the label's width, with a character's margin
+        if room >= len(label) or room >= MIN_CUT_LABEL:
             text = label if len(label) <= room else label[: room - 1] + "…"
             ax.text(start + dur / 2, y, text, ha="center", va="center", fontsize=BAR_FONT, clip_on=True,
                     color="white" if color in KIND_COLORS.values() or color == OP_COLORS[0] else "#1b1b1b")
-        elif label_outside and start > last_label_end:
-            ax.text(start + dur + span_us * 0.004, y + LANE_HEIGHT * 0.62, label, ha="left", va="bottom",
-                    fontsize=BAR_FONT, color="#333333", clip_on=True)
-            last_label_end = start + dur + len(label) * us_per_char * 0.95
+            free_from = max(free_from, end)
+            continue
+        if label_outside:
+            if start > above_free_from:
+                ax.text(end + gap, y + LANE_HEIGHT * 0.62, label, ha="left", va="bottom",
+                        fontsize=BAR_FONT, color="#333333", clip_on=True)
+                above_free_from = end + gap + len(label) * us_per_char * 0.95
+            free_from = max(free_from, end)
+            continue
+        next_start = bars[i + 1][0] if i + 1 < len(bars) else axis_end
+        if next_start - end - 2 * gap >= need:  # right of the bar
+            ax.text(end + gap, y, label, ha="left", va="center", fontsize=BAR_FONT, color="#333333", clip_on=True)
+            free_from = end + gap + need
+        elif start - max(free_from, 0.0) - 2 * gap >= need:  # left of it
+            ax.text(start - gap, y, label, ha="right", va="center", fontsize=BAR_FONT, color="#333333",
+                    clip_on=True)
+            free_from = end
+        else:
+            free_from = max(free_from, end)
 
 
 def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | None = None,
