@@ -228,7 +228,7 @@ def chapter_sidebar(app, pagename, templatename, context, doctree) -> None:
         return
     chapters = chapter_numbers()
     context["pg_chapters"] = [
-        {"number": number, "name": name, "optional": optional, "current": docname == pagename,
+        {"number": number.removesuffix(DEEP), "name": name, "optional": optional, "current": docname == pagename,
          "href": app.builder.get_relative_uri(pagename, docname)}
         for number, name, optional in ladder_rungs() if number in chapters
         for docname in [f"{GALLERY_DIR}/{chapters[number].relative_to(EXAMPLES).with_suffix('').as_posix()}"]]
@@ -261,8 +261,11 @@ html_context = {"pg_build_mode": _build_mode(), "default_mode": "auto"}
 
 
 # ---------------------------------------------------------- the ladder (index)
-#: A chapter's number is the first word of its title: ``6b · The training step: ...``.
-CHAPTER_TITLE = re.compile(r'^\s*(?:[rRuU]?""")?\s*(?P<number>\d+[a-z]?) · (?P<title>.+)$', re.M)
+#: A chapter's number is the first word of its title: ``6b · The training step: ...``; a deep dive's
+#: title starts ``Deep dive 6b · ...`` and its rung's number is ``6b deep``.
+CHAPTER_TITLE = re.compile(r'^\s*(?:[rRuU]?""")?\s*(?P<deep>Deep dive )?(?P<number>\d+[a-z]?) · (?P<title>.+)$',
+                           re.M)
+DEEP = " deep"  # what a deep dive's rung number adds to its lesson's
 
 
 def chapter_numbers() -> dict[str, Path]:
@@ -279,7 +282,7 @@ def chapter_numbers() -> dict[str, Path]:
         if title is None:
             raise ValueError(f"{path.relative_to(REPO)}: its title does not start with its number "
                              f"(\"6b · The training step ...\"): the ladder finds chapters by it")
-        number = title.group("number")
+        number = title.group("number") + (DEEP if title.group("deep") else "")
         if number in found:
             raise ValueError(f"{path.relative_to(REPO)} and {found[number].relative_to(REPO)} both have number {number}")
         found[number] = path
@@ -325,7 +328,7 @@ class Ladder(Directive):
             item = nodes.list_item(classes=["pg-rung"] + ([] if example else ["pg-rung-planned"])
                                    + (["pg-rung-optional"] if optional else []))
             para = nodes.paragraph()
-            para += nodes.inline(text=number, classes=["pg-rung-number"])
+            para += nodes.inline(text=number.removesuffix(DEEP), classes=["pg-rung-number"])
             if example:
                 ref = nodes.inline("", "", nodes.Text(name))
                 target = example.relative_to(EXAMPLES).with_suffix("").as_posix()
