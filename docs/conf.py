@@ -580,10 +580,12 @@ RECORDING_PATTERNS = ("*.trace.json.gz", "*.run.json")
 
 
 def copy_recordings(app, exception) -> None:
-    """Put this build's GPU's recordings at ``_recordings/<gpu-slug>/<file>`` in the HTML output.
+    """Put the recordings at ``_recordings/<folder>/<file>`` in the HTML output.
 
-    The example pages' banners link them there, relative to the page; each
-    GPU's build publishes its own.
+    The example pages' banners link them there, relative to the page. Every
+    folder is published, not only this build's GPU's: a page of this build may
+    replay another GPU's recording (a chapter not yet recorded on this GPU) or a
+    set of several ranks (``<gpu>-x<n>``).
     """
     if exception is not None or app.builder.format != "html":
         return
@@ -593,7 +595,7 @@ def copy_recordings(app, exception) -> None:
         shutil.rmtree(out)
     copied = 0
     for pattern in RECORDING_PATTERNS:
-        for src in sorted((root / BUILD_GPU).glob(pattern)):
+        for src in sorted(root.glob(f"*/{pattern}")):
             dest = out / src.parent.name / src.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)

@@ -142,7 +142,12 @@ RanksStep(runs["ddp_straggler"].rank_trace_paths,
 # (the run analysis: a collective's kernel runs until its last rank arrives,
 # so a rank's wait is its kernel's time minus the shortest rank's).
 
-from profiling_guide.pages import tables
+from profiling_guide.pages import charts, tables
+
+fig = charts.rank_time({n: analyses[n] for n in ("ddp", "fsdp2", "ddp_straggler")})
+
+# %%
+# The same, in numbers:
 
 tables.styled(strategies.rank_table(analyses["ddp"]), precision=2, caption="DDP")
 

@@ -1,6 +1,6 @@
 """
 Deep dive 9 · Attention backends across sequence lengths, and FlashAttention-4
-=============================================================================
+==============================================================================
 
 Optional, after chapter 9. How do the attention variants' time and memory
 grow with the sequence length, causal and not, and where do the backends

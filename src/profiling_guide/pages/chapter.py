@@ -46,6 +46,15 @@ from profiling_guide.pages.recordings import (
 from profiling_guide.trace.run_record import read_run_record
 
 
+def page_depth(page_file: str | None) -> int:
+    """Folders between ``examples/`` and the page's file (a page in ``examples/deep_dives/``: 1); 0 if unknown."""
+    if not page_file:
+        return 0
+    parents = Path(page_file).resolve().parents
+    found = next((i for i, p in enumerate(parents) if p.name in ("examples", "auto_examples")), None)
+    return found or 0
+
+
 class Chapter:
     """The recordings of one example, and the mode it runs in.
 
@@ -75,6 +84,8 @@ class Chapter:
         self.ranks = ranks
         #: Why a live build replays this chapter, or which GPU's recordings stand in for the one asked for.
         self.replay_note: str | None = None
+        #: How many folders below the gallery's top the page sits (a deep dive: 1); its links climb as many.
+        self.page_depth = 0
         self._suffix = f"-x{ranks}" if ranks else ""
         if self.mode == "live" and ranks:
             import torch
@@ -147,6 +158,7 @@ class Chapter:
                              "use --dtype bfloat16")
         chapter = cls(example, run_args(flags), mode=flags.mode, ranks=getattr(flags, "ranks", None))
         chapter.flags = flags
+        chapter.page_depth = page_depth(caller.f_globals.get("__file__") if caller else None)
         return chapter
 
     @classmethod
@@ -164,6 +176,7 @@ class Chapter:
         title = next((line for line in doc if line.strip() and set(line.strip()) != {"="}), example)
         flags = example_parser(title).parse_args(argv)
         chapter = cls(example, {}, mode=flags.mode)
+        chapter.page_depth = page_depth(caller.f_globals.get("__file__") if caller else None)
         if chapter.live:
             chapter.mode = "replay"  # read what the lesson recorded; chapter.folder is this GPU's already
             chapter.gpu = chapter.versions = None
@@ -235,7 +248,7 @@ class Chapter:
         candidates = sorted(found, key=lambda p: (p.name != asked, p.name != DEFAULT_GPU + self._suffix, p.name))
         for folder in candidates:
             if next(folder.glob(f"{self.example}.*.run.json"), None) is not None:
-                if folder.name != asked and (self.root / asked).is_dir():
+                if folder.name != asked:
                     self.replay_note = f"no recording of this chapter on {asked} yet: this page replays {folder.name}'s"
                 return folder
         return candidates[0]  # none has it: the error comes, naming the file, when a recording is read
@@ -581,7 +594,7 @@ class Downloads:
         for rec in self.chapter.recordings:
             for path in (rec.trace_path, rec.run_path):
                 if path.is_file():
-                    out.append((path.name, f"../{SITE_RECORDINGS}/{self.chapter.folder.name}/{path.name}", rec.stale))
+                    out.append((path.name, f"{'../' * (1 + self.chapter.page_depth)}{SITE_RECORDINGS}/{self.chapter.folder.name}/{path.name}", rec.stale))
         return out
 
     def __repr__(self) -> str:

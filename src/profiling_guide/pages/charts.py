@@ -183,3 +183,34 @@ def attention_sweep(points: list[dict], *, head_dim: int, causal: bool, title: s
     ax_m.legend(fontsize=8, loc="upper left")
     fig.suptitle(title or f"{'causal' if causal else 'full'} attention, head dim {head_dim}", fontsize=11)
     return fig
+
+
+RANK_PARTS = (("compute alone", "#7b4fa6"), ("communication beside compute", "#c9a0dc"),
+              ("communication alone (exposed)", "#c24d6b"), ("idle", GAP_COLOR))
+
+
+def rank_time(runs: dict, *, title: str | None = None):
+    """One horizontal bar per job and rank: its GPU's step (ms, mean over profiled steps) split four ways.
+
+    ``runs``: job name → :class:`~profiling_guide.analysis.ranks.RunAnalysis`.
+    Compute alone, communication hidden behind compute, exposed
+    communication, idle: together the span of the step's device work.
+    """
+    labels, parts = [], []
+    for name, run in runs.items():
+        for rank, df in run.per_rank.groupby("rank"):
+            m = df.mean(numeric_only=True) / 1e3
+            labels.append(f"{name}, rank {rank}")
+            parts.append((m["compute_us"] - m["overlap_us"], m["overlap_us"], m["exposed_us"], m["idle_us"]))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(labels) + 2.0), layout="constrained")
+    for i, values in enumerate(parts):
+        left = 0.0
+        for (label, color), value in zip(RANK_PARTS, values):
+            ax.barh(i, value, left=left, color=color, height=0.6, label=label if i == 0 else None)
+            left += value
+    ax.set_yticks(range(len(labels)), labels, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per profiled step (the GPU's span of the step's work)")
+    fig.legend(fontsize=8, loc="outside lower center", ncols=2)
+    ax.set_title(title or "Where each rank's step goes", fontsize=11)
+    return fig
