@@ -25,7 +25,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
+# Lessons first, then the deep dives (gallery subfolders), which read what their lesson recorded.
+EXAMPLES = sorted((ROOT / "examples").rglob("plot_*.py"), key=lambda p: (len(p.relative_to(ROOT).parts), p.name))
 try:  # what a page must never show: one pattern, which the browser tests check the built site for too
     from profiling_guide.pages.page_logs import LOG_MARKERS
 except ImportError:  # run from a checkout without installing it
