@@ -47,10 +47,12 @@ from profiling_guide.trace.run_record import read_run_record
 
 
 def page_depth(page_file: str | None) -> int:
-    """Folders between ``examples/`` and the page's file (a page in ``examples/deep_dives/``: 1); 0 if unknown."""
-    if not page_file:
-        return 0
-    parents = Path(page_file).resolve().parents
+    """Folders between ``examples/`` and the page's file (a page in ``examples/deep_dives/``: 1); 0 if unknown.
+
+    sphinx-gallery gives an example no ``__file__`` but runs it in its own
+    folder: without ``page_file``, the working folder says where the page is.
+    """
+    parents = Path(page_file or Path.cwd() / "page.py").resolve().parents
     found = next((i for i, p in enumerate(parents) if p.name in ("examples", "auto_examples")), None)
     return found or 0
 
@@ -591,10 +593,11 @@ class Downloads:
 
     def _files(self) -> list[tuple[str, str, bool]]:
         out = []
+        up = "../" * (1 + self.chapter.page_depth)
         for rec in self.chapter.recordings:
-            for path in (rec.trace_path, rec.run_path):
+            for path in (rec.trace_path, *rec.rank_trace_paths, rec.run_path):
                 if path.is_file():
-                    out.append((path.name, f"{'../' * (1 + self.chapter.page_depth)}{SITE_RECORDINGS}/{self.chapter.folder.name}/{path.name}", rec.stale))
+                    out.append((path.name, f"{up}{SITE_RECORDINGS}/{self.chapter.folder.name}/{path.name}", rec.stale))
         return out
 
     def __repr__(self) -> str:
