@@ -143,8 +143,8 @@ references = chapter.reference_rates([]).values
 # * ``masked_fill`` returns a new tensor: PyTorch copies the scores, then
 #   masks the copy. In place, the copy goes.
 # * The ``math`` backend is attention written out in ATen ops, upcast to
-#   float32 for bf16 inputs: more kernels than ours, and far slower than a
-#   fused kernel.
+#   float32 for bf16 inputs: more kernels than the naive version, and far
+#   slower than a fused kernel.
 # * ``efficient``, ``flash``, ``cudnn`` and ``flex`` each compute the forward
 #   in one kernel.
 # * cuDNN builds an execution plan per call: it costs more CPU time than
@@ -222,10 +222,10 @@ timed_pace_facts(f"09_attention.timings ({best})", cpu_issue, device_time, runs[
 
 # %%
 # Which kernels each variant ran, their names decoded
-# (:func:`~profiling_guide.trace.kernel_names.decode`), and the call that
-# launched them. ``cuLaunchKernelEx`` is the driver's launch with
-# attributes (thread-block clusters, programmatic dependencies); for the
-# kernels it launches the profiler records no occupancy estimate it can use.
+# (:func:`~profiling_guide.trace.kernel_names.decode`: the library, the pass,
+# and for flash whether the kernel was built causal), and the call that
+# launched them. ``cuLaunchKernelEx`` is the driver's launch with attributes
+# (thread-block clusters, programmatic dependencies).
 
 tables.styled(attention.kernel_names_table(runs))
 
@@ -235,6 +235,12 @@ tables.styled(attention.kernel_names_table(runs))
 
 verdicts = expect.check(predictions, None, seen_header="what the traces and timings show")
 tables.verdict_table(verdicts)
+
+# %%
+# Where a guess from the A100 fails on this GPU, its row says what the trace
+# shows instead. The trace's "est. achieved occupancy" is the profiler's
+# estimate, not a counter: read the row on 0 % for which kernels it goes
+# with, and chapter 6c for occupancy measured by Nsight Compute.
 
 # %%
 # Against the limits
@@ -256,8 +262,9 @@ tables.styled(attention.rates_table(timings, flops, references), precision=0)
 # Pick the backend by the step's time on your GPU and shape, and check in
 # your own trace which one ran: SDPA chooses silently, and only the kernel
 # names say which. ``profiling-guide report`` groups them as attention and
-# names the library. The deep dive sweeps the sequence length, causal and
-# not, and shows where the backends cross.
+# names the library. :doc:`The deep dive <deep_dives/plot_09_deep_attention>`
+# sweeps the sequence length, causal and not, shows where the backends cross,
+# and times FlashAttention-4.
 
 from profiling_guide.pages import facts
 
