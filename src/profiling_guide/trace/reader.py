@@ -71,14 +71,14 @@ class _ValueTooLong(Exception):
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _without_surrogates(value):
+def without_surrogates(value):
     """``value`` with each lone surrogate (``"\\ud800"``: valid JSON, not text) replaced by U+FFFD."""
     if isinstance(value, str):
         return _LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_without_surrogates(v) for v in value]
+        return [without_surrogates(v) for v in value]
     return value
 
 
@@ -151,7 +151,7 @@ class _Text:
             if end == len(self.buf) and self._more_of_one_value():
                 continue
             self.pos = end
-            return _without_surrogates(value) if self.surrogates else value
+            return without_surrogates(value) if self.surrogates else value
 
     def _more_of_one_value(self) -> bool:
         if len(self.buf) - self.pos > MAX_VALUE_CHARS:

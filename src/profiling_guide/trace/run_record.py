@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
+from profiling_guide.trace.reader import without_surrogates
 
 # A run record is kilobytes; anything near this is not one.
 MAX_RUN_RECORD_BYTES = 16 * 2**20
@@ -51,7 +51,6 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 RATE_KEYS = ("gemm_tflops", "copy_tbps")
 _JSON_NAMES = {str: "a string", dict: "an object", list: "a list", type(None): "null"}
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _HUGE = 10**300
 
 
@@ -120,17 +119,7 @@ def _checked_tree(value, path: Path, what: str, fix: str):
             raise GuideError(f"{path} nests JSON values deeper than {MAX_DEPTH} levels, which {what} never does: {fix}")
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return _without_surrogates(value)
-
-
-def _without_surrogates(value):
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_surrogates(v) for v in value]
-    return value
+    return without_surrogates(value)
 
 
 def read_run_record(path: str | Path) -> dict:
