@@ -329,3 +329,11 @@ def test_the_ranks_timeline_and_the_single_timeline_colour_collectives_apart():
     first = min(s.start_us for s in steps)
     assert data["span"] == pytest.approx(max(max(s.end_us, *(e.end_us for e in s.device_events)) for s in steps) - first,
                                          abs=0.01)
+
+
+def test_a_folder_of_traces_leaves_out_the_run_records_beside_them(tmp_path):
+    for r in (0, 1):
+        (tmp_path / f"rank{r}.trace.json.gz").write_bytes((H100X4 / "ddp" / f"rank{r}.trace.json.gz").read_bytes())
+    (tmp_path / "run.json").write_text("{}")  # what chapter 10's training script writes beside its traces
+    (tmp_path / "rank0.run.json").write_text("{}")
+    assert [p.name for p in trace_files([tmp_path])] == ["rank0.trace.json.gz", "rank1.trace.json.gz"]

@@ -69,7 +69,8 @@ def rank_info(metadata: dict) -> RankInfo:
 
 
 def _is_trace_name(path: Path) -> bool:
-    return path.name.endswith(TRACE_SUFFIXES) and not path.name.endswith(".run.json")
+    # a run record beside the traces (<name>.run.json, or the run.json a training script writes) is not one
+    return path.name.endswith(TRACE_SUFFIXES) and not (path.name.endswith(".run.json") or path.name == "run.json")
 
 
 def trace_files(names: Iterable[str | Path]) -> list[Path]:
