@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib
 import pytest
+
+from quick_python import quick_python
 
 matplotlib.use("Agg")
 os.environ.setdefault("PROFILING_GUIDE_MODE", "replay")
@@ -35,10 +38,30 @@ def run_pytest_in_fresh_process(test_file: str, *, interpreted: bool, timeout: i
     tests need the other mode than this process's runs itself again in a
     child; the child's output is shown if it fails.
     """
-    out = subprocess.run([sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider"],
+    out = subprocess.run([quick_python(), "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider"],
                          env=triton_env(interpreted=interpreted), capture_output=True, text=True,
                          timeout=timeout)  # fmt: skip
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """A folder that ``make(folder)`` fills once per test run, shared by the xdist workers.
+
+    The first worker to ask makes it, holding a lock; the others wait for it
+    and reuse the folder. If ``make`` fails, the next to ask tries again.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base folders sit side by side in one
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".made").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / ".made").touch()
+    return folder
 
 
 def recording(name: str) -> Path:

@@ -295,7 +295,7 @@ def _sitecustomize() -> None:
     """Import the ``sitecustomize`` the run's ``sys.path`` finds, as a fresh interpreter's ``site`` does."""
     sys.modules.pop("sitecustomize", None)
     try:
-        import sitecustomize  # noqa: F401
+        import sitecustomize  # noqa: F401 - imported for what it does
     except ImportError as err:
         if err.name != "sitecustomize":
             raise

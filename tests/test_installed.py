@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import once_per_run
 from profiling_guide.errors import EXTRAS
+from quick_python import quick_python
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
@@ -41,22 +43,29 @@ sys.meta_path.insert(0, _NotInstalled())
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Path:
-    """The package as ``pip install /path/to/clone`` installs it (not editable), in a folder of its own."""
-    clone = tmp_path_factory.mktemp("clone")
+    """The package as ``pip install /path/to/clone`` installs it (not editable), in a folder of its own.
+
+    Installed once per test run, whichever xdist worker comes first.
+    """
+    return once_per_run(tmp_path_factory, "installed", _pip_install_a_clone)
+
+
+def _pip_install_a_clone(target: Path) -> None:
+    clone = target.parent / "clone"
+    shutil.rmtree(clone, ignore_errors=True)
+    clone.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, clone / name)
     shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copytree(ROOT / "docs" / "recordings", clone / "docs" / "recordings")
-    target = tmp_path_factory.mktemp("site")
     # With a setuptools that builds wheels here, offline; else pip fetches one for the build.
     isolation = ["--no-build-isolation"] if _setuptools_builds_wheels() else []
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
                              *isolation, "--target", str(target), str(clone)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    return target
 
 
 def _setuptools_builds_wheels() -> bool:
@@ -71,7 +80,7 @@ def _run_copied(example: Path, folder: Path, pythonpath: str, **env) -> subproce
     shutil.copy(example, folder / example.name)
     # No PROFILING_GUIDE_RECORDINGS: the chapter finds its recordings itself.
     base = {k: v for k, v in os.environ.items() if k != "PROFILING_GUIDE_RECORDINGS"}
-    return subprocess.run([sys.executable, example.name], cwd=folder, capture_output=True, text=True, timeout=600,
+    return subprocess.run([quick_python(), example.name], cwd=folder, capture_output=True, text=True, timeout=600,
                           env={**base, "PYTHONPATH": pythonpath, "PROFILING_GUIDE_MODE": "replay",
                                "MPLBACKEND": "Agg", **env})
 
@@ -80,7 +89,7 @@ def test_the_wheel_carries_every_recording(installed):
     shipped = installed / "profiling_guide" / "recordings"
     assert sorted(p.relative_to(shipped).as_posix() for p in shipped.glob("*/*")) == RECORDINGS
     assert len(RECORDINGS) > 100
-    root = subprocess.run([sys.executable, "-c", "from profiling_guide.pages.recordings import default_root; "
+    root = subprocess.run([quick_python(), "-c", "from profiling_guide.pages.recordings import default_root; "
                            "print(default_root())"], capture_output=True, text=True, cwd=installed,
                           env={**os.environ, "PYTHONPATH": str(installed)}).stdout.strip()
     assert Path(root) == shipped  # the installed copy decides, not a checkout
