@@ -293,9 +293,11 @@ def _exit_code(value) -> int:
 
 def _sitecustomize() -> None:
     """Import the ``sitecustomize`` the run's ``sys.path`` finds, as a fresh interpreter's ``site`` does."""
+    import importlib
+
     sys.modules.pop("sitecustomize", None)
     try:
-        import sitecustomize  # noqa: F401 - imported for what it does
+        importlib.import_module("sitecustomize")
     except ImportError as err:
         if err.name != "sitecustomize":
             raise

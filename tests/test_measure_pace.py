@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import GPUS, H100, H200
+from conftest import GPUS, H100
 
 from profiling_guide.analysis.pace import (
     pace_of,
