@@ -97,27 +97,35 @@ if code < 0:
 sys.exit(code)
 """
 
-_server: subprocess.Popen | None = None
-_client: Path | None = None
+#: What a server made for torch.compile imports besides: its compiler, which imports Triton as the test
+#: process's environment says (TRITON_INTERPRET included). For commands whose Triton is not under test.
+COMPILER = ("torch._dynamo", "torch._inductor.compile_fx")
+_clients: dict[bool, tuple[subprocess.Popen, Path]] = {}
 
 
-def quick_python() -> str:
-    """The path of the quick ``python`` (see the module docstring); starts this process's server on first use."""
-    global _server, _client
-    if _client is not None and _server is not None and _server.poll() is None:
-        return str(_client)
+def quick_python(*, compiler: bool = False) -> str:
+    """The path of the quick ``python`` (see the module docstring); starts its server on first use.
+
+    ``compiler=True``: a server that has also imported torch.compile's
+    compiler (:data:`COMPILER`, about two seconds more for each chapter that
+    compiles), for commands whose Triton and extras are not what the test is about.
+    """
+    server, client = _clients.get(compiler, (None, None))
+    if server is not None and server.poll() is None:
+        return str(client)
     folder = Path(tempfile.mkdtemp(prefix="pg-quick-python-"))
     sock = folder / "server.sock"
-    _server = subprocess.Popen([sys.executable, __file__, str(sock)], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, text=True)
-    ready = _server.stdout.readline()
+    server = subprocess.Popen([sys.executable, __file__, str(sock), *(COMPILER if compiler else ())],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    ready = server.stdout.readline()
     if ready.strip() != "ready":
         raise RuntimeError(f"the quick python server did not start (it said {ready!r})")
-    _client = folder / "python"
-    _client.write_text(_CLIENT.format(python=sys.executable, socket=str(sock), fresh=FRESH_ENV, length=_LENGTH))
-    _client.chmod(0o755)
-    atexit.register(_stop, _server, folder)
-    return str(_client)
+    client = folder / "python"
+    client.write_text(_CLIENT.format(python=sys.executable, socket=str(sock), fresh=FRESH_ENV, length=_LENGTH))
+    client.chmod(0o755)
+    atexit.register(_stop, server, folder)
+    _clients[compiler] = server, client
+    return str(client)
 
 
 def _stop(server: subprocess.Popen, folder: Path) -> None:
@@ -132,13 +140,13 @@ def _stop(server: subprocess.Popen, folder: Path) -> None:
 
 
 # ------------------------------------------------------------------ the server
-def serve(sock_path: str) -> None:
+def serve(sock_path: str, *more: str) -> None:
     import importlib
 
     import matplotlib
 
     matplotlib.use("Agg")
-    for name in PRELOADED:
+    for name in (*PRELOADED, *more):
         importlib.import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock_path)
@@ -349,4 +357,4 @@ def _reset_between_scripts() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], *sys.argv[2:])
