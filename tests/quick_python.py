@@ -7,7 +7,7 @@ seconds of CPU, most of its test's time. Two ways save it:
 
 * :func:`quick_python` returns the path of an executable that runs
   ``python script.py ...``, ``python -m module ...`` and ``python -c code``
-  with the caller's arguments, environment, working directory, standard
+  (each with ``-u`` or not) with the caller's arguments, environment, working directory, standard
   streams and exit status, each in a fork of one server process that imported
   those four packages once. Everything else (the guide itself, Triton, the
   extras, a ``sitecustomize`` on ``PYTHONPATH``) the child imports as a fresh
@@ -61,9 +61,12 @@ _CLIENT = """#!{python} -SE
 import os, socket, sys
 SOCKET, REAL = {socket!r}, {python!r}
 args = sys.argv[1:]
+unbuffered = args[:1] == ["-u"]
+if unbuffered:
+    args = args[1:]
 plain = args and (args[0] in ("-c", "-m") and len(args) > 1 or not args[0].startswith("-"))
 if os.environ.get({fresh!r}) or not plain:
-    os.execv(REAL, [REAL, *args])
+    os.execv(REAL, [REAL, *(["-u"] if unbuffered else []), *args])
 import json
 fds = []
 for fd in (0, 1, 2):
@@ -76,8 +79,9 @@ conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
     conn.connect(SOCKET)
 except OSError:
-    os.execv(REAL, [REAL, *args])
-request = json.dumps({{"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "fds": fds}}).encode()
+    os.execv(REAL, [REAL, *(["-u"] if unbuffered else []), *args])
+env = dict(os.environ, **({{"PYTHONUNBUFFERED": "1"}} if unbuffered else {{}}))
+request = json.dumps({{"argv": args, "cwd": os.getcwd(), "env": env, "fds": fds}}).encode()
 socket.send_fds(conn, [len(request).to_bytes({length}, "big") + request], fds)
 answer = b""
 while True:

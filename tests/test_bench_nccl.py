@@ -73,7 +73,7 @@ def torchrun(tmp_path: Path, *args) -> subprocess.CompletedProcess:
            "OMP_NUM_THREADS": "1"}
     return subprocess.run([quick_python(), "-m", "torch.distributed.run", "--nproc_per_node", "2",
                            "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-                           "-m", "profiling_guide.cli", "bench-nccl", *args],
+                           "--no-python", quick_python(), "-u", "-m", "profiling_guide.cli", "bench-nccl", *args],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
 
 
