@@ -21,7 +21,8 @@ seconds of CPU, most of its test's time. Two ways save it:
   real interpreter too.
 * :func:`run_here` runs a script in this process, as sphinx-gallery runs the
   chapters in a docs build: a fresh ``__main__`` namespace, the given
-  arguments, environment and working directory, stdout and stderr captured,
+  arguments, environment and working directory, stdout and stderr captured
+  (``sys.__stdout__`` and ``sys.__stderr__`` too, not the file descriptors),
   warnings shown as a fresh interpreter shows them, an uncaught exception
   given to ``sys.excepthook`` (the guide's prints a GuideError in one line)
   and exit status 1, as ``python`` does; then torch's compiled graphs and
@@ -330,6 +331,7 @@ def run_here(script: str | Path, *args: str, env: dict | None = None,
              cwd: str | Path | None = None) -> subprocess.CompletedProcess:
     """``python script args`` run in this process (see the module docstring); ``env`` replaces the environment."""
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    saved_streams = sys.__stdout__, sys.__stderr__
     out, err = io.StringIO(), io.StringIO()
     code = 0
     try:
@@ -339,6 +341,7 @@ def run_here(script: str | Path, *args: str, env: dict | None = None,
         if cwd is not None:
             os.chdir(cwd)
         sys.argv = [str(script), *args]
+        sys.__stdout__, sys.__stderr__ = out, err  # what the guide sends "to the console" is the process's too
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
             _fresh_warning_filters()
             warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: err.write(
@@ -352,6 +355,7 @@ def run_here(script: str | Path, *args: str, env: dict | None = None,
                 code = 1
     finally:
         sys.argv = saved_argv
+        sys.__stdout__, sys.__stderr__ = saved_streams
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)

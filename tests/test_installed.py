@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -122,15 +123,50 @@ def test_every_chapter_names_its_extra_near_its_top(example):
     assert set(EXTRAS.values()) <= set(extras)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_without_the_optional_packages_a_chapter_replays_or_names_its_extra_in_one_line(example, tmp_path):
-    blocker = tmp_path / "blocker"
+# Runs each chapter given, copied into a folder of its own, as ``python chapter.py`` would
+# (tests/quick_python.py run_here), one after the other in this one process, whose optional
+# packages the blocker made unimportable from its start; writes what each did to results.json.
+WITHOUT_EXTRAS = """
+import json, shutil, sys
+from pathlib import Path
+from quick_python import run_here
+out, results = Path(sys.argv[1]), {}
+for chapter in map(Path, sys.argv[2:]):
+    folder = out / chapter.stem
+    folder.mkdir()
+    shutil.copy(chapter, folder / chapter.name)
+    done = run_here(folder / chapter.name, cwd=folder)
+    results[chapter.stem] = {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+(out / "results.json").write_text(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="session")
+def without_extras(tmp_path_factory) -> dict:
+    """What every chapter did with the optional packages unimportable: ``{stem: returncode, stdout, stderr}``.
+
+    One fresh process runs them all, once per test run: the extras stay
+    unimportable in it throughout, so no chapter can find one another imported.
+    """
+    folder = once_per_run(tmp_path_factory, "without_extras", _run_without_extras)
+    return json.loads((folder / "results.json").read_text())
+
+
+def _run_without_extras(folder: Path) -> None:
+    blocker = folder / "blocker"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(BLOCKER)
-    run_in = tmp_path / "run"
-    run_in.mkdir()
-    result = _run_copied(example, run_in, os.pathsep.join([str(blocker), str(ROOT / "src")]),
-                         PG_NOT_INSTALLED=",".join(EXTRAS))
+    base = {k: v for k, v in os.environ.items() if k != "PROFILING_GUIDE_RECORDINGS"}
+    env = {**base, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT / "src"), str(Path(__file__).parent)]),
+           "PROFILING_GUIDE_MODE": "replay", "MPLBACKEND": "Agg", "PG_NOT_INSTALLED": ",".join(EXTRAS)}
+    done = subprocess.run([quick_python(), "-c", WITHOUT_EXTRAS, str(folder), *map(str, EXAMPLES)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_without_the_optional_packages_a_chapter_replays_or_names_its_extra_in_one_line(example, without_extras):
+    result = subprocess.CompletedProcess(example.name, **without_extras[example.stem])
     replay_extras, _ = needs(example)
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     if not replay_extras:
