@@ -23,7 +23,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from quick_python import quick_python
+from quick_python import quick_python, share_servers_in
 
 matplotlib.use("Agg")
 os.environ.setdefault("PROFILING_GUIDE_MODE", "replay")
@@ -100,6 +100,12 @@ def once_per_run(tmp_path_factory, name: str, make) -> Path:
             make(folder)
             (folder / ".made").touch()
     return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_quick_python_server_per_run(tmp_path_factory):
+    root = tmp_path_factory.getbasetemp()
+    share_servers_in(root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root)
 
 
 # ------------------------------------------------------------------ recorded traces

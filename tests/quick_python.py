@@ -28,22 +28,25 @@ seconds of CPU, most of its test's time. Two ways save it:
   and exit status 1, as ``python`` does; then torch's compiled graphs and
   matplotlib's figures are reset for the next.
 
-One server per test process (per xdist worker), started on first use and
-stopped at exit. Each run is a fork of a *supervisor* (a fork of the
-single-threaded server), which forks the run itself, waits for it, and sends
-its exit status back; if the caller goes away (a test's timeout killed it),
-the supervisor kills the run.
+One server of each kind per test run, started on first use by whichever
+xdist worker comes first (``tests/conftest.py`` gives the workers one folder
+for them) and stopped as that worker exits. Each run is a fork of a
+*supervisor* (a fork of the single-threaded server), which forks the run
+itself, waits for it, and sends its exit status back; if the caller goes away
+(a test's timeout killed it), the supervisor kills the run.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import contextlib
+import fcntl
 import io
+import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -105,7 +108,14 @@ sys.exit(code)
 #: What a server made for torch.compile imports besides: its compiler, which imports Triton as the test
 #: process's environment says (TRITON_INTERPRET included). For commands whose Triton is not under test.
 COMPILER = ("torch._dynamo", "torch._inductor.compile_fx")
-_clients: dict[bool, tuple[subprocess.Popen, Path]] = {}
+_clients: dict[bool, Path] = {}
+_shared: Path | None = None
+
+
+def share_servers_in(folder: Path) -> None:
+    """Keep the servers in ``folder``: processes that share it (the xdist workers of a run) share them."""
+    global _shared
+    _shared = folder
 
 
 def quick_python(*, compiler: bool = False) -> str:
@@ -114,34 +124,52 @@ def quick_python(*, compiler: bool = False) -> str:
     ``compiler=True``: a server that has also imported torch.compile's
     compiler (:data:`COMPILER`, about two seconds more for each chapter that
     compiles), for commands whose Triton and extras are not what the test is about.
+    The process that starts a server stops it as it exits; a process still
+    using it then gets the real interpreter from the same path.
     """
-    server, client = _clients.get(compiler, (None, None))
-    if server is not None and server.poll() is None:
-        return str(client)
-    folder = Path(tempfile.mkdtemp(prefix="pg-quick-python-"))
-    sock = folder / "server.sock"
+    if compiler in _clients:
+        return str(_clients[compiler])
+    folder = (_shared or Path(tempfile.mkdtemp(prefix="pg-quick-python-"))) / ("compiler" if compiler else "plain")
+    folder.mkdir(parents=True, exist_ok=True)
+    sock, client = folder / "server.sock", folder / "python"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _answers(sock):
+            _start(sock, client, compiler, remove_folder=_shared is None)
+    _clients[compiler] = client
+    return str(client)
+
+
+def _answers(sock: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(sock))
+        except OSError:
+            return False
+    return True
+
+
+def _start(sock: Path, client: Path, compiler: bool, *, remove_folder: bool) -> None:
+    sock.unlink(missing_ok=True)
     server = subprocess.Popen([sys.executable, __file__, str(sock), *(COMPILER if compiler else ())],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     ready = server.stdout.readline()
     if ready.strip() != "ready":
         raise RuntimeError(f"the quick python server did not start (it said {ready!r})")
-    client = folder / "python"
     client.write_text(_CLIENT.format(python=sys.executable, socket=str(sock), fresh=FRESH_ENV, length=_LENGTH))
     client.chmod(0o755)
-    atexit.register(_stop, server, folder)
-    _clients[compiler] = server, client
-    return str(client)
+    atexit.register(_stop, server, sock, remove_folder)
 
 
-def _stop(server: subprocess.Popen, folder: Path) -> None:
+def _stop(server: subprocess.Popen, sock: Path, remove_folder: bool) -> None:
     server.terminate()
     try:
         server.wait(timeout=10)
     except subprocess.TimeoutExpired:
         server.kill()
-    for path in folder.iterdir():
-        path.unlink()
-    folder.rmdir()
+    sock.unlink(missing_ok=True)
+    if remove_folder:
+        shutil.rmtree(sock.parent.parent, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ the server
