@@ -208,7 +208,7 @@ def template_reads_one(hidden: int) -> Check:
 
 
 def paced_by(bound: str) -> Check:
-    """The pace verdict is ``bound``, e.g. ``"overhead-bound"``; ``seen`` is the verdict and its headline.
+    """The pace verdict is ``bound``, e.g. ``"overhead-bound"``; ``seen`` is the verdict and the GPU's busy share.
 
     Given a :class:`~profiling_guide.analysis.pace_verdict.PaceVerdict`, the verdict a page
     states (profiler off); given a trace, :func:`~profiling_guide.analysis.pace.pace_of` its
@@ -222,7 +222,7 @@ def paced_by(bound: str) -> Check:
         if isinstance(data, PaceVerdict):
             return data.bound.value == bound, f"{data.bound.value}, profiler off"
         pace = data.pace if hasattr(data, "pace") else pace_of(data)
-        return pace.bound == bound, f"{pace.bound}: {pace.headline}"
+        return pace.bound == bound, f"{pace.bound}: the GPU busy {pace.share:.0%} of the step, idle {pace.idle:.0%} of its span"
     return _check
 
 

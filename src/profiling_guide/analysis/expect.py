@@ -1,10 +1,12 @@
 """Guess first, then look: predictions stated as data and checked against a trace.
 
 An example lists its :class:`Prediction` objects *before* it opens the trace,
-then calls :func:`check`; the page shows the verdicts as a ✓/✗ table with what
-the trace showed (:func:`profiling_guide.pages.tables.verdict_table`). A prediction marked ``must_hold`` is a claim the page's prose
-relies on: if it fails, :meth:`Verdicts.require` stops the build rather than
-let the text say something the recording contradicts.
+then calls :func:`check`, which returns the :class:`Verdicts` as data; the page
+shows them as a ✓/✗ table with what the trace showed
+(:func:`profiling_guide.pages.tables.verdict_table`). A prediction marked
+``must_hold`` is a claim the page's prose relies on: if it fails,
+:meth:`Verdicts.require` stops the build rather than let the text say
+something the recording contradicts.
 """
 
 from __future__ import annotations
@@ -12,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pandas as pd
-
 from profiling_guide.errors import GuideError
-from profiling_guide.output import echo
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Trace
 
@@ -64,12 +63,6 @@ class Verdicts(list):
 
     seen_header = "what the trace shows"
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            [{"": "✓" if v.holds else "✗", "prediction": v.claim, self.seen_header: v.seen,
-              "from": v.source} for v in self]
-        )
-
     @property
     def all_hold(self) -> bool:
         return all(v.holds for v in self)
@@ -86,9 +79,6 @@ class Verdicts(list):
         if broken:
             raise ClaimFailed("; ".join(f"claim {v.claim!r} fails on this recording: {v.seen}" for v in broken))
 
-    def __repr__(self) -> str:
-        return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self)
-
 
 def check(predictions: list[Prediction], data, *, seen_header: str | None = None) -> Verdicts:
     """Run every prediction's check on ``data`` (a Trace, or whatever the checks take),
@@ -100,7 +90,7 @@ def check(predictions: list[Prediction], data, *, seen_header: str | None = None
     for p in predictions:
         holds, seen = p.check(data if p.of is None else p.of)
         out.append(Verdict(p.claim, bool(holds), seen, p.source, p.must_hold))
-    return echo(out)
+    return out
 
 
 # --------------------------------------------------------------- common checks

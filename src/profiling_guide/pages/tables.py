@@ -13,7 +13,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from profiling_guide.analysis.expect import POST, POST_URL, Verdicts
-from profiling_guide.output import scrolling
+from profiling_guide.output import echo, scrolling
 from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, Trace
 
@@ -334,7 +334,7 @@ class VerdictTable:
         self.verdicts = verdicts
 
     def __repr__(self) -> str:
-        return repr(self.verdicts)
+        return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self.verdicts)
 
     def _repr_html_(self) -> str:
         sources = any(v.source for v in self.verdicts)
@@ -360,5 +360,5 @@ def _source_html(source: str) -> str:
 
 
 def verdict_table(verdicts: Verdicts) -> VerdictTable:
-    """The table of ``verdicts`` a page shows (the last expression of a cell renders it)."""
-    return VerdictTable(verdicts)
+    """The table of ``verdicts`` a page shows (the last expression of a cell renders it; a script prints it)."""
+    return echo(VerdictTable(verdicts))
