@@ -84,7 +84,8 @@ chapter.banner()
 # (:mod:`profiling_guide.kernels.geglu_pingpong`). ``design="auto"`` runs it
 # on Hopper GPUs (compute capability 9.x: the ``wgmma`` instruction is
 # Hopper's) for bf16 and fp16; chapter 6c looks inside it with Nsight
-# Compute.
+# Compute. What else was tried for it and for the backward's kernel, and what
+# each measured, is a dated design note: :doc:`/notes/gluon_kernels_2026_11`.
 
 # %%
 # One fused step, to explore
