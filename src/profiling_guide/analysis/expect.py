@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from profiling_guide.errors import GuideError
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Trace
 
 # Where the expectations come from; the page links each source it names.
@@ -98,7 +97,7 @@ def kernels_per_step(n: float) -> Callable[[Trace], tuple[bool, str]]:
     """The trace launches ``n`` kernels per step (memsets and copies not counted)."""
     def _check(trace: Trace):
         seen = trace.kernels_per_step()
-        kinds = ", ".join(sorted({decode(k.name).kind for k in trace.kernels}))
+        kinds = ", ".join(sorted({k.decoded.kind for k in trace.kernels}))
         return seen == n, f"{seen:g} kernels per step ({kinds})"
     return _check
 
@@ -126,8 +125,8 @@ def no_op(op_name: str) -> Callable[[Trace], tuple[bool, str]]:
 def no_kernel_of_kind(kind: str, *, name_has: str = "") -> Callable[[Trace], tuple[bool, str]]:
     """No kernel of decoded ``kind`` (and containing ``name_has``) runs."""
     def _check(trace: Trace):
-        hits = sorted({decode(k.name).short for k in trace.kernels
-                       if decode(k.name).kind == kind and name_has in k.name})
+        hits = sorted({k.decoded.short for k in trace.kernels
+                       if k.decoded.kind == kind and name_has in k.name})
         return not hits, ("none" if not hits else ", ".join(hits))
     return _check
 
@@ -139,8 +138,9 @@ def kernel_names(trace: Trace) -> list[str]:
 
 def same_kernels(a: Trace, b: Trace) -> tuple[bool, str]:
     """Do two runs launch byte-identical kernel names (as sets)?"""
+    short = {k.name: k.decoded.short for k in (*a.kernels, *b.kernels)}
     ka, kb = set(kernel_names(a)), set(kernel_names(b))
     if ka == kb:
-        return True, "identical: " + ", ".join(decode(k).short for k in sorted(ka))
-    return False, (f"only in the first: {', '.join(decode(k).short for k in sorted(ka - kb)) or '–'}; "
-                   f"only in the second: {', '.join(decode(k).short for k in sorted(kb - ka)) or '–'}")
+        return True, "identical: " + ", ".join(short[k] for k in sorted(ka))
+    return False, (f"only in the first: {', '.join(short[k] for k in sorted(ka - kb)) or '–'}; "
+                   f"only in the second: {', '.join(short[k] for k in sorted(kb - ka)) or '–'}")

@@ -44,7 +44,6 @@ from profiling_guide.analysis.collectives import (
 from profiling_guide.analysis.overlap import TimeBreakdown, time_breakdown
 from profiling_guide.analysis.pace import COMM_BOUND, WORDS, Pace, StepSummary, pace, summarize_step
 from profiling_guide.errors import GuideError
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
 
 #: A rank is named as the one the others wait for when they waited this share of a step or more for it.
@@ -322,7 +321,7 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
     what the CPU did during the ``"idle"`` part.
     """
     mine = {c.key: c for c in collective_calls(trace, rank)}
-    device = sorted((ev for ev in trace.device_events if decode(ev.name).kind != "collective"),
+    device = sorted((ev for ev in trace.device_events if ev.decoded.kind != "collective"),
                     key=lambda ev: ev.start_us)
     starts = [ev.start_us for ev in device]
     ops_by_thread: dict = defaultdict(list)

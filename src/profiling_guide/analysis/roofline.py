@@ -99,17 +99,15 @@ def kernel_work_table(trace, *, rows: int, dim: int, hidden: int, element: int, 
     :func:`profiling_guide.measure.timing.reference_rates` returned.
     """
 
-    from profiling_guide.trace.kernel_names import decode
-
     sheet = references.get("datasheet") or {}
-    by_name: dict[str, list[float]] = {}
+    by_name: dict[str, list] = {}
     for step in trace.steps:
         for ev in step.kernels:
-            by_name.setdefault(ev.name, []).append(ev.dur_us)
+            by_name.setdefault(ev.name, []).append(ev)
     n_steps = max(len(trace.steps), 1)
     out = []
-    for name, durations in by_name.items():
-        k = decode(name)
+    for name, events in by_name.items():
+        k, durations = events[0].decoded, [ev.dur_us for ev in events]
         us = sum(durations) / len(durations)
         row = {"kernel": k.short, "kind": k.kind, "per forward": len(durations) // n_steps, "avg_us": us}
         if k.kind == "gemm":

@@ -34,7 +34,6 @@ from profiling_guide.analysis.backward import forward_backward, phase_shares
 from profiling_guide.analysis.collectives import calls_table, collective_calls
 from profiling_guide.analysis.pace import Pace, StepSummary, pace, summarize_step
 from profiling_guide.errors import GuideError
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 from profiling_guide.trace.run import rank_info
 from profiling_guide.trace.run_record import RATE_KEYS, check_run_record, is_number, read_json_file
@@ -222,7 +221,7 @@ def top_kernels(steps: list[Step], *, rates: dict | None = None, top: int | None
         for ev in step.device_events:
             g = groups.get(ev.name)
             if g is None:
-                k = decode(ev.name)
+                k = ev.decoded
                 g = groups[ev.name] = {"k": k, "events": 0, "us": 0.0, "flops": 0.0, "flops_us": 0.0,
                                        "bytes": 0.0, "bytes_us": 0.0, "by": Counter()}
             g["events"] += 1

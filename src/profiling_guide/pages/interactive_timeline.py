@@ -31,7 +31,6 @@ from profiling_guide.pages.timeline import (
     RUNTIME_COLOR,
     short_op,
 )
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Step, Trace
 
 _TITLE_MAX = 400  # characters of a raw kernel name kept for the tooltip (C++ names run to thousands)
@@ -119,7 +118,7 @@ class _Lanes:
                 self.lanes.append({"label": prefix + label, "kind": "runtime", "bars": calls})
         streams: dict = {}
         for ev in step.device_events:
-            k = decode(ev.name)
+            k = ev.decoded
             call = ev.launch
             where = ""
             if call is not None:

@@ -13,7 +13,6 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Step, Trace
 
 KIND_COLORS = {
@@ -76,7 +75,7 @@ def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[f
     out.append(("CUDA runtime", [(c.start_us - t0, c.dur_us, c.name, RUNTIME_COLOR) for c in s.runtime_calls]))
     streams: dict = {}
     for ev in s.device_events:
-        k = decode(ev.name)
+        k = ev.decoded
         streams.setdefault(ev.stream, []).append((ev.start_us - t0, ev.dur_us, k.short, KIND_COLORS.get(k.kind, KIND_COLORS["other"])))
     out += [(f"GPU stream {stream}", bars) for stream, bars in sorted(streams.items(), key=lambda kv: str(kv[0]))]
     return out
@@ -174,7 +173,7 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     ax.set_axisbelow(True)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    kinds = sorted({decode(ev.name).kind for ev in s.device_events})
+    kinds = sorted({ev.decoded.kind for ev in s.device_events})
     handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in kinds]
     handles.append(Patch(color=RUNTIME_COLOR, label="runtime call"))
     legend = ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=BAR_FONT,

@@ -35,6 +35,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
+from profiling_guide.trace.kernel_names import KernelName, decode
 from profiling_guide.trace.reader import TraceStream
 
 # At most 18 digits: a step number, not a number too long for int() to read.
@@ -132,6 +133,12 @@ class DeviceEvent:
     step: int | None = None
     #: True when its launch came before the profiler began recording (see :meth:`Trace._find_steps`).
     before_window: bool = False
+    #: its name's fields (kind, library, dtype, tile...), decoded once as the trace is read
+    decoded: KernelName = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.decoded is None:
+            self.decoded = decode(self.name)
 
     @property
     def end_us(self) -> float:
