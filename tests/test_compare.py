@@ -18,7 +18,7 @@ from profiling_guide.analysis.roofline import (
     kernel_work_table,
 )
 from profiling_guide.measure import bench_format, bench_records
-from profiling_guide.measure.timing import Spread
+from profiling_guide.spread import Spread
 from profiling_guide.pages import charts
 from profiling_guide.trace.model import Trace
 

@@ -134,7 +134,7 @@ tables.styled(work, precision=1)
 
 import pandas as pd
 
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 
 times = {n: Spread.from_dict(t) for n, t in result["variants_us"].items()}
 DESIGNS = ("fused-dual", "fused-packed", "fused-packed-tma", "fused-pingpong")

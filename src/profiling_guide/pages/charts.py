@@ -32,7 +32,7 @@ def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict
                  title: str | None = None):
     """One horizontal bar per variant (median device µs per forward, IQR as a whisker), each floor a dashed line.
 
-    ``times_us`` maps a variant to a :class:`~profiling_guide.measure.timing.Spread`;
+    ``times_us`` maps a variant to a :class:`~profiling_guide.spread.Spread`;
     ``floors_us`` maps a floor's name (e.g. "cuBLAS GEMMs alone",
     "datasheet bound") to its µs. With ``breakdown`` (variant → {kernel kind →
     µs}), each bar is split into the device time of each kind of kernel; what

@@ -177,7 +177,7 @@ class Recording:
 
     @property
     def timings(self) -> dict:
-        """The profiler-off timings of a capture, as :class:`~profiling_guide.measure.timing.Spread`: ``device_us``,
+        """The profiler-off timings of a capture, as :class:`~profiling_guide.spread.Spread`: ``device_us``,
         ``cpu_issue_us``, ``wall_us_per_call``."""
         from profiling_guide.spread import Spread
 
