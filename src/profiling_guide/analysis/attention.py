@@ -18,6 +18,7 @@ import pandas as pd
 
 from profiling_guide.analysis.backward import phase_of
 from profiling_guide.spread import Spread
+from profiling_guide.spread import compare
 from profiling_guide.trace.model import DeviceEvent, Trace
 
 PASSES = ("forward", "backward")
@@ -224,8 +225,6 @@ def sweep_winners(points: list[dict]) -> pd.DataFrame:
     ``points``: :func:`profiling_guide.measure.attention.sweep` rows. A tie is
     an overlap of interquartile ranges (:func:`~profiling_guide.spread.compare`).
     """
-    from profiling_guide.spread import compare
-
     groups: dict[tuple, list[dict]] = {}
     for r in points:
         if "skipped" not in r:

@@ -11,6 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from profiling_guide.analysis.backward import phase_of
+from profiling_guide.analysis.expect import same_kernels
+from profiling_guide.analysis.pace import pace_of
+from profiling_guide.analysis.pace_verdict import PaceVerdict
+from profiling_guide.analysis.trace_report import GEMM_OPERANDS, gemm_flops
 from profiling_guide.spread import Spread, compare, ratio_words
 from profiling_guide.trace.model import Trace
 
@@ -215,9 +220,6 @@ def paced_by(bound: str) -> Check:
     the report's own (which also weighs the step's CPU time with the profiler off).
     """
     def _check(data):
-        from profiling_guide.analysis.pace import pace_of
-        from profiling_guide.analysis.pace_verdict import PaceVerdict
-
         if isinstance(data, PaceVerdict):
             return data.bound.value == bound, f"{data.bound.value}, profiler off"
         pace = data.pace if hasattr(data, "pace") else pace_of(data)
@@ -228,8 +230,6 @@ def paced_by(bound: str) -> Check:
 def same_kernels_as(other: Trace) -> Check:
     """A trace launches byte-identical kernel names to ``other`` (as sets)."""
     def _check(trace: Trace):
-        from profiling_guide.analysis.expect import same_kernels
-
         return same_kernels(other, trace)
     return _check
 
@@ -294,15 +294,11 @@ def copies_on_device(trace: Trace) -> tuple[bool, str]:
 # ------------------------------------------------------------------ a training step
 def in_backward(op) -> bool:
     """The op runs in the backward pass (:func:`~profiling_guide.analysis.backward.phase_of`)."""
-    from profiling_guide.analysis.backward import phase_of
-
     return phase_of(op) == "backward"
 
 
 def gemm_flops_by_phase(trace: Trace) -> dict[str, float]:
     """The FLOPs of the GEMM ops that launched device work, forward and backward, over all steps."""
-    from profiling_guide.analysis.trace_report import gemm_flops
-
     flops = {"forward": 0.0, "backward": 0.0}
     for op in trace.step_ops:
         if gemm_flops(op) and op.self_device_events:
@@ -330,8 +326,6 @@ def fewer_optimizer_kernels_than_parameters(trace: Trace) -> tuple[bool, str]:
 def no_score_matrix(seq: int) -> Check:
     """No GEMM takes a ``[seq, seq]`` operand: attention never builds its score matrix through a GEMM."""
     def _check(trace: Trace):
-        from profiling_guide.analysis.trace_report import gemm_flops
-
         big = [op.name for op in trace.step_ops if gemm_flops(op) and op.input_dims
                and any(d[-2:] == [seq, seq] for d in op.input_dims if isinstance(d, list))]
         attention = sorted({op.name for op in trace.step_ops if "attention" in op.name})
@@ -342,8 +336,6 @@ def no_score_matrix(seq: int) -> Check:
 def gemm_ops_share_above(share: float) -> Check:
     """The kernels launched by GEMM ops take more than ``share`` of a trace's device time."""
     def _check(trace: Trace):
-        from profiling_guide.analysis.trace_report import GEMM_OPERANDS
-
         kernels = [k for step in trace.steps for k in step.kernels]
         gemm = sum(k.dur_us for k in kernels if k.launch and k.launch.op and k.launch.op.name in GEMM_OPERANDS)
         seen = gemm / sum(k.dur_us for k in kernels)

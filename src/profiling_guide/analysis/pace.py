@@ -24,6 +24,7 @@ import statistics
 from dataclasses import dataclass
 
 from profiling_guide.analysis.overlap import time_breakdown
+from profiling_guide.spread import compare
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 
 _SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")
@@ -283,6 +284,4 @@ def unprofiled_bound(cpu_issue, device) -> str:
     ``"device-bound"`` when issuing is shorter than running (the CPU runs ahead),
     ``"overhead-bound"`` when it is longer, ``"tie"`` inside the spreads.
     """
-    from profiling_guide.spread import compare
-
     return {"faster": WORDS["GPU"], "slower": WORDS["CPU"], "tie": "tie"}[compare(cpu_issue, device)]

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import posixpath
+
 import pandas as pd
 
 from profiling_guide.analysis.backward import phase_of
@@ -185,8 +187,6 @@ def snapshot_summary(after_forward: dict, after_step: dict) -> dict:
 
 def _frame_text(frames: list[dict]) -> str:
     """The innermost frame outside torch's own modules (else the innermost), as ``file:line function``."""
-    import posixpath
-
     def own(frame):
         name = frame.get("filename", "")
         return "/torch/" not in name and not name.startswith("??")

@@ -24,6 +24,7 @@ import itertools
 import json
 import re
 
+from profiling_guide.analysis.trace_report import choose_step, report_steps
 from profiling_guide.pages.timeline import (
     ANNOTATION_COLOR,
     KIND_COLORS,
@@ -257,8 +258,6 @@ class InteractiveTimeline:
     """
 
     def __init__(self, trace: Trace, step: int | None = None, *, caption: str | None = None):
-        from profiling_guide.analysis.trace_report import choose_step, report_steps
-
         self.step = choose_step(report_steps(trace), step)
         self.caption = caption
 
@@ -279,8 +278,6 @@ class RanksStep:
 
     def __init__(self, paths, step: int | None = None, *, offsets_us: dict | None = None,
                  caption: str | None = None):
-        from profiling_guide.trace.model import Trace
-
         timeline = RanksTimeline()
         for rank, path in enumerate(paths):
             trace = Trace.load(path)

@@ -13,7 +13,9 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from profiling_guide.analysis.expect import POST, POST_URL, Verdicts
+from profiling_guide.analysis.roofline import CEILING_COLUMN, REFERENCE_COLUMN
 from profiling_guide.output import echo, scrolling
+from profiling_guide.spread import Spread, compare
 from profiling_guide.trace.model import CpuOp, Trace
 
 
@@ -143,11 +145,6 @@ def gemm_table(trace: Trace, *, references: dict | None = None) -> pd.DataFrame:
             "TFLOP/s": flops / us / 1e6 if us else float("nan"),
         }
         if references:
-            from profiling_guide.analysis.roofline import (
-                CEILING_COLUMN,
-                REFERENCE_COLUMN,
-            )
-
             peak = (references.get("datasheet") or {}).get("bf16_tflops")
             row[CEILING_COLUMN] = 100 * row["TFLOP/s"] / peak if peak else float("nan")
             row[REFERENCE_COLUMN] = 100 * row["TFLOP/s"] / references["gemm_tflops"]["rate"]
@@ -300,8 +297,6 @@ def template_table(trace: Trace) -> pd.DataFrame:
 def sweep_standing(sweep: list[dict], variant: str) -> pd.DataFrame:
     """Per shape of a :func:`~profiling_guide.measure.bench_mlp.sweep`: ``variant`` against the best other one
     and against cuBLAS's bare GEMMs, with the verdict (:func:`~profiling_guide.spread.compare`) of each."""
-    from profiling_guide.spread import Spread, compare
-
     rows = []
     for r in sweep:
         t = {v: Spread.from_dict(s) for v, s in r["variants_us"].items()}

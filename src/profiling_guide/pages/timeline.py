@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from profiling_guide.analysis.backward import shapes_text
+from profiling_guide.analysis.training import kernel_owner
 from profiling_guide.trace.model import Step, Trace
 
 KIND_COLORS = {
@@ -222,9 +224,6 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
     gray is work of no forward op (the engine summing two gradients of one tensor). One row per run,
     on one time axis from each step's first kernel.
     """
-    from profiling_guide.analysis.training import kernel_owner
-    from profiling_guide.analysis.backward import shapes_text
-
     chosen = {label: _step(t, (steps or {}).get(label)) for label, t in traces.items()}
     firsts = {label: min((k.start_us for k in s.kernels), default=s.start_us) for label, s in chosen.items()}
     span = max(max((k.end_us for k in s.kernels), default=firsts[label]) - firsts[label] for label, s in chosen.items())

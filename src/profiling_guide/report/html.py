@@ -33,6 +33,7 @@ from profiling_guide.errors import GuideError
 from profiling_guide.files import check_writable, write_text_atomic
 from profiling_guide.pages.interactive_timeline import timeline_html
 from profiling_guide.pages.pace_sentences import evidence, fmt_us, headline
+from profiling_guide.trace.model import Trace
 
 PROGRESS_BYTES = 8 << 20  # traces larger than this on disk get a progress line on stderr
 
@@ -341,8 +342,6 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     and a warning among the health checks. ``progress`` prints stage lines on
     stderr (default: for traces over 8 MiB on disk).
     """
-    from profiling_guide.trace.model import Trace
-
     trace_path = Path(trace_path)
     sibling = run_record_path(trace_path)
     rates_path = rates if isinstance(rates, (str, Path)) else None

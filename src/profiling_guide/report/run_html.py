@@ -26,6 +26,7 @@ from profiling_guide.files import atomic_output, check_writable
 from profiling_guide.pages.interactive_timeline import RanksTimeline, timeline_html
 from profiling_guide.pages.pace_sentences import fmt_us, rank_headline
 from profiling_guide.report.html import _CSS, _Progress, _bytes, _cell, _table
+from profiling_guide.report.merge import write_merged
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run import rank_info, read_run
 
@@ -414,8 +415,6 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
         tmp.write_text(page, encoding="utf-8")
     if merge_out is not None:
         say(f"merging {len(sources)} traces into {merge_out}")
-        from profiling_guide.report.merge import write_merged
-
         write_merged(sources, merge_out, offsets_us=run.offsets_us if run.aligned else None,
                      metadata={"distributedInfo": dist} if dist else None)
     say("done")
