@@ -11,6 +11,8 @@ build, give pip a constraints file, as CI does:
 
 Other sessions:
 
+* ``tests_gpu``: on a machine with a CUDA GPU, every test marked ``gpu`` (the compiled
+  kernels), with that machine's Python.
 * ``links``: every relative link and image of the built site resolves (no network).
 * ``browser``: the built site in headless Chromium (Debian's ``chromium``).
   Both read an existing ``docs/_build/html``: run ``nox -s docs`` first.
@@ -83,10 +85,22 @@ def _canonical(name: str) -> str:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the tests (CPU only; Triton kernels under TRITON_INTERPRET=1)."""
+    """Run the tests on every core (without a GPU, Triton's kernels run in its interpreter: tests/conftest.py)."""
     session.install("-e", ".[test,liger,docs,hta]")
     # The browser tests read a built site and need Chromium: `nox -s browser`.
-    session.run("pytest", "--ignore=tests/browser", *session.posargs)
+    session.run("pytest", "--ignore=tests/browser", "-n", "auto", *session.posargs)
+
+
+@nox.session(python=False)
+def tests_gpu(session: nox.Session) -> None:
+    """Run every GPU test (marked gpu) with this machine's Python and its CUDA torch: the compiled kernels.
+
+    No virtual environment: the GPU machine has no package index, and its
+    Python already holds torch, Triton, pytest and the test extra. The first
+    run autotunes every design of the fused MLP at every shape: minutes.
+    """
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    session.run("python", "-m", "pytest", "-m", "gpu", "tests", "-p", "no:cacheprovider", *session.posargs, env=env)
 
 
 # ------------------------------------------------------------------ the site

@@ -144,7 +144,7 @@ fig = timeline.plot_compare({name: run.trace for name, run in runs.items()})
 # FLOPs at the datasheet's bf16 peak; nothing runs faster).
 
 from profiling_guide.measure import bench_mlp
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 
 
 def benchmark():

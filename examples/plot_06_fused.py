@@ -178,7 +178,7 @@ tables.verdict_table(verdicts)
 # are the first floor; the datasheet bound is the second.
 
 from profiling_guide.measure import bench_mlp
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 from profiling_guide.pages.prose import spread_cell
 
 

@@ -191,7 +191,7 @@ tables.styled(phases, precision=1)
 # not counted), and *peak MB*, the step's highest point above its start.
 
 from profiling_guide.measure import bench_step
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 
 
 def benchmark():

@@ -80,7 +80,7 @@ chapter.banner()
 # full, ten fresh inputs rotated (more bytes than L2 holds), seven
 # interleaved repeats, median and interquartile range.
 
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 from profiling_guide.pages.prose import spread_cell
 
 

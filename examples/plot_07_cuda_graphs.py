@@ -151,7 +151,7 @@ for model, (module, x) in workloads.items():
 
 import time
 
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 
 
 def capture_cost():

@@ -176,7 +176,7 @@ def versions() -> dict:
     return out
 
 
-def main() -> int:
+def arguments() -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="8 configs instead of the full grid")
@@ -190,7 +190,123 @@ def main() -> int:
                     help="also time whole-MLP forwards with the first config: plain, and in row chunks on 2 streams "
                          "(with --quack, also with the fastest quack kernel as the gate/up)")
     ap.add_argument("--quack", action="store_true", help="also time quack-kernels' gated GEMM, if importable")
-    a = ap.parse_args()
+    return ap, ap.parse_args()
+
+
+def config_grid(ap: argparse.ArgumentParser, a: argparse.Namespace) -> list[tuple]:
+    """The configs to try: the full grid, the --quick eight, or those --configs names."""
+    if a.configs:
+        grid = []
+        for text in a.configs.split(";"):
+            try:
+                c = [int(v) for v in text.split(",")]
+            except ValueError:
+                ap.error(f"--configs: {text!r} is not a comma-separated list of integers")
+            if not 8 <= len(c) <= 12:
+                ap.error(f"--configs: {text!r} has {len(c)} numbers; give 8 to 12 (see --help)")
+            c += [1, 0, 1, int(not c[6])][len(c) - 8:]  # per_sm, tanh, ctas, flatten defaults
+            grid.append((*c[:6], bool(c[6]), bool(c[7]), c[8], bool(c[9]), c[10], bool(c[11])))
+        return grid
+    if a.quick:  # the fastest of the full grid on an H100, and wider K steps
+        grid = [(128, 128, 64, 4, 8, 4, False, False), (128, 128, 64, 8, 8, 4, False, False),
+                (128, 128, 64, 16, 8, 4, False, False), (128, 128, 64, 1, 8, 4, False, False),
+                (256, 64, 64, 4, 8, 4, False, True), (128, 128, 128, 4, 8, 2, False, True),
+                (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
+        return [(*c, 1, False, 1, not c[6]) for c in grid]
+    grid = list(itertools.product([128, 256], [64, 128], [64], [4, 8], [8], [3, 4],
+                                  [False, True], [False, True], [1], [False], [1]))
+    return [(*c, not c[6]) for c in grid]
+
+
+def config_name(cfg: tuple) -> str:
+    bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
+    return (f"triton {bm}x{bn}x{bk} g{gm} w{warps} s{stages}{' ws' if ws else ''}{' sub' if sub else ''}"
+            f" {per_sm or 'all'}/SM{' tanh' if tanh else ''}{f' {ctas} CTAs' if ctas > 1 else ''}"
+            f"{' unflattened' if not flat and not ws else ''}")
+
+
+def fits(cfg: tuple) -> bool:
+    """Does the config fit an SM's shared memory and keep its accumulator in registers? Says so if not."""
+    bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
+    smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
+    regs = 2 * bm * bn / (32 * warps)  # fp32 accumulator registers per thread
+    # an SM has 228 KiB of shared memory, 1 KiB of it reserved per resident program
+    if (smem + 1024) * max(per_sm, 1) > 228 * 1024 or regs > 128:  # would not fit, or spill
+        print(f"skipped {cfg}: {smem // 1024} KiB shared memory, {regs:.0f} accumulator registers")
+        return False
+    return True
+
+
+def triton_candidates(grid, packed, hidden, sms, xs, want) -> dict:
+    """Each config that fits and computes h right: ``name -> (run, inputs, quick µs)``."""
+    found = {}
+    for cfg in filter(fits, grid):
+        name = config_name(cfg)
+        run = launcher(packed, hidden, cfg, sms)
+        try:
+            h = run(xs[0][0])
+            torch.cuda.synchronize()
+            err = max_rel_error(h, want)
+            if err > 1e-2:
+                print(f"{name}: WRONG err {err:.2e}", flush=True)
+                continue
+            quick = median_rotating_us(run, xs, rounds=5)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{name}: {type(exc).__name__} {str(exc)[:100]}", flush=True)
+            continue
+        print(f"{name}: {quick:.1f} us (quick); {run.resources}", flush=True)
+        found[name] = (run, xs, quick)
+    return found
+
+
+def whole_mlp_candidates(gate_up, wg, wu, wd, xs, hs) -> dict:
+    """cuBLAS's three GEMMs alone, and the whole forward with ``gate_up``, plain and in row chunks."""
+    xhs = [(x, h) for (x,), (h,) in zip(xs, hs)]
+    alone = lambda x, h: (F.linear(x, wg), F.linear(x, wu), F.linear(h, wd))  # noqa: E731
+    found = {"cublas GEMMs alone": (alone, xhs, median_rotating_us(alone, xhs, rounds=5))}
+    ref = F.linear(gate_up(xs[0][0]), wd).float()
+    for name, run in mlp_candidates(gate_up, wg, wu, wd).items():
+        err = max_rel_error(run(xs[0][0]), ref)
+        print(f"{name}: max rel error against the plain forward {err:.1e}", flush=True)
+        found[name] = (run, xs, median_rotating_us(run, xs, rounds=5))
+    return found
+
+
+def quack_timed(packed, hidden, xs, want) -> dict:
+    """quack-kernels' gated GEMMs that compute h right, if quack imports."""
+    found = {}
+    for name, run in quack_candidates(packed, hidden).items():
+        try:
+            t0 = time.perf_counter()
+            h = run(xs[0][0])
+            torch.cuda.synchronize()
+            err = max_rel_error(h, want)
+            quick = median_rotating_us(run, xs, rounds=5)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{name}: {type(exc).__name__} {str(exc)[:200]}", flush=True)
+            continue
+        print(f"{name}: {quick:.1f} us (quick), err {err:.1e}, first call "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        if err <= 1e-2:
+            found[name] = (run, xs, quick)
+    return found
+
+
+def careful_timing(cands: dict, repeats: int) -> dict[str, list[float]]:
+    """The 6 fastest configs (and the 2 fastest quack ones), cuBLAS and the whole MLPs, timed interleaved."""
+    tri = sorted((k for k in cands if k.startswith("triton")), key=lambda k: cands[k][2])[:6]
+    tri += sorted((k for k in cands if k.startswith("quack")), key=lambda k: cands[k][2])[:2]
+    whole = [k for k in cands if k.startswith(("mlp", "cublas GEMMs"))]
+    final = ["cublas gate+up alone", "cublas down alone", *tri, *whole]
+    runs = {k: [] for k in final}
+    for _ in range(repeats):
+        for k in final:
+            runs[k].append(median_rotating_us(cands[k][0], cands[k][1]))
+    return runs
+
+
+def main() -> int:
+    ap, a = arguments()
     torch.manual_seed(0)
     dev, dt = "cuda", torch.bfloat16
     M, dim, hidden = 8192, 768, 3072
@@ -207,94 +323,22 @@ def main() -> int:
         "cublas gate+up alone": (lambda x: (F.linear(x, wg), F.linear(x, wu)), xs),
         "cublas down alone": (lambda h: F.linear(h, wd), hs),
     }
-    grid = list(itertools.product([128, 256], [64, 128], [64], [4, 8], [8], [3, 4],
-                                  [False, True], [False, True], [1], [False], [1]))
-    grid = [(*c, not c[6]) for c in grid]
-    if a.quick:  # the fastest of the full grid on an H100, and wider K steps
-        grid = [(128, 128, 64, 4, 8, 4, False, False), (128, 128, 64, 8, 8, 4, False, False),
-                (128, 128, 64, 16, 8, 4, False, False), (128, 128, 64, 1, 8, 4, False, False),
-                (256, 64, 64, 4, 8, 4, False, True), (128, 128, 128, 4, 8, 2, False, True),
-                (128, 128, 128, 8, 8, 2, False, True), (128, 128, 64, 4, 8, 5, False, True)]
-        grid = [(*c, 1, False, 1, not c[6]) for c in grid]
-    if a.configs:
-        grid = []
-        for text in a.configs.split(";"):
-            try:
-                c = [int(v) for v in text.split(",")]
-            except ValueError:
-                ap.error(f"--configs: {text!r} is not a comma-separated list of integers")
-            if not 8 <= len(c) <= 12:
-                ap.error(f"--configs: {text!r} has {len(c)} numbers; give 8 to 12 (see --help)")
-            c += [1, 0, 1, int(not c[6])][len(c) - 8:]  # per_sm, tanh, ctas, flatten defaults
-            grid.append((*c[:6], bool(c[6]), bool(c[7]), c[8], bool(c[9]), c[10], bool(c[11])))
-    for cfg in grid:
-        bm, bn, bk, gm, warps, stages, ws, sub, per_sm, tanh, ctas, flat = cfg
-        smem = stages * 2 * bk * (bm + 2 * bn) + 2 * bm * (bn // 2 if sub else bn)
-        regs = 2 * bm * bn / (32 * warps)  # fp32 accumulator registers per thread
-        # an SM has 228 KiB of shared memory, 1 KiB of it reserved per resident program
-        if (smem + 1024) * max(per_sm, 1) > 228 * 1024 or regs > 128:  # would not fit, or spill
-            print(f"skipped {cfg}: {smem // 1024} KiB shared memory, {regs:.0f} accumulator registers")
-            continue
-        name = (f"triton {bm}x{bn}x{bk} g{gm} w{warps} s{stages}{' ws' if ws else ''}{' sub' if sub else ''}"
-                f" {per_sm or 'all'}/SM{' tanh' if tanh else ''}{f' {ctas} CTAs' if ctas > 1 else ''}"
-                f"{' unflattened' if not flat and not ws else ''}")
-        run = launcher(packed, hidden, cfg, sms)
-        try:
-            h = run(xs[0][0])
-            torch.cuda.synchronize()
-            err = max_rel_error(h, want)
-            if err > 1e-2:
-                print(f"{name}: WRONG err {err:.2e}", flush=True)
-                continue
-            quick = median_rotating_us(run, xs, rounds=5)
-        except Exception as exc:  # noqa: BLE001
-            print(f"{name}: {type(exc).__name__} {str(exc)[:100]}", flush=True)
-            continue
-        print(f"{name}: {quick:.1f} us (quick); {run.resources}", flush=True)
-        cands[name] = (run, xs, quick)
+    grid = config_grid(ap, a)
+    cands |= triton_candidates(grid, packed, hidden, sms, xs, want)
     if a.mlp:
-        xhs = [(x, h) for (x,), (h,) in zip(xs, hs)]
-        alone = lambda x, h: (F.linear(x, wg), F.linear(x, wu), F.linear(h, wd))  # noqa: E731
-        cands["cublas GEMMs alone"] = (alone, xhs, median_rotating_us(alone, xhs, rounds=5))
-        gate_up = launcher(packed, hidden, grid[0], sms)
-        ref = F.linear(gate_up(xs[0][0]), wd).float()
-        for name, run in mlp_candidates(gate_up, wg, wu, wd).items():
-            err = max_rel_error(run(xs[0][0]), ref)
-            print(f"{name}: max rel error against the plain forward {err:.1e}", flush=True)
-            cands[name] = (run, xs, median_rotating_us(run, xs, rounds=5))
+        cands |= whole_mlp_candidates(launcher(packed, hidden, grid[0], sms), wg, wu, wd, xs, hs)
     if a.quack:
-        for name, run in quack_candidates(packed, hidden).items():
-            try:
-                t0 = time.perf_counter()
-                h = run(xs[0][0])
-                torch.cuda.synchronize()
-                err = max_rel_error(h, want)
-                quick = median_rotating_us(run, xs, rounds=5)
-            except Exception as exc:  # noqa: BLE001
-                print(f"{name}: {type(exc).__name__} {str(exc)[:200]}", flush=True)
-                continue
-            print(f"{name}: {quick:.1f} us (quick), err {err:.1e}, first call "
-                  f"{time.perf_counter() - t0:.0f} s", flush=True)
-            if err <= 1e-2:
-                cands[name] = (run, xs, quick)
+        cands |= quack_timed(packed, hidden, xs, want)
         fastest = min((k for k in cands if k.startswith("quack")), key=lambda k: cands[k][2], default=None)
         if a.mlp and fastest:  # the whole MLP with the anchor as its gate/up kernel
             def quack_mlp(x, gate_up=cands[fastest][0]):
                 return F.linear(gate_up(x), wd)
             cands[f"mlp {fastest} + cuBLAS down"] = (quack_mlp, xs, median_rotating_us(quack_mlp, xs, rounds=5))
-    # keep the 6 fastest configs (and the 2 fastest quack ones) for the careful, interleaved timing
-    tri = sorted((k for k in cands if k.startswith("triton")), key=lambda k: cands[k][2])[:6]
-    tri += sorted((k for k in cands if k.startswith("quack")), key=lambda k: cands[k][2])[:2]
-    whole = [k for k in cands if k.startswith(("mlp", "cublas GEMMs"))]
-    final = ["cublas gate+up alone", "cublas down alone", *tri, *whole]
-    runs = {k: [] for k in final}
-    for _ in range(a.repeats):
-        for k in final:
-            runs[k].append(median_rotating_us(cands[k][0], cands[k][1]))
+    runs = careful_timing(cands, a.repeats)
     out = {k: Spread.of(v).to_dict() for k, v in runs.items()}
     base = Spread.of(runs["cublas gate+up alone"])
-    for k in final:
-        s = Spread.of(runs[k])
+    for k, v in runs.items():
+        s = Spread.of(v)
         print(f"{k:<45} {s:.1f} us  ratio to cublas gate+up {s.median / base.median:.3f}", flush=True)
     if a.out:
         with open(a.out, "w") as f:

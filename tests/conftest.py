@@ -1,14 +1,29 @@
-"""Shared fixtures: the committed H100 recordings the tests read."""
+"""Shared by the tests: the committed recordings they read, Triton's mode, and what runs once.
+
+Triton compiles a kernel, or hands it to its interpreter, as the kernel's
+module is imported (``TRITON_INTERPRET=1``). :func:`pytest_configure` decides
+the mode of this process before any test module imports a kernel: compiled
+where there is a CUDA GPU or where the GPU tests are selected
+(``pytest -m gpu``), the interpreter on a machine without a GPU, which is how
+the CPU checks the kernels' logic. A ``TRITON_INTERPRET`` the caller set is
+kept. Tests that need the other mode run in a fresh process
+(:func:`run_pytest_in_fresh_process`).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
+import re
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib
 import pytest
+
+from quick_python import quick_python, share_servers_in
 
 matplotlib.use("Agg")
 os.environ.setdefault("PROFILING_GUIDE_MODE", "replay")
@@ -19,65 +34,107 @@ H200 = ROOT / "docs" / "recordings" / "nvidia-h200"
 GPUS = [H100, H200]
 
 
+# ------------------------------------------------------------------ Triton's mode
+def pytest_configure(config):
+    if "TRITON_INTERPRET" in os.environ or re.search(r"(?<!not )\bgpu\b", config.option.markexpr or ""):
+        return
+    if not _cuda_gpu_visible():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _cuda_gpu_visible() -> bool:
+    # Without NVIDIA's driver there is no CUDA GPU, and no need to import torch to ask.
+    if not (Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def triton_env(*, interpreted: bool) -> dict:
     """This process's environment for a child Python: Triton's interpreter on or off, the package importable."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    if interpreted:
-        env["TRITON_INTERPRET"] = "1"
+    env = {**os.environ, "TRITON_INTERPRET": "1" if interpreted else "0"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     return env
 
 
-def run_pytest_in_fresh_process(test_file: str, *, interpreted: bool, timeout: int) -> None:
-    """Run ``test_file``'s tests in a new Python, with Triton's interpreter on or off.
+def run_pytest_in_fresh_process(test_file: str, *args: str, interpreted: bool, timeout: int) -> None:
+    """Run ``test_file``'s tests (``args`` may select some) in a new Python, Triton's interpreter on or off.
 
-    Triton reads ``TRITON_INTERPRET`` when it is imported, so a file whose
-    tests need the other mode than this process's runs itself again in a
-    child; the child's output is shown if it fails.
+    The child's output is shown if it fails.
     """
-    out = subprocess.run([sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider"],
+    out = subprocess.run([quick_python(), "-m", "pytest", test_file, *args, "-q", "-p", "no:cacheprovider"],
                          env=triton_env(interpreted=interpreted), capture_output=True, text=True,
                          timeout=timeout)  # fmt: skip
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
-def recording(name: str) -> Path:
-    path = H100 / f"{name}.trace.json.gz"
+@pytest.fixture
+def gpu(monkeypatch):
+    """Stand in a GPU of a given compute capability for the design choice: ``gpu(9, 0)``."""
+    import torch
+
+    def use(major, minor=0, name="a GPU"):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, minor))
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+
+    return use
+
+
+# ------------------------------------------------------------------ once per run
+def once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """A folder that ``make(folder)`` fills once per test run, shared by the xdist workers.
+
+    The first worker to ask makes it, holding a lock; the others wait for it
+    and reuse the folder. If ``make`` fails, the next to ask tries again.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base folders sit side by side in one
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".made").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / ".made").touch()
+    return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_quick_python_server_per_run(tmp_path_factory):
+    root = tmp_path_factory.getbasetemp()
+    share_servers_in(root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root)
+
+
+# ------------------------------------------------------------------ recorded traces
+def recording(name: str, gpu: Path = H100) -> Path:
+    path = gpu / f"{name}.trace.json.gz"
     if not path.is_file():
-        pytest.fail(f"missing recording {path}: record it on the H100 (see README)")
+        pytest.fail(f"missing recording {path}: record it on a GPU (see README)")
     return path
 
 
-@pytest.fixture(scope="session")
-def linear_eager():
+@functools.cache
+def load_trace(path: Path):
+    """The committed trace at ``path``, read once per test process: every test shares it, so none may change it."""
     from profiling_guide.trace.model import Trace
 
-    return Trace.load(recording("01_linear.eager"))
+    return Trace.load(path)
 
 
-@pytest.fixture(scope="session")
-def linear_compiled():
-    from profiling_guide.trace.model import Trace
+def _trace_fixture(name: str):
+    @pytest.fixture(scope="session")
+    def trace():
+        return load_trace(recording(name))
 
-    return Trace.load(recording("01_linear.compiled"))
-
-
-@pytest.fixture(scope="session")
-def mlp_eager():
-    from profiling_guide.trace.model import Trace
-
-    return Trace.load(recording("02_mlp_eager.eager"))
+    trace.__doc__ = f"The H100 recording {name}."
+    return trace
 
 
-@pytest.fixture(scope="session")
-def mlp_compiled():
-    from profiling_guide.trace.model import Trace
-
-    return Trace.load(recording("03_mlp_compile.compiled"))
-
-
-@pytest.fixture(scope="session")
-def mlp_liger():
-    from profiling_guide.trace.model import Trace
-
-    return Trace.load(recording("04_liger.liger"))
+linear_eager = _trace_fixture("01_linear.eager")
+linear_compiled = _trace_fixture("01_linear.compiled")
+mlp_eager = _trace_fixture("02_mlp_eager.eager")
+mlp_compiled = _trace_fixture("03_mlp_compile.compiled")
+mlp_liger = _trace_fixture("04_liger.liger")

@@ -9,11 +9,11 @@ import argparse
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from quick_python import quick_python
 import profiling_guide
 from profiling_guide.analysis.bandwidth import read_sweep
 from profiling_guide.measure.bench_nccl import DEFAULT_SIZES, build_parser, main, parse_size
@@ -71,9 +71,9 @@ def torchrun(tmp_path: Path, *args) -> subprocess.CompletedProcess:
     src = str(Path(profiling_guide.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
            "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    return subprocess.run([quick_python(), "-m", "torch.distributed.run", "--nproc_per_node", "2",
                            "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-                           "-m", "profiling_guide.cli", "bench-nccl", *args],
+                           "--no-python", quick_python(), "-u", "-m", "profiling_guide.cli", "bench-nccl", *args],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
 
 

@@ -2,15 +2,15 @@
 
 import json
 import subprocess
-import sys
 
+from quick_python import quick_python
 from conftest import recording
 
 from profiling_guide.cli import main
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "profiling_guide.cli", *args], capture_output=True, text=True)
+    return subprocess.run([quick_python(), "-m", "profiling_guide.cli", *args], capture_output=True, text=True)
 
 
 def test_summarize_json_has_the_documented_shape(capsys):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
+from quick_python import quick_python
 from profiling_guide.cli import main, printable
 
 
@@ -54,7 +54,7 @@ def test_an_error_line_escapes_what_it_quotes(tmp_path, capsys):
 def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     # Enough output to fill the pipe, so the writer sees the reader leave.
     path = trace_with_kernels(tmp_path / "many.json", [f"kernel_{i:05d}_" + "x" * 200 for i in range(2000)])
-    proc = subprocess.Popen([sys.executable, "-m", "profiling_guide.cli", "summarize", str(path)],
+    proc = subprocess.Popen([quick_python(), "-m", "profiling_guide.cli", "summarize", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()
     proc.stdout.close()

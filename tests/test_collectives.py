@@ -8,7 +8,6 @@ backward, so that the other ranks wait for it in their all-reduces.
 import json
 from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -30,6 +29,7 @@ from profiling_guide.analysis.collectives import (
 from profiling_guide.analysis.overlap import time_breakdown
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.kernel_names import decode
+from profiling_guide.trace.model import DeviceEvent
 from profiling_guide.trace.model import Trace
 
 H100X4 = Path(__file__).parent / "data" / "h100x4"
@@ -226,7 +226,7 @@ def test_an_unreadable_sweep_file_is_one_line(tmp_path):
 def ev(start, dur, kind="kernel", name="gemm"):
     names = {"gemm": "nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NNN", "nccl": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
              "copy": "Memcpy DtoD (Device -> Device)"}
-    return SimpleNamespace(name=names[name], start_us=start, dur_us=dur, end_us=start + dur, kind=kind)
+    return DeviceEvent(names[name], start, dur, 7, kind, None, {})
 
 
 def test_overlap_exposed_communication_and_idle_by_hand():

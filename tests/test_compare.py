@@ -2,13 +2,13 @@
 
 import json
 import subprocess
-import sys
 
 import matplotlib
 import pytest
 
 matplotlib.use("Agg")
 
+from quick_python import quick_python
 from conftest import GPUS, H100
 
 from profiling_guide.analysis.roofline import (
@@ -18,7 +18,7 @@ from profiling_guide.analysis.roofline import (
     kernel_work_table,
 )
 from profiling_guide.measure import bench_format, bench_records
-from profiling_guide.measure.timing import Spread
+from profiling_guide.spread import Spread
 from profiling_guide.pages import charts
 from profiling_guide.trace.model import Trace
 
@@ -116,14 +116,14 @@ def test_roofline_and_sweep_charts_plot_every_point(bench):
 
 def test_bench_cli_refuses_bad_flags_in_one_line():
     for flag in (["--variants", "eager,turbo"], ["--rows", "0"], ["--batch", "-1"]):
-        result = subprocess.run([sys.executable, "-m", "profiling_guide.measure.bench_cli", *flag],
+        result = subprocess.run([quick_python(), "-m", "profiling_guide.measure.bench_cli", *flag],
                                 capture_output=True, text=True)
         assert result.returncode == 2
         assert "Traceback" not in result.stderr and "error:" in result.stderr
 
 
 def test_bench_without_a_gpu_says_so_in_one_line():
-    result = subprocess.run([sys.executable, "-m", "profiling_guide.measure.bench_cli"], capture_output=True, text=True)
+    result = subprocess.run([quick_python(), "-m", "profiling_guide.measure.bench_cli"], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: the MLP benchmark runs on a CUDA GPU and none is visible"
 

@@ -1,22 +1,24 @@
-"""Every example replays its recordings as a plain script, and none is stale."""
+"""Every example replays its recordings as a plain script, and none is stale.
+
+The chapters run in this process, one after another, as the docs build runs
+them (:func:`quick_python.run_here`: a fresh ``__main__``, their own arguments
+and environment, an uncaught error shown by ``sys.excepthook``);
+``tests/test_installed.py`` runs one in a fresh interpreter.
+"""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from quick_python import run_here
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
 CHAPTER_1 = Path(__file__).resolve().parents[1] / "examples" / "plot_01_linear.py"
 
 
 def run_example(path, *args, **env):
-    return subprocess.run(
-        [sys.executable, str(path), *args],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "MPLBACKEND": "Agg", "PROFILING_GUIDE_MODE": "replay", **env},
-    )
+    return run_here(path, *args, env={**os.environ, "MPLBACKEND": "Agg", "PROFILING_GUIDE_MODE": "replay", **env})
 
 
 @pytest.mark.parametrize("gpu", ["nvidia-h100-80gb-hbm3", "nvidia-h200"])

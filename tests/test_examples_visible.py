@@ -6,14 +6,13 @@ the library, and run as a script, here in replay on the CPU.
 """
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pyflakes.api import check
 from pyflakes.reporter import Reporter
 
+from quick_python import run_here
 from visible_code import private_names, visible_code
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
@@ -58,13 +57,13 @@ def test_the_page_shows_no_private_name(example):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_the_page_runs_as_a_script_in_replay(example, tmp_path):
-    """The copied page, in a folder of its own, replays its recordings (none stale) and prints the banner."""
+    """The copied page, in a folder of its own, replays its recordings (none stale) and prints the banner.
+
+    It runs in this process (:func:`quick_python.run_here`), as the docs build runs it.
+    """
     script = tmp_path / example.name
     script.write_text(visible_code(example))
-    result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "MPLBACKEND": "Agg", "PROFILING_GUIDE_MODE": "replay",
-             "PROFILING_GUIDE_STALE": "error"},
-    )
+    result = run_here(script, cwd=tmp_path, env={**os.environ, "MPLBACKEND": "Agg", "PROFILING_GUIDE_MODE": "replay",
+                                                 "PROFILING_GUIDE_STALE": "error"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Replayed from a recording made on NVIDIA" in result.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from quick_python import quick_python
 from profiling_guide import files
 from profiling_guide.errors import GuideError
 from profiling_guide.measure import bench_cli, bench_records
@@ -205,10 +206,9 @@ def test_text_that_utf8_cannot_hold_is_written_not_a_traceback(tmp_path):
 
 def _run_cli(*argv, cwd=None):
     import subprocess
-    import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "profiling_guide.cli", *argv], capture_output=True, text=True,
+    return subprocess.run([quick_python(), "-m", "profiling_guide.cli", *argv], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=300)
 
 

@@ -1,53 +1,45 @@
 """The epilogue-fused GeGLU MLP, checked on the CPU through Triton's interpreter.
 
-``TRITON_INTERPRET=1`` must be in the environment before triton is imported
-(``triton.jit`` and triton's own helpers decide then whether they are compiled
-or interpreted). This module sets it first thing; if another test module
-imported triton earlier without it, these tests are skipped here and run
-instead in a fresh process by ``test_the_fused_mlp_tests_in_a_fresh_process``. In interpreter
-mode the module pins one small tile config (16×16×16), so every call is a
-fraction of a second and the small shapes below still span several tiles and
-K steps, with ragged edges.
+The kernels run in the interpreter when ``TRITON_INTERPRET=1`` is set as their
+modules are imported: ``tests/conftest.py`` sets it on a machine without a
+CUDA GPU. Where the kernels were imported compiled (a GPU machine), these
+tests are skipped here and run in a fresh process with the interpreter, by
+``test_the_fused_mlp_tests_in_a_fresh_process``. In interpreter mode the
+module pins one small tile config (16×16×16), so every call is a fraction of
+a second and the small shapes below still span several tiles and K steps,
+with ragged edges.
 
 bfloat16 is checked on the GPU only (``tests/test_fused_mlp_gpu.py``):
 Triton's interpreter returns garbage for bf16 inputs to ``tl.dot``.
 """
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-# Was triton imported (by an earlier test module) before we could ask for the interpreter?
-TRITON_COMPILED_MODE = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
-os.environ["TRITON_INTERPRET"] = "1"  # before triton / the module are imported
+import pytest
+import torch
+import torch.nn.functional as F
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
+from conftest import run_pytest_in_fresh_process, triton_env
+from quick_python import quick_python
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from conftest import run_pytest_in_fresh_process, triton_env  # noqa: E402
-
-import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
-from profiling_guide.kernels import geglu_backward as gb  # noqa: E402
-import profiling_guide.kernels.geglu_kernels as gk  # noqa: E402
-from profiling_guide.errors import GuideError  # noqa: E402
-from profiling_guide.kernels.models import SimpleGeGLUMLP  # noqa: E402
+import profiling_guide.kernels.fused_mlp as fm
+import profiling_guide.kernels.geglu_kernels as gk
+from profiling_guide.errors import GuideError
+from profiling_guide.kernels import geglu_backward as gb
+from profiling_guide.kernels.models import SimpleGeGLUMLP
 
 
 @pytest.fixture(autouse=True)
 def _interpreter_only(request):
-    if TRITON_COMPILED_MODE and request.node.originalname != "test_the_fused_mlp_tests_in_a_fresh_process":
-        pytest.skip("triton was imported without TRITON_INTERPRET=1: these tests run in a fresh process instead")
+    if not gk.INTERPRETED and request.node.originalname != "test_the_fused_mlp_tests_in_a_fresh_process":
+        pytest.skip("the kernels were imported compiled: these tests run in a fresh process with the interpreter")
 
 
-if TRITON_COMPILED_MODE:
+if not gk.INTERPRETED:
 
     def test_the_fused_mlp_tests_in_a_fresh_process():
         run_pytest_in_fresh_process(__file__, interpreted=True, timeout=600)
+
 
 TOLERANCE = {torch.float16: 2e-3, torch.float32: 1e-5}  # max|err| / max|ref| of h
 SHAPES = [(1, 32, 48), (17, 80, 96), (64, 48, 64), (33, 40, 72)]  # (M, dim, hidden); tile is 16
@@ -322,7 +314,7 @@ def test_cpu_tensors_are_refused_without_the_interpreter():
         "except GuideError as exc:\n"
         "    print(exc)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=triton_env(interpreted=False), capture_output=True,
+    out = subprocess.run([quick_python(), "-c", code], env=triton_env(interpreted=False), capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     message = out.stdout.strip()

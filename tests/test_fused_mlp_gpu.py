@@ -5,34 +5,26 @@ Marked ``gpu`` and skipped where no CUDA GPU is visible. On a GPU machine::
     pytest -m gpu tests/test_fused_mlp_gpu.py     # or: python -m profiling_guide.kernels.fused_mlp --check
 
 The first run autotunes every design at every shape below: a few minutes.
-If the kernels were imported for Triton's interpreter earlier in this pytest
-process (``tests/test_fused_mlp.py`` sets ``TRITON_INTERPRET=1``), the tests
-here run in a fresh process instead, without it.
+``tests/conftest.py`` leaves Triton's interpreter off where a CUDA GPU is
+visible or ``-m gpu`` is given, so these tests run the compiled kernels; with
+``TRITON_INTERPRET=1`` set by hand they are skipped and say so.
 """
-
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
-
-from conftest import run_pytest_in_fresh_process  # noqa: E402
-
-import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
-from profiling_guide.kernels import geglu_backward as gb  # noqa: E402
-from profiling_guide.errors import GuideError  # noqa: E402
-from profiling_guide.kernels.geglu_kernels import INTERPRETED  # noqa: E402
-from profiling_guide.kernels.models import SimpleGeGLUMLP  # noqa: E402
-from profiling_guide.measure.timing import cpu_issue_time  # noqa: E402
+import profiling_guide.kernels.fused_mlp as fm
+from profiling_guide.errors import GuideError
+from profiling_guide.kernels import geglu_backward as gb
+from profiling_guide.kernels.geglu_kernels import INTERPRETED
+from profiling_guide.kernels.models import SimpleGeGLUMLP
+from profiling_guide.measure.timing import cpu_issue_time
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: these tests run the compiled kernels"),
+    pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET=1 is set: unset it to run the compiled kernels"),
 ]
 
 CHECK_SHAPES = [  # (M, dim, hidden): ragged edges, one row, the guide's shapes, a Llama-sized layer
@@ -55,18 +47,6 @@ CASES = [(design, dtype, shape) for dtype in (torch.bfloat16, torch.float16) for
          for design in fm.DESIGNS] + [(design, torch.float32, shape) for shape in FP32_CHECK_SHAPES
                                       for design in fm.DESIGNS]  # fmt: skip
 GUIDE_SHAPE, GUIDE_HIDDEN = (64, 128, 768), 3072  # batch, seq, dim; bf16
-
-
-@pytest.fixture(autouse=True)
-def _compiled_kernels_only(request):
-    if INTERPRETED and request.node.originalname != "test_the_gpu_tests_in_a_fresh_process":
-        pytest.skip("the kernels were imported for Triton's interpreter: these tests run in a fresh process instead")
-
-
-if INTERPRETED:
-
-    def test_the_gpu_tests_in_a_fresh_process():
-        run_pytest_in_fresh_process(__file__, interpreted=False, timeout=1800)
 
 
 def inputs(M, dim, hidden, dtype, seed=0):

@@ -1,18 +1,13 @@
 """Chapter 6c's readings on the CPU: Nsight Compute's table and Proton's phases, from real recordings and small made-up ones."""
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
-
-from profiling_guide.errors import GuideError  # noqa: E402
-from profiling_guide.measure import inside_kernel as ik  # noqa: E402
+from profiling_guide.errors import GuideError
+from profiling_guide.measure import inside_kernel as ik
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "docs" / "recordings"
 GPUS = sorted(p for p in RECORDINGS.iterdir() if (p / "06c_inside_kernel.ncu.run.json").is_file())

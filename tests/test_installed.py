@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -22,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import once_per_run
 from profiling_guide.errors import EXTRAS
+from quick_python import quick_python
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
@@ -41,22 +44,29 @@ sys.meta_path.insert(0, _NotInstalled())
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Path:
-    """The package as ``pip install /path/to/clone`` installs it (not editable), in a folder of its own."""
-    clone = tmp_path_factory.mktemp("clone")
+    """The package as ``pip install /path/to/clone`` installs it (not editable), in a folder of its own.
+
+    Installed once per test run, whichever xdist worker comes first.
+    """
+    return once_per_run(tmp_path_factory, "installed", _pip_install_a_clone)
+
+
+def _pip_install_a_clone(target: Path) -> None:
+    clone = target.parent / "clone"
+    shutil.rmtree(clone, ignore_errors=True)
+    clone.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, clone / name)
     shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copytree(ROOT / "docs" / "recordings", clone / "docs" / "recordings")
-    target = tmp_path_factory.mktemp("site")
     # With a setuptools that builds wheels here, offline; else pip fetches one for the build.
     isolation = ["--no-build-isolation"] if _setuptools_builds_wheels() else []
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
                              *isolation, "--target", str(target), str(clone)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    return target
 
 
 def _setuptools_builds_wheels() -> bool:
@@ -71,7 +81,7 @@ def _run_copied(example: Path, folder: Path, pythonpath: str, **env) -> subproce
     shutil.copy(example, folder / example.name)
     # No PROFILING_GUIDE_RECORDINGS: the chapter finds its recordings itself.
     base = {k: v for k, v in os.environ.items() if k != "PROFILING_GUIDE_RECORDINGS"}
-    return subprocess.run([sys.executable, example.name], cwd=folder, capture_output=True, text=True, timeout=600,
+    return subprocess.run([quick_python(), example.name], cwd=folder, capture_output=True, text=True, timeout=600,
                           env={**base, "PYTHONPATH": pythonpath, "PROFILING_GUIDE_MODE": "replay",
                                "MPLBACKEND": "Agg", **env})
 
@@ -80,7 +90,7 @@ def test_the_wheel_carries_every_recording(installed):
     shipped = installed / "profiling_guide" / "recordings"
     assert sorted(p.relative_to(shipped).as_posix() for p in shipped.glob("*/*")) == RECORDINGS
     assert len(RECORDINGS) > 100
-    root = subprocess.run([sys.executable, "-c", "from profiling_guide.pages.recordings import default_root; "
+    root = subprocess.run([quick_python(), "-c", "from profiling_guide.pages.recordings import default_root; "
                            "print(default_root())"], capture_output=True, text=True, cwd=installed,
                           env={**os.environ, "PYTHONPATH": str(installed)}).stdout.strip()
     assert Path(root) == shipped  # the installed copy decides, not a checkout
@@ -113,15 +123,50 @@ def test_every_chapter_names_its_extra_near_its_top(example):
     assert set(EXTRAS.values()) <= set(extras)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_without_the_optional_packages_a_chapter_replays_or_names_its_extra_in_one_line(example, tmp_path):
-    blocker = tmp_path / "blocker"
+# Runs each chapter given, copied into a folder of its own, as ``python chapter.py`` would
+# (tests/quick_python.py run_here), one after the other in this one process, whose optional
+# packages the blocker made unimportable from its start; writes what each did to results.json.
+WITHOUT_EXTRAS = """
+import json, shutil, sys
+from pathlib import Path
+from quick_python import run_here
+out, results = Path(sys.argv[1]), {}
+for chapter in map(Path, sys.argv[2:]):
+    folder = out / chapter.stem
+    folder.mkdir()
+    shutil.copy(chapter, folder / chapter.name)
+    done = run_here(folder / chapter.name, cwd=folder)
+    results[chapter.stem] = {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+(out / "results.json").write_text(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="session")
+def without_extras(tmp_path_factory) -> dict:
+    """What every chapter did with the optional packages unimportable: ``{stem: returncode, stdout, stderr}``.
+
+    One fresh process runs them all, once per test run: the extras stay
+    unimportable in it throughout, so no chapter can find one another imported.
+    """
+    folder = once_per_run(tmp_path_factory, "without_extras", _run_without_extras)
+    return json.loads((folder / "results.json").read_text())
+
+
+def _run_without_extras(folder: Path) -> None:
+    blocker = folder / "blocker"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(BLOCKER)
-    run_in = tmp_path / "run"
-    run_in.mkdir()
-    result = _run_copied(example, run_in, os.pathsep.join([str(blocker), str(ROOT / "src")]),
-                         PG_NOT_INSTALLED=",".join(EXTRAS))
+    base = {k: v for k, v in os.environ.items() if k != "PROFILING_GUIDE_RECORDINGS"}
+    env = {**base, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT / "src"), str(Path(__file__).parent)]),
+           "PROFILING_GUIDE_MODE": "replay", "MPLBACKEND": "Agg", "PG_NOT_INSTALLED": ",".join(EXTRAS)}
+    done = subprocess.run([quick_python(), "-c", WITHOUT_EXTRAS, str(folder), *map(str, EXAMPLES)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_without_the_optional_packages_a_chapter_replays_or_names_its_extra_in_one_line(example, without_extras):
+    result = subprocess.CompletedProcess(example.name, **without_extras[example.stem])
     replay_extras, _ = needs(example)
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     if not replay_extras:

@@ -4,7 +4,9 @@ The tree shows the architecture: ``trace`` reads traces, ``analysis`` is pure
 functions of them, ``measure`` times on a GPU, ``kernels`` holds the models and
 kernels under study, ``pages`` and ``report`` present, and ``cli`` joins them.
 Every import (at the top of a module or inside a function) is checked against
-the rules below, read from the source without importing anything.
+the rules below, read from the source without importing anything. And
+``analysis`` returns data: it imports no ``html`` and composes no sentence
+(those are written once, in ``pages`` or ``report``).
 """
 
 import ast
@@ -115,3 +117,67 @@ def test_a_module_that_breaks_the_rules_is_named(source, here, words):
 def test_allowed_imports_pass():
     assert violations("import torch\nfrom profiling_guide.trace import Trace\n"
                       "from profiling_guide.errors import GuideError\n", "measure") == []
+
+
+# ------------------------------------------------------------------ analysis returns data
+#: A string of this many words or more that ends as a sentence does is prose.
+SENTENCE_WORDS = 6
+
+
+def sentences(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of each string or f-string of ``source`` that reads as a sentence.
+
+    A sentence here is six words or more ending in ``.``, ``!`` or ``?`` (an
+    f-string's fields count as a word each). Docstrings and the messages of
+    raised errors (one line a user acts on) are not composed for a page, and
+    are left out.
+    """
+    tree = ast.parse(source)
+    skip = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            skip.add(id(body[0].value))
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            skip.update(id(n) for n in ast.walk(node.exc))
+        if isinstance(node, ast.JoinedStr):
+            skip.update(id(n) for n in node.values)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if len(text.split()) >= SENTENCE_WORDS and text.rstrip().endswith((".", "!", "?")):
+            found.append((node.lineno, text))
+    return found
+
+
+def html_imports(source: str) -> list[int]:
+    return [line for line, module in imports(source, "analysis") if module.split(".")[0] == "html"]
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "analysis").glob("*.py")), ids=lambda p: p.name)
+def test_analysis_returns_data_not_sentences_or_html(path):
+    source = path.read_text()
+    assert not html_imports(source), f"{path.name} imports html: HTML belongs to pages/ or report/"
+    assert not sentences(source), f"{path.name} composes sentences (pages/ or report/ word them): {sentences(source)}"
+
+
+def test_a_composed_sentence_and_an_html_import_are_found_and_docstrings_and_errors_are_not():
+    source = '''
+"""A module docstring that is a sentence of many words."""
+import html
+def f(x):
+    """A function's docstring, also a sentence of many words."""
+    if x:
+        raise ValueError(f"the value {x} is not one this function can take.")
+    label = "a short label"
+    return f"The GPU was busy {x:.0%} of the step, waiting for work."
+'''
+    assert [line for line, _ in sentences(source)] == [9]
+    assert html_imports(source) == [3]

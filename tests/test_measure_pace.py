@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import GPUS, H100, H200
+from conftest import GPUS, H100
 
 from profiling_guide.analysis.pace import (
     pace_of,
@@ -11,7 +11,7 @@ from profiling_guide.analysis.pace import (
     unprofiled_bound,
 )
 from profiling_guide.analysis.roofline import datasheet_bound_us, datasheet_for
-from profiling_guide.measure.timing import Spread, compare, ratio_words
+from profiling_guide.spread import Spread, compare, ratio_words
 from profiling_guide.trace.model import Trace
 
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from quick_python import quick_python
+
 GUARD = Path(__file__).resolve().parents[1] / "docs" / "_offline"
 
 
@@ -40,6 +42,6 @@ def test_replaying_chapter_4_loads_liger_with_the_guard_on():
     example = Path(__file__).resolve().parents[1] / "examples" / "plot_04_liger.py"
     env = {**os.environ, "PROFILING_GUIDE_NO_NETWORK": "1", "PROFILING_GUIDE_MODE": "replay", "MPLBACKEND": "Agg",
            "PYTHONPATH": os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([quick_python(), str(example)], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "NetworkRefused" not in result.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from profiling_guide.analysis.gaps import Cause, gaps_of
-from profiling_guide.analysis.pace_verdict import Bound, Measurement, pooled_bound
+from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pooled_bound
 from profiling_guide.pages import verdicts
 from profiling_guide.pages.recordings import Recording, default_root
 from profiling_guide.spread import Spread
@@ -30,6 +30,12 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot
 def recording(gpu: str, name: str) -> Recording:
     folder = ROOT / gpu
     return Recording(name, folder, read_run_record(folder / f"{name}.run.json"))
+
+
+@functools.cache
+def verdict(gpu: str, name: str) -> PaceVerdict:
+    """:func:`verdicts.verdict_of` the recording, worked out once for every test here."""
+    return verdicts.verdict_of(recording(gpu, name))
 
 
 def timed_recordings(gpu: str) -> list[str]:
@@ -57,7 +63,7 @@ def test_every_timed_recording_names_the_variant_it_measures(gpu):
 def test_a_variant_gets_one_verdict_on_every_page_of_a_gpu(gpu):
     by_variant = defaultdict(dict)
     for name in timed_recordings(gpu):
-        by_variant[verdicts.VARIANTS[name]][name] = verdicts.verdict_of(recording(gpu, name)).bound
+        by_variant[verdicts.VARIANTS[name]][name] = verdict(gpu, name).bound
     assert any(len(pages) > 1 for pages in by_variant.values()), "no variant is profiled on two pages"
     split = {variant: pages for variant, pages in by_variant.items() if len(set(pages.values())) > 1}
     assert not split, f"{gpu}: pages disagree about {split}"
@@ -66,7 +72,7 @@ def test_a_variant_gets_one_verdict_on_every_page_of_a_gpu(gpu):
 @pytest.mark.parametrize("gpu", GPUS)
 def test_a_verdict_is_never_firmer_than_every_measurement_of_it(gpu):
     for name in timed_recordings(gpu):
-        v = verdicts.verdict_of(recording(gpu, name))
+        v = verdict(gpu, name)
         if v.bound is not Bound.TIE:
             assert all(m.bound is v.bound for m in v.measurements), (name, [m.bound for m in v.measurements])
         assert any(m.source == name for m in v.measurements), f"{name}'s own measurement was left out"
@@ -102,7 +108,7 @@ def test_where_another_gpu_differs_the_page_says_why_in_one_sentence(gpu):
     differ = 0
     for name in timed_recordings(gpu):
         rec = recording(gpu, name)
-        here = verdicts.verdict_of(rec).bound
+        here = verdict(gpu, name).bound
         sentences = verdicts.pace_facts(rec).sentences
         for other, theirs in verdicts.other_gpus(rec).items():
             said = [s for s in sentences if s.startswith(f"On the {other} ")]
@@ -131,7 +137,7 @@ def test_chapter_8s_sync_time_is_the_loops_own_synchronize_at_each_steps_end():
 
 def test_the_pace_line_labels_the_step_and_its_last_device_work_apart():
     # chapter 1's eager step: the profiler step is longer than the time to its last kernel's end
-    v = verdicts.verdict_of(recording("nvidia-h100-80gb-hbm3", "01_linear.eager"))
+    v = verdict("nvidia-h100-80gb-hbm3", "01_linear.eager")
     assert v.gaps.last_device_us < v.gaps.step_us
     trace_line = verdicts.trace_sentences(v)[0]
     assert f"{v.gaps.step_us:,.1f} µs profiled step" in trace_line
@@ -143,7 +149,7 @@ def test_a_page_states_the_profiler_off_verdict_first_and_links_the_profilers_co
     linked = 0
     for name in timed_recordings(gpu):
         rec = recording(gpu, name)
-        v = verdicts.verdict_of(rec)
+        v = verdict(gpu, name)
         facts = verdicts.pace_facts(rec)
         assert facts.sentences[0].startswith(f"{verdicts.LEAD[v.bound]} ({v.bound.value})"), name
         html = facts._repr_html_()

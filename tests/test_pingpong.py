@@ -8,43 +8,16 @@ a cubin for an H100 by this Triton, no GPU needed.
 """
 
 import re
-import sys
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
+from conftest import run_pytest_in_fresh_process
+from hopper import H100_SHARED, compile_gluon_for_h100, cuda_like, ptxas_report
 
-from conftest import run_pytest_in_fresh_process  # noqa: E402
-
-import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
-from profiling_guide.kernels import geglu_pingpong as gp  # noqa: E402
-from profiling_guide.kernels.geglu_kernels import INTERPRETED  # noqa: E402
-
-H100_SHARED = 232448  # bytes of shared memory one program may opt in to on an H100 (227 KiB)
-
-
-def cuda_like(rows, dim, dtype=torch.bfloat16):
-    """What choose_design reads of a CUDA tensor, from a CPU tensor: shape, strides, dtype, address, device."""
-    t = torch.empty(rows, dim, dtype=dtype)
-    return SimpleNamespace(shape=t.shape, dtype=dtype, device=torch.device("cuda", 0), stride=t.stride,
-                           element_size=t.element_size, data_ptr=lambda: 0)  # fmt: skip
-
-
-@pytest.fixture
-def gpu(monkeypatch):
-    """Stand in a GPU of a given compute capability for the design choice."""
-
-    def use(major, minor=0, name="a GPU"):
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, minor))
-        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-
-    return use
-
+import profiling_guide.kernels.fused_mlp as fm
+from profiling_guide.kernels import geglu_pingpong as gp
+from profiling_guide.kernels.geglu_kernels import INTERPRETED
 
 @pytest.mark.parametrize("capability,dtype,dim,want", [
     ((9, 0), torch.bfloat16, 768, "pingpong"),  # H100, H200
@@ -138,23 +111,6 @@ def test_a_config_naming_only_tiles_launches_with_the_default_ring_and_consumers
     assert meta["NUM_STAGES"] == 4, "the default 6 slots of 40 KiB do not fit beside the staging tiles: lowered"
 
 
-def compile_gluon_for_h100(kernel, args, meta):
-    """A Gluon kernel compiled by this Triton for sm_90 with ``args`` and ``meta``, as a launch would compile it."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
-    signature, constants = {}, {}
-    for i, name in enumerate(kernel.arg_names):
-        if i < len(args):
-            signature[name] = mangle_type(args[i])
-        else:
-            signature[name], constants[(i,)] = "constexpr", meta[name]
-    source = GluonASTSource(kernel, signature, constants)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": meta["num_warps"]})
-
-
 def compile_for_h100(config, save_gu=False):
     """The gate/up kernel compiled for sm_90 at the guide's shape (storing g and u too, with ``save_gu``)."""
     x, w, h, gu = guide_operands()
@@ -162,34 +118,16 @@ def compile_for_h100(config, save_gu=False):
     return compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
 
 
-def ptxas_report(ptx: str, tmp_path) -> str:
-    """``ptxas -v``'s report for sm_90a, from the ptxas this Triton ships."""
-    import subprocess
-
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        ptxas = get_ptxas(90).path
-    except (ImportError, TypeError, AttributeError) as exc:  # an internal API: say so rather than guess
-        pytest.skip(f"this Triton's ptxas is not where {Path(__file__).name} looks: {exc}")
-    source = tmp_path / "kernel.ptx"
-    source.write_text(ptx)
-    out = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(source), "-o", str(tmp_path / "kernel.cubin")],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stderr
-
-
 if INTERPRETED:
-    # tests/test_fused_mlp.py imported Triton for its interpreter, which cannot lower a Gluon
-    # kernel: the compile test runs in a fresh process without it
+    # this process's kernels run in Triton's interpreter, which cannot lower a Gluon kernel: the
+    # compile tests run in a fresh process without it
     def test_the_kernel_compiles_in_a_fresh_process():
-        name = "test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared_memory"
-        run_pytest_in_fresh_process(f"{__file__}::{name}", interpreted=False, timeout=600)
+        run_pytest_in_fresh_process(__file__, "-m", "compiled", interpreted=False, timeout=600)
 
 
-@pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
 @pytest.mark.parametrize("consumers,warps", [(2, 12), (1, 8)])
+@pytest.mark.compiled
+@pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
 def test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared_memory(consumers, warps):
     config = gp._config(128, 64, 64, 4, stages=6, consumers=consumers)
     compiled = compile_for_h100(config)
@@ -206,6 +144,7 @@ def test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared
     assert len(compiled.asm["cubin"]) > 0, "ptxas assembled it for sm_90a"
 
 
+@pytest.mark.compiled
 @pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
 def test_the_training_forward_compiles_with_g_and_u_stored_from_registers_without_spills(tmp_path):
     compiled = compile_for_h100(gp.DEFAULT_CONFIG, save_gu=True)

@@ -9,22 +9,17 @@ Triton for an H100, registers and shared memory included.
 """
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
+from conftest import run_pytest_in_fresh_process
+from hopper import H100_SHARED, compile_gluon_for_h100, cuda_like, ptxas_report
 
-from conftest import run_pytest_in_fresh_process  # noqa: E402
-from test_pingpong import H100_SHARED, compile_gluon_for_h100, cuda_like, gpu, ptxas_report  # noqa: E402, F401  (gpu: the fixture)
-
-import profiling_guide.kernels.fused_mlp as fm  # noqa: E402
-from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
-from profiling_guide.kernels.geglu_kernels import INTERPRETED  # noqa: E402
+import profiling_guide.kernels.fused_mlp as fm
+from profiling_guide.kernels import geglu_backward_pingpong as bp
+from profiling_guide.kernels.geglu_kernels import INTERPRETED
 
 GUIDE = (8192, 768, 3072)  # rows, dim, hidden
 
@@ -120,12 +115,13 @@ def compile_for_h100(config):
 
 
 if INTERPRETED:
-    # tests/test_fused_mlp.py imported Triton for its interpreter, which cannot lower a Gluon
-    # kernel: the compile tests run in a fresh process without it
+    # this process's kernels run in Triton's interpreter, which cannot lower a Gluon kernel: the
+    # compile tests run in a fresh process without it
     def test_the_kernel_compiles_in_a_fresh_process():
-        run_pytest_in_fresh_process(f"{__file__}", interpreted=False, timeout=900)
+        run_pytest_in_fresh_process(__file__, "-m", "compiled", interpreted=False, timeout=900)
 
 
+@pytest.mark.compiled
 @pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
 @pytest.mark.parametrize("config,consumers,warps,width,refills", [
     (bp.DEFAULT_CONFIG, 2, 12, 64, 0),  # 64-column tiles, both chunks held
@@ -156,12 +152,10 @@ def test_the_kernel_compiles_for_an_h100_with_its_partitions_in_its_shared_memor
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", report), report
 
 
-def test_every_config_the_probe_checks_or_sweeps_runs_as_its_name_says_on_an_h100():
+def test_every_config_the_probe_checks_or_sweeps_runs_as_its_name_says_on_an_h100(monkeypatch):
     # the probe names each timing by its config's constants: a ring lowered to fit, or fewer
     # chunks held than asked, would time something other than what the name says
-    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)
+    monkeypatch.syspath_prepend(Path(__file__).resolve().parents[1] / "scripts")  # as the script runs
     import probe_backward
 
     configs = probe_backward.CHECKED + probe_backward.sweep_configs()

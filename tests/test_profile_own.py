@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from quick_python import quick_python
 import profiling_guide
 from profiling_guide.errors import GuideError
 from profiling_guide.report.profile_own import (
@@ -27,7 +28,7 @@ NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusa
 def run(args, cwd):
     src = str(Path(profiling_guide.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run([quick_python(), *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 @pytest.fixture

@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from quick_python import quick_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = "# not run by tests/test_readme.py:"
@@ -54,9 +55,11 @@ def test_the_readme_block_runs(block, tmp_path):
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
     # Scripts, not links: a link to a virtual environment's python starts outside that environment.
+    # The quick python (tests/quick_python.py) runs each command as a fresh one would, without
+    # importing torch and its compiler again.
     for name, command in (("python", ""), ("python3", ""), ("profiling-guide", " -m profiling_guide.cli")):
         shim = bin_dir / name
-        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}"{command} "$@"\n')
+        shim.write_text(f'#!/bin/sh\nexec "{quick_python(compiler=True)}"{command} "$@"\n')
         shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),

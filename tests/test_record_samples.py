@@ -6,12 +6,12 @@ the CPU can run, skip what it cannot in one line, and refuse to record.
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from quick_python import quick_python
 import profiling_guide
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def run(args, cwd, extra_path=()):
     src = str(Path(profiling_guide.__file__).resolve().parents[1])
     path = [*map(str, extra_path), src, os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run([quick_python(), str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 def test_the_dry_run_builds_what_the_cpu_can_run(tmp_path):

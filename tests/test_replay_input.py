@@ -10,7 +10,8 @@ import pytest
 
 from profiling_guide.errors import GuideError
 from profiling_guide.pages import recordings
-from profiling_guide.pages.args import MAX_SIZE, add_mlp_flags, example_parser
+from profiling_guide.pages.args import add_mlp_flags, example_parser
+from profiling_guide.sizes import MAX_SIZE
 from profiling_guide.pages.chapter import Chapter
 from profiling_guide.trace.run_record import read_run_record
 

@@ -3,10 +3,10 @@
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from quick_python import quick_python
 from conftest import H100, recording
 
 import profiling_guide
@@ -21,7 +21,7 @@ def run_cli(*args, cwd=None):
     # The same package as this test imports, from whatever folder the command runs in.
     src = str(Path(profiling_guide.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, "-m", "profiling_guide.cli", *args], capture_output=True, text=True,
+    return subprocess.run([quick_python(), "-m", "profiling_guide.cli", *args], capture_output=True, text=True,
                           cwd=cwd, env=env)
 
 

@@ -16,7 +16,8 @@ from profiling_guide.analysis.ranks import analyse_run, straggler_activity, summ
 from profiling_guide.analysis.trace_report import analyse
 from profiling_guide.cli import main
 from profiling_guide.errors import GuideError
-from profiling_guide.report.run_html import write_run_report
+from profiling_guide.pages.pace_sentences import evidence, headline, rank_headline
+from profiling_guide.report.run_html import run_notes, write_run_report
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run import rank_info, read_run, trace_files
 
@@ -81,7 +82,8 @@ def test_fsdp2s_ranks_2_and_3_wait_in_their_collectives_for_rank_0():
     assert a.straggler == 0
     for rank in (2, 3):
         v = a.verdicts[rank]
-        assert v.verdict == "collectives" and "look at rank 0" in v.headline
+        assert v.verdict == "collectives" and v.waited_for == 0
+        assert rank_headline(v).endswith("look at rank 0.")
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -90,19 +92,20 @@ def test_no_rank_mostly_in_communication_is_told_to_make_its_kernels_faster(case
     for rank, v in a.verdicts.items():
         rows = a.per_rank[a.per_rank["rank"] == rank]
         if rows["comm_us"].sum() >= COMM_BOUND * rows["busy_us"].sum():
-            assert v.verdict != "GPU" and ASKS_FOR_FASTER not in v.headline, (case, rank, v.headline)
+            assert v.verdict != "GPU" and ASKS_FOR_FASTER not in rank_headline(v), (case, rank, rank_headline(v))
 
 
 @pytest.mark.parametrize("case, rank", [(c, r) for c in CASES for r in range(4)])
 def test_a_rank_read_alone_says_its_time_in_collectives_and_that_the_others_say_for_whom(case, rank):
     report = analyse(Trace.load(H100X4 / case / f"rank{rank}.trace.json.gz"))
-    evidence = " ".join(report.pace.evidence)
-    assert "Collective (NCCL) kernels ran" in evidence and f"this is rank {rank} of 4" in evidence
-    assert "only the other ranks' traces can say" in evidence
+    assert report.pace.rank == (rank, 4) and report.pace.comm_us > 0
+    said = " ".join(evidence(report.pace))
+    assert "Collective (NCCL) kernels ran" in said and f"this is rank {rank} of 4" in said
+    assert "only the other ranks' traces can say" in said
     comm = sum(s.comm_us for s in report.steps)
     busy = sum(s.device_busy_us for s in report.steps)
     if comm >= COMM_BOUND * busy:
-        assert report.pace.verdict == "collectives" and ASKS_FOR_FASTER not in report.pace.headline
+        assert report.pace.verdict == "collectives" and ASKS_FOR_FASTER not in headline(report.pace)
     assert report.rank == (rank, 4) and not report.collectives.empty
 
 
@@ -262,7 +265,8 @@ def test_ranks_missing_from_the_world_are_said_not_refused(tmp_path):
     summaries, missing = read_run(paths, lambda t, info: summarize_rank(t, info.rank))
     a = analyse_run(summaries, missing=missing)
     assert missing == [2] and a.straggler == 3
-    assert any("1 rank(s) of the world have no trace here (2)" in n for n in a.notes)
+    assert a.missing == [2]
+    assert any("1 rank(s) of the world have no trace here (2)" in n for n in run_notes(a))
     assert all(set(m.missing) == {2} for m in a.calls)
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import GPUS, H100, recording
 
+from profiling_guide.analysis.pace import verdict
 from profiling_guide.analysis.trace_report import (
     analyse,
     gemm_flops,
@@ -15,9 +16,9 @@ from profiling_guide.analysis.trace_report import (
     read_rates,
     read_run_record,
     report_steps,
-    verdict,
 )
 from profiling_guide.errors import GuideError
+from profiling_guide.pages.pace_sentences import evidence, headline
 from profiling_guide.trace.model import Trace
 
 REFERENCES = H100 / "02_mlp_eager.references.run.json"
@@ -105,12 +106,13 @@ def test_a_step_paced_by_the_cpu_under_the_profiler_but_not_without_it_says_so(r
     for path, report in reports:
         busy = sum(s.device_busy_us for s in report.steps) / len(report.steps)
         unprofiled = (read_run_record(path).get("timings", {}).get("cpu_issue_us") or {}).get("median")
-        says = "Without the profiler" in report.pace.headline
+        says = report.pace.gpu_bound_unprofiled
         assert says == bool(report.pace.verdict != "GPU" and unprofiled and unprofiled < busy), path.name
+        assert ("Without the profiler" in headline(report.pace)) == says
         if says and report.pace.verdict == "CPU":
             flipped += 1
-            overhead = next(c for c in report.checks if c.title == "profiler overhead")
-            assert overhead.level == "warn" and "run record" in overhead.detail
+            overhead = next(f for f in report.findings if f.kind == "profiler overhead")
+            assert overhead.level == "warn" and overhead.facts["profiled_us"] > 1.25 * overhead.facts["unprofiled_us"]
     assert flipped  # the recordings hold such a step
 
 
@@ -131,12 +133,12 @@ def test_a_step_the_gpu_paces_queues_work_ahead_of_a_busy_gpu(reports):
     for report in gpu_paced:
         idle_us = sum(s.gpu_idle_fraction * s.gpu_span_us for s in report.steps)
         assert idle_us < BACK_TO_BACK * sum(s.gpu_span_us for s in report.steps)
-        assert any("the wait grows" in e for e in report.pace.evidence)
+        assert report.pace.delay_grows and any("the wait grows" in e for e in evidence(report.pace))
 
 
 def test_uneven_steps_are_reported_with_the_slowest_step(eager_report):
-    uneven = next(c for c in eager_report.checks if c.title == "uneven steps")
-    assert uneven.level == "warn" and "ProfilerStep#2" in uneven.detail
+    uneven = next(f for f in eager_report.findings if f.kind == "uneven steps")
+    assert uneven.level == "warn" and uneven.facts["slow"] == 2 and uneven.facts["ratio"] > 1.25
 
 
 def test_the_verdict_asks_the_queue_before_the_busy_share():
@@ -172,7 +174,7 @@ def test_a_trace_without_profiler_steps_is_read_as_one_step():
     report = analyse(trace)
     assert report.whole_trace and report.chosen_step == 0
     assert report.top_kernels.launches.sum() == len(trace.device_events)
-    assert any(c.title == "profiler steps" and c.level == "info" for c in report.checks)
+    assert any(f.kind == "profiler steps" and f.level == "info" and not f.facts["steps"] for f in report.findings)
 
 
 def test_kernels_whose_launch_is_missing_and_launches_whose_kernel_is_missing_are_flagged():
@@ -185,11 +187,10 @@ def test_kernels_whose_launch_is_missing_and_launches_whose_kernel_is_missing_ar
                            and ev["args"].get("correlation") == kernel["args"]["correlation"])
     raw["traceEvents"] = [ev for ev in events if ev is not launch and ev is not kernel]
     report = analyse(Trace(raw, "damaged"))
-    checks = {c.title: c for c in report.checks}
-    assert checks["device work with no launch"].level == "warn"
-    assert checks["device work with no launch"].detail.startswith("1 of ")
-    dropped = checks["launches with no device work"]
-    assert dropped.level == "warn" and f"1× {orphaned_launch['name']}" in dropped.detail
+    found = {f.kind: f for f in report.findings}
+    assert found["device work with no launch"].level == "warn" and found["device work with no launch"].facts["orphans"] == 1
+    dropped = found["launches with no device work"]
+    assert dropped.level == "warn" and dropped.facts["most_common"] == [(orphaned_launch["name"], 1)]
 
 
 def test_a_cpu_only_trace_says_there_was_no_gpu_work(tmp_path):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 
+from quick_python import quick_python
+
 from profiling_guide.measure.distributed import NCCL_SAFE_ENVIRONMENT, train_ranks
 from profiling_guide.trace.run import rank_info
 
@@ -12,7 +14,7 @@ TINY = ["--device", "cpu", "--layers", "2", "--dim", "32", "--hidden", "64", "--
 
 
 def test_two_ranks_of_fsdp2_write_their_traces_the_step_times_and_the_nccl_variables(tmp_path):
-    job = train_ranks(2, ["--strategy", "fsdp2", "--straggler", *TINY], tmp_path)
+    job = train_ranks(2, ["--strategy", "fsdp2", "--straggler", *TINY], tmp_path, python=quick_python(compiler=True))
     assert job["world_size"] == 2 and job["strategy"] == "fsdp2"
     assert job["environment"] == NCCL_SAFE_ENVIRONMENT  # every process torchrun started had them
     assert [r["rank"] for r in job["ranks"]] == [0, 1]

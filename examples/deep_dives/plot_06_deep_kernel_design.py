@@ -84,7 +84,8 @@ chapter.banner()
 # (:mod:`profiling_guide.kernels.geglu_pingpong`). ``design="auto"`` runs it
 # on Hopper GPUs (compute capability 9.x: the ``wgmma`` instruction is
 # Hopper's) for bf16 and fp16; chapter 6c looks inside it with Nsight
-# Compute.
+# Compute. What else was tried for it and for the backward's kernel, and what
+# each measured, is a dated design note: :doc:`/notes/gluon_kernels_2026_11`.
 
 # %%
 # One fused step, to explore
@@ -133,7 +134,7 @@ tables.styled(work, precision=1)
 
 import pandas as pd
 
-from profiling_guide.measure.timing import Spread, compare
+from profiling_guide.spread import Spread, compare
 
 times = {n: Spread.from_dict(t) for n, t in result["variants_us"].items()}
 DESIGNS = ("fused-dual", "fused-packed", "fused-packed-tma", "fused-pingpong")

@@ -64,14 +64,13 @@ def summarize(trace) -> dict:
     with their decoded kind); ``kernels_per_step`` counts true kernels only.
     """
     from profiling_guide.pages.tables import kernel_table
-    from profiling_guide.trace.kernel_names import decode
 
     table = kernel_table(trace)
     return {
         "steps": len(trace.steps),
         "kernels_per_step": trace.kernels_per_step(),
         "kernels": [
-            {"name": row.name, "kind": decode(row.name).kind, "calls_per_step": row.calls_per_step,
+            {"name": row.name, "kind": row.kind, "calls_per_step": row.calls_per_step,
              "avg_us": round(row.avg_us, 3)}
             for row in table.itertuples()
         ],

@@ -18,7 +18,7 @@ import pandas as pd
 
 from profiling_guide.analysis.backward import phase_of
 from profiling_guide.spread import Spread
-from profiling_guide.trace.kernel_names import decode
+from profiling_guide.spread import compare
 from profiling_guide.trace.model import DeviceEvent, Trace
 
 PASSES = ("forward", "backward")
@@ -64,7 +64,7 @@ def score_dtypes(trace: Trace, op_name: str = "aten::_softmax") -> set[str]:
 
 def est_occupancy(trace: Trace) -> list[tuple[str, str, float | None]]:
     """``(short name, launch call, est. achieved occupancy %)`` of each kernel of the step, as the trace records it."""
-    return [(decode(k.name).short, k.launch.name if k.launch else "?", k.args.get("est. achieved occupancy %"))
+    return [(k.decoded.short, k.launch.name if k.launch else "?", k.args.get("est. achieved occupancy %"))
             for k in trace.steps[0].kernels]
 
 
@@ -179,8 +179,8 @@ def zero_occupancy(trace: Trace, library: str):
     """The attention kernels of ``library`` show 0 % estimated occupancy in the trace."""
     def _check(_=None):
         # The fused kernels themselves (their names carry a tile), not the backward's small helpers.
-        mine = [(decode(k.name).short, k.args.get("est. achieved occupancy %")) for k in trace.steps[0].kernels
-                if decode(k.name).library == library and decode(k.name).kind == "attention" and decode(k.name).tile]
+        mine = [(k.decoded.short, k.args.get("est. achieved occupancy %")) for k in trace.steps[0].kernels
+                if k.decoded.library == library and k.decoded.kind == "attention" and k.decoded.tile]
         holds = bool(mine) and all(occ == 0 for _, occ in mine)
         return holds, "; ".join(f"{name}: {occ} %" for name, occ in mine) or f"no {library} attention kernel"
     return _check
@@ -191,7 +191,7 @@ def occupancy_rows(runs: dict) -> list[dict]:
     seen = {}
     for rec in runs.values():
         for k in rec.trace.steps[0].kernels:
-            seen.setdefault(k.name, {"kernel": decode(k.name).short, "launch": k.launch.name if k.launch else "?",
+            seen.setdefault(k.name, {"kernel": k.decoded.short, "launch": k.launch.name if k.launch else "?",
                                      "shared_bytes": k.args.get("shared memory"),
                                      "blocks_per_sm": k.args.get("blocks per SM"),
                                      "occupancy": k.args.get("est. achieved occupancy %")})
@@ -225,8 +225,6 @@ def sweep_winners(points: list[dict]) -> pd.DataFrame:
     ``points``: :func:`profiling_guide.measure.attention.sweep` rows. A tie is
     an overlap of interquartile ranges (:func:`~profiling_guide.spread.compare`).
     """
-    from profiling_guide.spread import compare
-
     groups: dict[tuple, list[dict]] = {}
     for r in points:
         if "skipped" not in r:
@@ -251,7 +249,7 @@ def kernel_names_table(runs: dict) -> pd.DataFrame:
         by_pass = per_step(rec.trace)
         calls = launch_calls(rec.trace)
         rows[name] = {
-            **{f"{p} kernels": ", ".join(dict.fromkeys(decode(k.name).short for k in evs)) or "–"
+            **{f"{p} kernels": ", ".join(dict.fromkeys(k.decoded.short for k in evs)) or "–"
                for p, evs in by_pass.items()},
             "launched with": ", ".join(f"{c} ({n})" for c, n in calls.most_common()),
         }

@@ -24,7 +24,6 @@ from collections import defaultdict
 
 import pandas as pd
 
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, Step, Trace
 
 PHASES = ("forward", "backward", "optimizer")
@@ -96,7 +95,7 @@ def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -
         row[1] += sum(ev.dur_us for ev in forward.device_events)
         for ev in backward.device_events:
             row[2] += ev.dur_us
-            row[3][decode(ev.name).short] += ev.dur_us
+            row[3][ev.decoded.short] += ev.dur_us
     n = max(len(steps), 1)
     df = pd.DataFrame(
         [(f, shapes, b, count / n, fwd_us / n, bwd_us / n, _most_time(kernels))

@@ -11,8 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from profiling_guide.analysis.backward import phase_of
+from profiling_guide.analysis.expect import same_kernels
+from profiling_guide.analysis.pace import pace_of
+from profiling_guide.analysis.pace_verdict import PaceVerdict
+from profiling_guide.analysis.trace_report import GEMM_OPERANDS, gemm_flops
 from profiling_guide.spread import Spread, compare, ratio_words
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Trace
 
 Check = Callable[..., tuple[bool, str]]
@@ -24,12 +28,12 @@ def _per_step(trace: Trace, op_name: str) -> float:
 
 def gemm_kernels(trace: Trace) -> list:
     """The GEMM kernels of the first active step, in launch order."""
-    return [k for k in trace.steps[0].kernels if decode(k.name).kind == "gemm"]
+    return [k for k in trace.steps[0].kernels if k.decoded.kind == "gemm"]
 
 
 def triton_kernels(trace: Trace) -> list:
     """The Triton kernels of the first active step (Inductor's or a hand-written one)."""
-    return [k for k in trace.steps[0].kernels if decode(k.name).library == "triton"]
+    return [k for k in trace.steps[0].kernels if k.decoded.library == "triton"]
 
 
 # ------------------------------------------------------------------ timings
@@ -111,7 +115,7 @@ def launched_with(kind: str, call: str) -> Check:
     def _check(trace: Trace):
         by_kind: dict[str, set[str]] = {}
         for k in trace.steps[0].kernels:
-            by_kind.setdefault(decode(k.name).kind, set()).add(k.launch.name if k.launch else "?")
+            by_kind.setdefault(k.decoded.kind, set()).add(k.launch.name if k.launch else "?")
         return by_kind.get(kind) == {call}, "; ".join(
             f"{kd}: {', '.join(sorted(calls))}" for kd, calls in by_kind.items())
     return _check
@@ -128,11 +132,11 @@ def bare_mm(trace: Trace) -> tuple[bool, str]:
 def same_gemms_as(other: Trace) -> Check:
     """The GEMM kernels of a step, in order, are byte-identical to ``other``'s."""
     def _check(trace: Trace):
-        mine, theirs = [k.name for k in gemm_kernels(trace)], [k.name for k in gemm_kernels(other)]
-        if mine == theirs:
+        mine, theirs = gemm_kernels(trace), gemm_kernels(other)
+        if [k.name for k in mine] == [k.name for k in theirs]:
             return True, "identical"
-        return False, (f"the other: {[decode(n).short for n in theirs]}; "
-                       f"this one: {[decode(n).short for n in mine]}")
+        return False, (f"the other: {[k.decoded.short for k in theirs]}; "
+                       f"this one: {[k.decoded.short for k in mine]}")
     return _check
 
 
@@ -140,7 +144,7 @@ def one_triton_kernel_fusing(*ops: str) -> Check:
     """One Triton kernel per step, whose name says it absorbed ``ops``."""
     def _check(trace: Trace):
         found = triton_kernels(trace)
-        holds = len(found) == 1 and set(ops) <= set(decode(found[0].name).fused_ops)
+        holds = len(found) == 1 and set(ops) <= set(found[0].decoded.fused_ops)
         return holds, ", ".join(k.name for k in found) or "no Triton kernel"
     return _check
 
@@ -165,25 +169,25 @@ def geglu_and_gemms_under(label: str) -> Check:
         labels = trace.annotations_named(label)
         if not labels:
             return False, f"no {label} label in the trace"
-        names = [e.name for e in labels[0].device_events if e.kind == "kernel"]
-        geglu = [k for k in names if "geglu" in k]
-        gemms = [k for k in names if decode(k).kind == "gemm"]
-        libraries = ", ".join(sorted({decode(k).library for k in gemms})) or "no library"
+        kernels = [e for e in labels[0].device_events if e.kind == "kernel"]
+        geglu = [k.name for k in kernels if "geglu" in k.name]
+        gemms = [k for k in kernels if k.decoded.kind == "gemm"]
+        libraries = ", ".join(sorted({k.decoded.library for k in gemms})) or "no library"
         return len(geglu) == 1 and len(gemms) == 3, (
             f"{', '.join(geglu) or 'no geglu kernel'} and {len(gemms)} GEMMs ({libraries}) under {label}")
     return _check
 
 
-def gemm_of_library(trace: Trace, library: str) -> set[str]:
-    """The distinct names of the GEMM kernels of ``library`` ("cublas", "triton") in a trace."""
-    return {k.name for k in trace.kernels
-            if decode(k.name).kind == "gemm" and decode(k.name).library == library}
+def gemm_of_library(trace: Trace, library: str) -> dict[str, str]:
+    """The distinct names of the GEMM kernels of ``library`` ("cublas", "triton") in a trace: name → short name."""
+    return {k.name: k.decoded.short for k in trace.kernels
+            if k.decoded.kind == "gemm" and k.decoded.library == library}
 
 
 def has_kernel_named(fragment: str, library: str = "triton") -> Check:
     """Some kernel's name contains ``fragment``; ``seen`` lists the ``library`` kernels."""
     def _check(trace: Trace):
-        shown = sorted({decode(k.name).short for k in trace.kernels if decode(k.name).library == library})
+        shown = sorted({k.decoded.short for k in trace.kernels if k.decoded.library == library})
         return any(fragment in k.name for k in trace.kernels), ", ".join(shown) or "none"
     return _check
 
@@ -192,23 +196,23 @@ def cublas_gemms_within(other: Trace) -> Check:
     """The cuBLAS GEMMs of a trace are among those of ``other`` (and there is at least one)."""
     def _check(trace: Trace):
         mine = gemm_of_library(trace, "cublas")
-        return bool(mine) and mine <= gemm_of_library(other, "cublas"), (
-            ", ".join(decode(n).short for n in sorted(mine)) or "none")
+        return bool(mine) and mine.keys() <= gemm_of_library(other, "cublas").keys(), (
+            ", ".join(mine[n] for n in sorted(mine)) or "none")
     return _check
 
 
 def template_reads_one(hidden: int) -> Check:
     """A Triton GEMM template is launched with a single 3-D ``[..., hidden]`` tensor (``h``, not ``g`` and ``u``)."""
     def _check(trace: Trace):
-        found = [k for k in gemm_kernels(trace) if decode(k.name).library == "triton" and k.launch
+        found = [k for k in gemm_kernels(trace) if k.decoded.library == "triton" and k.launch
                  and k.launch.op and sum(1 for d in k.launch.op.input_dims
                                          if d and d[-1] == hidden and len(d) == 3) == 1]
-        return bool(found), ", ".join(decode(k.name).short for k in found) or "no such template"
+        return bool(found), ", ".join(k.decoded.short for k in found) or "no such template"
     return _check
 
 
 def paced_by(bound: str) -> Check:
-    """The pace verdict is ``bound``, e.g. ``"overhead-bound"``; ``seen`` is the verdict and its headline.
+    """The pace verdict is ``bound``, e.g. ``"overhead-bound"``; ``seen`` is the verdict and the GPU's busy share.
 
     Given a :class:`~profiling_guide.analysis.pace_verdict.PaceVerdict`, the verdict a page
     states (profiler off); given a trace, :func:`~profiling_guide.analysis.pace.pace_of` its
@@ -216,21 +220,16 @@ def paced_by(bound: str) -> Check:
     the report's own (which also weighs the step's CPU time with the profiler off).
     """
     def _check(data):
-        from profiling_guide.analysis.pace import pace_of
-        from profiling_guide.analysis.pace_verdict import PaceVerdict
-
         if isinstance(data, PaceVerdict):
             return data.bound.value == bound, f"{data.bound.value}, profiler off"
         pace = data.pace if hasattr(data, "pace") else pace_of(data)
-        return pace.bound == bound, f"{pace.bound}: {pace.headline}"
+        return pace.bound == bound, f"{pace.bound}: the GPU busy {pace.share:.0%} of the step, idle {pace.idle:.0%} of its span"
     return _check
 
 
 def same_kernels_as(other: Trace) -> Check:
     """A trace launches byte-identical kernel names to ``other`` (as sets)."""
     def _check(trace: Trace):
-        from profiling_guide.analysis.expect import same_kernels
-
         return same_kernels(other, trace)
     return _check
 
@@ -295,15 +294,11 @@ def copies_on_device(trace: Trace) -> tuple[bool, str]:
 # ------------------------------------------------------------------ a training step
 def in_backward(op) -> bool:
     """The op runs in the backward pass (:func:`~profiling_guide.analysis.backward.phase_of`)."""
-    from profiling_guide.analysis.backward import phase_of
-
     return phase_of(op) == "backward"
 
 
 def gemm_flops_by_phase(trace: Trace) -> dict[str, float]:
     """The FLOPs of the GEMM ops that launched device work, forward and backward, over all steps."""
-    from profiling_guide.analysis.trace_report import gemm_flops
-
     flops = {"forward": 0.0, "backward": 0.0}
     for op in trace.step_ops:
         if gemm_flops(op) and op.self_device_events:
@@ -331,8 +326,6 @@ def fewer_optimizer_kernels_than_parameters(trace: Trace) -> tuple[bool, str]:
 def no_score_matrix(seq: int) -> Check:
     """No GEMM takes a ``[seq, seq]`` operand: attention never builds its score matrix through a GEMM."""
     def _check(trace: Trace):
-        from profiling_guide.analysis.trace_report import gemm_flops
-
         big = [op.name for op in trace.step_ops if gemm_flops(op) and op.input_dims
                and any(d[-2:] == [seq, seq] for d in op.input_dims if isinstance(d, list))]
         attention = sorted({op.name for op in trace.step_ops if "attention" in op.name})
@@ -343,8 +336,6 @@ def no_score_matrix(seq: int) -> Check:
 def gemm_ops_share_above(share: float) -> Check:
     """The kernels launched by GEMM ops take more than ``share`` of a trace's device time."""
     def _check(trace: Trace):
-        from profiling_guide.analysis.trace_report import GEMM_OPERANDS
-
         kernels = [k for step in trace.steps for k in step.kernels]
         gemm = sum(k.dur_us for k in kernels if k.launch and k.launch.op and k.launch.op.name in GEMM_OPERANDS)
         seen = gemm / sum(k.dur_us for k in kernels)

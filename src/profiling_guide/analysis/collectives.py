@@ -41,7 +41,6 @@ from functools import cached_property
 import pandas as pd
 
 from profiling_guide.errors import GuideError
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
 
 COMMS_OP = "record_param_comms"
@@ -98,6 +97,8 @@ class CollectiveCall:
     out_elements: int
     cpu_start_us: float
     kernel: str | None = None
+    algorithm: str | None = None  # NCCL's, from the kernel's decoded name
+    protocol: str | None = None
     kernel_start_us: float | None = None
     kernel_us: float | None = None
     kernels: int = 0  # NCCL kernels the call launched
@@ -143,7 +144,7 @@ def _group_ranks(op: CpuOp, rank: int) -> tuple[int, ...]:
 
 
 def _nccl_kernels(op: CpuOp) -> list[DeviceEvent]:
-    return [ev for ev in op.device_events if ev.kind == "kernel" and decode(ev.name).kind == "collective"]
+    return [ev for ev in op.device_events if ev.kind == "kernel" and ev.decoded.kind == "collective"]
 
 
 def collective_calls(trace: Trace, rank: int) -> list[CollectiveCall]:
@@ -172,6 +173,7 @@ def collective_calls(trace: Trace, rank: int) -> list[CollectiveCall]:
         if kernels:
             start = min(k.start_us for k in kernels)
             call.kernel, call.kernel_start_us = kernels[0].name, start
+            call.algorithm, call.protocol = kernels[0].decoded.algorithm, kernels[0].decoded.protocol
             call.kernel_us, call.kernels = max(k.end_us for k in kernels) - start, len(kernels)
         calls.append(call)
     return calls
@@ -182,7 +184,7 @@ def unmatched_kernels(trace: Trace) -> list[DeviceEvent]:
     found = []
     for step in trace.steps:
         for ev in step.kernels:
-            if decode(ev.name).kind != "collective":
+            if ev.decoded.kind != "collective":
                 continue
             op = ev.launch.op if ev.launch is not None else None
             while op is not None and op.name != COMMS_OP:
@@ -261,12 +263,11 @@ def match_calls(calls: list[CollectiveCall]) -> list[MatchedCall]:
                     f"group {group} in step {step} is {_what(first)} on one and {_what(other)} on the other; "
                     "give the traces of one job")
         timed = [c for c in same if c.kernel_us is not None]
-        decoded = decode(timed[0].kernel) if timed else None
         ranks = set(first.group_ranks)
         m = MatchedCall(group=group, step=step, index=index, collective=first.collective, dtype=first.dtype,
                         buffer_bytes=first.buffer_bytes, group_size=max(len(ranks), 1),
-                        algorithm=decoded.algorithm if decoded else None,
-                        protocol=decoded.protocol if decoded else None,
+                        algorithm=timed[0].algorithm if timed else None,
+                        protocol=timed[0].protocol if timed else None,
                         kernels={c.rank: (c.kernel_start_us, c.kernel_us) for c in timed})
         m.missing = tuple(sorted(ranks - set(m.kernels)))
         matched.append(m)
@@ -334,8 +335,7 @@ def calls_table(calls: list[CollectiveCall], n_steps: int) -> pd.DataFrame:
     groups: dict[tuple, list[CollectiveCall]] = defaultdict(list)
     for c in calls:
         if c.kernel_us is not None and c.step is not None:
-            k = decode(c.kernel)
-            groups[(c.collective, DTYPE_WORDS.get(c.dtype, c.dtype), c.buffer_bytes, k.algorithm, k.protocol)].append(c)
+            groups[(c.collective, DTYPE_WORDS.get(c.dtype, c.dtype), c.buffer_bytes, c.algorithm, c.protocol)].append(c)
     n = max(n_steps, 1)
     rows = [{"collective": coll, "dtype": dtype, "bytes": nbytes, "algorithm": algorithm, "protocol": protocol,
              "per_step": len(same) / n, "us_per_step": sum(c.kernel_us for c in same) / n,

@@ -1,10 +1,12 @@
 """Guess first, then look: predictions stated as data and checked against a trace.
 
 An example lists its :class:`Prediction` objects *before* it opens the trace,
-then calls :func:`check`; the page shows the verdicts as a ✓/✗ table with what
-the trace showed (:func:`profiling_guide.pages.tables.verdict_table`). A prediction marked ``must_hold`` is a claim the page's prose
-relies on: if it fails, :meth:`Verdicts.require` stops the build rather than
-let the text say something the recording contradicts.
+then calls :func:`check`, which returns the :class:`Verdicts` as data; the page
+shows them as a ✓/✗ table with what the trace showed
+(:func:`profiling_guide.pages.tables.verdict_table`). A prediction marked
+``must_hold`` is a claim the page's prose relies on: if it fails,
+:meth:`Verdicts.require` stops the build rather than let the text say
+something the recording contradicts.
 """
 
 from __future__ import annotations
@@ -12,11 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pandas as pd
-
 from profiling_guide.errors import GuideError
-from profiling_guide.output import echo
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Trace
 
 # Where the expectations come from; the page links each source it names.
@@ -64,12 +62,6 @@ class Verdicts(list):
 
     seen_header = "what the trace shows"
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            [{"": "✓" if v.holds else "✗", "prediction": v.claim, self.seen_header: v.seen,
-              "from": v.source} for v in self]
-        )
-
     @property
     def all_hold(self) -> bool:
         return all(v.holds for v in self)
@@ -86,9 +78,6 @@ class Verdicts(list):
         if broken:
             raise ClaimFailed("; ".join(f"claim {v.claim!r} fails on this recording: {v.seen}" for v in broken))
 
-    def __repr__(self) -> str:
-        return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self)
-
 
 def check(predictions: list[Prediction], data, *, seen_header: str | None = None) -> Verdicts:
     """Run every prediction's check on ``data`` (a Trace, or whatever the checks take),
@@ -100,7 +89,7 @@ def check(predictions: list[Prediction], data, *, seen_header: str | None = None
     for p in predictions:
         holds, seen = p.check(data if p.of is None else p.of)
         out.append(Verdict(p.claim, bool(holds), seen, p.source, p.must_hold))
-    return echo(out)
+    return out
 
 
 # --------------------------------------------------------------- common checks
@@ -108,7 +97,7 @@ def kernels_per_step(n: float) -> Callable[[Trace], tuple[bool, str]]:
     """The trace launches ``n`` kernels per step (memsets and copies not counted)."""
     def _check(trace: Trace):
         seen = trace.kernels_per_step()
-        kinds = ", ".join(sorted({decode(k.name).kind for k in trace.kernels}))
+        kinds = ", ".join(sorted({k.decoded.kind for k in trace.kernels}))
         return seen == n, f"{seen:g} kernels per step ({kinds})"
     return _check
 
@@ -136,8 +125,8 @@ def no_op(op_name: str) -> Callable[[Trace], tuple[bool, str]]:
 def no_kernel_of_kind(kind: str, *, name_has: str = "") -> Callable[[Trace], tuple[bool, str]]:
     """No kernel of decoded ``kind`` (and containing ``name_has``) runs."""
     def _check(trace: Trace):
-        hits = sorted({decode(k.name).short for k in trace.kernels
-                       if decode(k.name).kind == kind and name_has in k.name})
+        hits = sorted({k.decoded.short for k in trace.kernels
+                       if k.decoded.kind == kind and name_has in k.name})
         return not hits, ("none" if not hits else ", ".join(hits))
     return _check
 
@@ -149,8 +138,9 @@ def kernel_names(trace: Trace) -> list[str]:
 
 def same_kernels(a: Trace, b: Trace) -> tuple[bool, str]:
     """Do two runs launch byte-identical kernel names (as sets)?"""
+    short = {k.name: k.decoded.short for k in (*a.kernels, *b.kernels)}
     ka, kb = set(kernel_names(a)), set(kernel_names(b))
     if ka == kb:
-        return True, "identical: " + ", ".join(decode(k).short for k in sorted(ka))
-    return False, (f"only in the first: {', '.join(decode(k).short for k in sorted(ka - kb)) or '–'}; "
-                   f"only in the second: {', '.join(decode(k).short for k in sorted(kb - ka)) or '–'}")
+        return True, "identical: " + ", ".join(short[k] for k in sorted(ka))
+    return False, (f"only in the first: {', '.join(short[k] for k in sorted(ka - kb)) or '–'}; "
+                   f"only in the second: {', '.join(short[k] for k in sorted(kb - ka)) or '–'}")

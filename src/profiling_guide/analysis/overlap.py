@@ -29,7 +29,6 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import DeviceEvent
 
 _COMPUTE, _COMM, _MEMORY = 0, 1, 2
@@ -73,7 +72,7 @@ class TimeBreakdown:
 def event_class(ev: DeviceEvent) -> int:
     if ev.kind != "kernel":
         return _MEMORY
-    return _COMM if decode(ev.name).kind == "collective" else _COMPUTE
+    return _COMM if ev.decoded.kind == "collective" else _COMPUTE
 
 
 def time_breakdown(events: list[DeviceEvent]) -> TimeBreakdown:

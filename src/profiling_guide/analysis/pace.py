@@ -7,8 +7,10 @@ sets it (*overhead-bound*), each kernel starts soon after its launch, the
 delays stay flat, and the GPU sits idle between kernels waiting for the next.
 
 :func:`summarize_step` reduces one step to those numbers, :func:`verdict`
-decides, and :func:`pace` says it with the evidence, for ``profiling-guide
-report`` and for every chapter (:func:`pace_of`, a trace's profiled steps).
+decides, and :func:`pace` pools the steps into a :class:`Pace`: the verdict
+and the numbers behind it, for ``profiling-guide report`` and for every
+chapter (:func:`pace_of`, a trace's profiled steps). The sentences that state
+it are :mod:`profiling_guide.pages.pace_sentences`'.
 Under the profiler the CPU is slower than without it, so
 :func:`unprofiled_bound` gives the verdict of the profiler-off measurements (CPU
 issue time against device time); the chapters state that one, pooled over
@@ -22,6 +24,7 @@ import statistics
 from dataclasses import dataclass
 
 from profiling_guide.analysis.overlap import time_breakdown
+from profiling_guide.spread import compare
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 
 _SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")
@@ -65,19 +68,53 @@ class StepSummary:
 
 @dataclass
 class Pace:
-    """Who sets the pace over the trace's steps, and why the report says so."""
+    """Who sets the pace over the trace's steps, and the numbers that decide it.
+
+    Times are means per step; ``idle`` is the share of the GPU's span (first to
+    last device event of a step) it sat idle.
+    """
 
     verdict: str  # "GPU", "CPU", "mixed", "collectives" or "no GPU work"
-    headline: str
-    evidence: list[str]
+    steps: int
+    cpu_ops: int  # recorded CPU ops, over all the steps
+    busy_us: float = 0.0  # the device busy, from the step's start to its last device work
+    window_us: float = 0.0  # the step's start to the later of its CPU end and its last device work's end
+    idle: float = 0.0
+    delay_us: float | None = None  # median launch→start delay
+    delay_first_us: float | None = None  # ... of the first third of launches
+    delay_last_us: float | None = None  # ... and of the last third
+    delay_grows: bool = False  # the last third's exceeds 1.5× the first third's plus 2 µs
+    sync_us: float = 0.0  # CPU time in synchronizing calls
+    comm_us: float = 0.0  # time with a collective (NCCL) kernel running
+    exposed_comm_us: float = 0.0  # ... and no compute kernel beside it
+    #: ``(rank, world size)`` of a trace of one rank of a distributed job, read alone
+    rank: tuple[int, int] | None = None
+    unprofiled_cpu_us: float | None = None  # the CPU's time to issue a step without the profiler (run record)
 
     @property
     def bound(self) -> str:
         """``"device-bound"``, ``"overhead-bound"``, ``"mixed"``, ``"communication-bound"`` or ``"no GPU work"``."""
         return WORDS[self.verdict]
 
-    def __str__(self) -> str:
-        return " ".join([self.headline, *self.evidence])
+    @property
+    def share(self) -> float:
+        """Share of the steps' window the device was busy."""
+        return self.busy_us / self.window_us if self.window_us else 0.0
+
+    @property
+    def comm_share(self) -> float:
+        """Share of the device's busy time with a collective kernel running."""
+        return self.comm_us / self.busy_us if self.busy_us else 0.0
+
+    @property
+    def queued_while_idle(self) -> bool:
+        """Work waited in the queue while the GPU sat idle: it waited on something else than the GPU."""
+        return self.delay_us is not None and self.delay_us > QUEUED_US and self.idle >= BACK_TO_BACK
+
+    @property
+    def gpu_bound_unprofiled(self) -> bool:
+        """Not GPU-bound under the profiler, yet without it the CPU issued a step faster than the GPU ran it."""
+        return self.verdict != "GPU" and bool(self.unprofiled_cpu_us) and self.unprofiled_cpu_us < self.busy_us
 
 
 def _union_us(events: list[DeviceEvent], lo: float, hi: float) -> float:
@@ -200,97 +237,40 @@ def verdict(busy_share: float, idle_in_span: float, delay_us: float | None, dela
     return "mixed"
 
 
-def fmt_us(us: float) -> str:
-    """A duration for prose: ``"253.0 µs"``, ``"273.8 ms"``, ``"43.4 s"``."""
-    if abs(us) >= 1e6:
-        return f"{us / 1e6:,.1f} s"
-    if abs(us) >= 1e4:
-        return f"{us / 1e3:,.1f} ms"
-    return f"{us:,.1f} µs"
-
-
 def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None,
          ranks: tuple[int, int] | None = None, comm_rule: bool = True) -> Pace:
-    """Who sets the pace over all ``summaries`` (:func:`verdict` on their pooled numbers), with the evidence.
+    """Who sets the pace over all ``summaries`` (:func:`verdict` on their pooled numbers), with those numbers.
 
-    The profiler slows the CPU, never the GPU: given the CPU time of a step
-    measured without it (``unprofiled_cpu_us``), a CPU verdict that the
-    unprofiled run would not share says so. ``ranks`` is ``(rank, world
-    size)`` of a trace of one rank of a distributed job, read alone: where it
-    spent time in collectives, the verdict says that only the other ranks'
-    traces can tell which rank it waited for. ``comm_rule=False`` leaves out
-    the "collectives" verdict (for a rank known not to be waiting in them):
-    the verdict is then of its own work, exposed communication counted as idle.
+    The profiler slows the CPU, never the GPU: ``unprofiled_cpu_us`` is the
+    CPU time of a step measured without it, kept for the sentence that says
+    whether the unprofiled run shares a CPU verdict. ``ranks`` is ``(rank,
+    world size)`` of a trace of one rank of a distributed job, read alone.
+    ``comm_rule=False`` leaves out the "collectives" verdict (for a rank known
+    not to be waiting in them): the verdict is then of its own work, exposed
+    communication counted as idle.
     """
+    n = len(summaries)
     window = sum(s.window_us for s in summaries)
     busy = sum(s.device_busy_us for s in summaries)
     span = sum(s.gpu_span_us for s in summaries)
-    n = len(summaries)
+    cpu_ops = sum(s.cpu_ops for s in summaries)
     if not busy:
-        return Pace("no GPU work", "No GPU work was recorded: the trace is CPU only, so the CPU sets the pace.",
-                    [f"{n} step(s), {sum(s.cpu_ops for s in summaries)} CPU ops, no device events."])
-    share = busy / window if window else 0.0
+        return Pace("no GPU work", n, cpu_ops, rank=ranks, unprofiled_cpu_us=unprofiled_cpu_us)
     idle = sum(s.gpu_idle_fraction * s.gpu_span_us for s in summaries) / span if span else 0.0
-    evidence = [
-        f"The GPU was busy {share:.0%} of the steps' time ({fmt_us(busy / n)} of {fmt_us(window / n)} per step, "
-        "from the step's start to its last device work).",
-        f"Between its first and last device event of a step the GPU sat idle {idle:.0%} of the time.",
-    ]
     delays = [s.delay_us for s in summaries if s.delay_us is not None]
-    delay = statistics.median(delays) if delays else None
     starts = [s.delay_start_us for s in summaries if s.delay_start_us is not None]
     ends = [s.delay_end_us for s in summaries if s.delay_end_us is not None]
-    grows = bool(starts) and _grows(statistics.median(starts), statistics.median(ends))
-    if delay is not None:
-        line = f"Work waited {fmt_us(delay)} (median) between its launch and its start on the GPU"
-        if starts:
-            first, last = fmt_us(statistics.median(starts)), fmt_us(statistics.median(ends))
-            line += (f"; the wait {'grows' if grows else 'does not grow'} along the step (it grows when the "
-                     f"last third's exceeds 1.5× the first third's plus 2 µs): {first} for the first third of "
-                     f"launches, {last} for the last")
-        evidence.append(line + ".")
-    sync = sum(s.sync_us for s in summaries) / n
-    if sync:
-        evidence.append(f"The CPU waited {fmt_us(sync)} per step in synchronizing calls "
-                        "(cudaDeviceSynchronize, cudaStreamSynchronize, blocking copies).")
+    first, last = (statistics.median(starts), statistics.median(ends)) if starts else (None, None)
     comm = sum(s.comm_us for s in summaries)
     exposed = sum(s.exposed_comm_us for s in summaries)
-    if comm:
-        line = (f"Collective (NCCL) kernels ran {fmt_us(comm / n)} per step, during {comm / busy:.0%} of the GPU's "
-                f"busy time; {fmt_us(exposed / n)} of it with no compute kernel beside it (exposed)")
-        if ranks is not None:
-            line += (f". Part of it is waiting for other ranks: this is rank {ranks[0]} of {ranks[1]}, and only the "
-                     "other ranks' traces can say how much, and for whom")
-        evidence.append(line + ".")
+    found = Pace("", n, cpu_ops, busy_us=busy / n, window_us=window / n, idle=idle,
+                 delay_us=statistics.median(delays) if delays else None, delay_first_us=first, delay_last_us=last,
+                 delay_grows=bool(starts) and _grows(first, last), sync_us=sum(s.sync_us for s in summaries) / n,
+                 comm_us=comm / n, exposed_comm_us=exposed / n, rank=ranks, unprofiled_cpu_us=unprofiled_cpu_us)
     work_share, work_idle = _without_exposed_comm(busy, window, idle, span, exposed)
-    who = verdict(work_share, work_idle, delay, grows, comm_share=comm / busy if comm_rule else 0.0)
-    if who == "GPU":
-        headline = ("The GPU sets the pace: it ran its work back to back while more waited in its queue; the CPU "
-                    "issued work faster than the GPU ran it. Faster kernels, or fewer, would help.")
-    elif who == "collectives":
-        headline = (f"Collectives set the pace: NCCL kernels ran during {comm / busy:.0%} of the time this GPU was "
-                    f"busy ({fmt_us(comm / n)} of {fmt_us(busy / n)} per step), {fmt_us(exposed / n)} of it with no "
-                    "compute beside it. A collective's kernel runs until every rank of its group has arrived, so "
-                    "that time is the transfer plus waiting for the other ranks: faster kernels here would not "
-                    "shorten it.")
-        if ranks is not None:
-            headline += (f" This trace is rank {ranks[0]} of {ranks[1]}: the other ranks' traces say which rank it "
-                         "waited for (profiling-guide report with all of them).")
-    elif who == "CPU":
-        headline = (f"The CPU sets the pace: the GPU was idle {1 - share:.0%} of the time, waiting for work. Less "
-                    "Python and fewer launches per step (torch.compile, CUDA graphs, larger batches) would help "
-                    "more than faster kernels.")
-    elif delay is not None and delay > QUEUED_US and idle >= BACK_TO_BACK:
-        headline = (f"Neither side clearly sets the pace: work waited {fmt_us(delay)} in the queue although the GPU "
-                    f"sat idle {idle:.0%} of its span, so it waited on something else: another stream, a "
-                    "collective, a synchronizing copy. Look at the timeline for the gaps.")
-    else:
-        headline = (f"Neither side clearly sets the pace: the GPU was busy {share:.0%} of the time. Look at the "
-                    "timeline for the gaps.")
-    if who != "GPU" and unprofiled_cpu_us and unprofiled_cpu_us < busy / n:
-        headline += (f" Without the profiler, though, the CPU issued a step in {fmt_us(unprofiled_cpu_us)} (run "
-                     f"record), less than the {fmt_us(busy / n)} of GPU work: unprofiled, the GPU sets the pace.")
-    return Pace(who, headline, evidence)
+    found.verdict = verdict(work_share, work_idle, found.delay_us, found.delay_grows,
+                            comm_share=found.comm_share if comm_rule else 0.0)
+    return found
 
 
 def pace_of(trace: Trace) -> Pace:
@@ -304,6 +284,4 @@ def unprofiled_bound(cpu_issue, device) -> str:
     ``"device-bound"`` when issuing is shorter than running (the CPU runs ahead),
     ``"overhead-bound"`` when it is longer, ``"tie"`` inside the spreads.
     """
-    from profiling_guide.spread import compare
-
     return {"faster": WORDS["GPU"], "slower": WORDS["CPU"], "tie": "tie"}[compare(cpu_issue, device)]

@@ -42,9 +42,8 @@ from profiling_guide.analysis.collectives import (
     unmatched_kernels,
 )
 from profiling_guide.analysis.overlap import TimeBreakdown, time_breakdown
-from profiling_guide.analysis.pace import COMM_BOUND, Pace, StepSummary, fmt_us, pace, summarize_step
+from profiling_guide.analysis.pace import COMM_BOUND, WORDS, Pace, StepSummary, pace, summarize_step
 from profiling_guide.errors import GuideError
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
 
 #: A rank is named as the one the others wait for when they waited this share of a step or more for it.
@@ -81,6 +80,27 @@ def summarize_rank(trace: Trace, rank: int) -> RankSummary:
 
 
 @dataclass
+class RankPace:
+    """One rank's pace in a run: its own work's (:attr:`pace`), or ``"collectives"`` when it mostly waited."""
+
+    rank: int
+    verdict: str  # as Pace.verdict
+    pace: Pace  # of its own steps
+    comm_us: float  # per step, with a collective kernel running (the run's time breakdown)
+    busy_us: float  # per step, with any kernel running
+    waited_us: float  # per step, in collectives for the last rank to arrive
+    waited_for: int | None  # the rank it waited for most
+    late_us: float  # per step, how long it kept the others waiting
+    #: where the others waited for this rank: the collectives it arrived last at, of how many
+    arrived_last: int | None = None
+    calls: int | None = None
+
+    @property
+    def bound(self) -> str:
+        return WORDS[self.verdict]
+
+
+@dataclass
 class RunAnalysis:
     """Everything the run's report shows, as data."""
 
@@ -100,9 +120,10 @@ class RunAnalysis:
     straggler: int | None  # the rank the others waited for, when they waited enough to matter
     offsets_us: dict[int, float]  # each rank's clock minus the lowest rank's (:func:`clock_offsets`)
     aligned: bool  # True when the clocks differ enough for the timeline to align them
-    verdicts: dict[int, Pace]
+    verdicts: dict[int, RankPace]
     exposed_unexplained_us: float  # mean exposed communication per rank and step that no waiting explains
-    notes: list[str] = field(default_factory=list)
+    unmatched_kernels: int = 0  # NCCL kernels of the steps that no record_param_comms op launched
+    untimed_calls: int = 0  # collective calls that launched no NCCL kernel the traces show
     sweep: Sweep | None = None
 
 
@@ -215,37 +236,27 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     top = stragglers.iloc[0] if len(stragglers) else None
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
     unexplained = (per_rank["exposed_us"] - per_rank["wait_us"]).clip(lower=0).mean() if len(per_rank) else 0.0
-    notes = []
-    if missing:
-        shown = ", ".join(map(str, missing[:12])) + (" …" if len(missing) > 12 else "")
-        notes.append(f"{len(missing)} rank(s) of the world have no trace here ({shown}): a collective's last "
-                     "rank and every wait are among the ranks given.")
-    unmatched = sum(s.unmatched_kernels for s in summaries)
-    if unmatched:
-        notes.append(f"{unmatched} NCCL kernel(s) in the steps were launched by no record_param_comms op: they count "
-                     "as communication time but are matched to no call.")
-    untimed = sum(1 for m in calls if not m.kernels)
-    if untimed:
-        notes.append(f"{untimed} collective call(s) launched no NCCL kernel the trace shows (a barrier, or calls "
-                     "coalesced into one kernel): they are left out of the collectives table.")
     by_rank = {s.rank: s for s in summaries}
     verdicts = {r: rank_pace(by_rank[r], per_rank[per_rank["rank"] == r], stragglers, straggler) for r in ranks}
     aligned = any(abs(v) > ALIGN_US for v in offsets.values())
     return RunAnalysis(ranks=ranks, missing=list(missing or []), steps=steps, per_rank=per_rank, calls=calls,
                        collectives=_collectives_table(calls, steps, sweep), stragglers=stragglers,
                        straggler=straggler, offsets_us=offsets, aligned=aligned, verdicts=verdicts,
-                       exposed_unexplained_us=float(unexplained), notes=notes, sweep=sweep)
+                       exposed_unexplained_us=float(unexplained),
+                       unmatched_kernels=sum(s.unmatched_kernels for s in summaries),
+                       untimed_calls=sum(1 for m in calls if not m.kernels), sweep=sweep)
 
 
-def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame, straggler: int | None) -> Pace:
+def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame, straggler: int | None) -> RankPace:
     """One rank's pace verdict, knowing what it waited for in its collectives and who waited for it.
 
     A rank whose collective kernels take most of its busy time, that spent
     most of that waiting for another rank, and that waited longer than the
-    others waited for it, is told so, and pointed at the rank it waited for. A rank whose collectives took most of its time
-    without waiting (the transfers themselves, or the rank everyone waits
-    for) gets the verdict of its own work, with exposed communication counted
-    as idle: never "faster kernels" on the strength of communication.
+    others waited for it, is "collectives", pointed at the rank it waited for.
+    A rank whose collectives took most of its time without waiting (the
+    transfers themselves, or the rank everyone waits for) gets the verdict of
+    its own work, with exposed communication counted as idle: never
+    "GPU-bound" on the strength of communication.
     """
     steps = [s for s in summary.steps if s.number in set(rows["step"])]
     n = max(len(steps), 1)
@@ -259,22 +270,14 @@ def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame
     whom = waited_for.most_common(1)[0][0] if waited_for else None
     row = stragglers[stragglers["rank"] == summary.rank]
     late = float(row["late_us"].iloc[0]) if len(row) else 0.0
-    if busy and comm / busy >= COMM_BOUND and waited >= 0.5 * comm and waited > late and whom is not None:
-        headline = (f"Rank {summary.rank} waits in its collectives: NCCL kernels ran during {comm / busy:.0%} of the "
-                    f"time its GPU was busy ({fmt_us(comm)} of {fmt_us(busy)} per step), and {fmt_us(waited)} "
-                    f"of that per step was waiting for the last rank to arrive, most of it for rank {whom}. "
-                    f"Faster kernels on rank {summary.rank} would not help; look at rank {whom}.")
-        base = pace(steps)
-        return Pace("collectives", headline, base.evidence)
-    base = pace(steps, comm_rule=False)
-    extra = []
-    if waited > 0 and whom is not None:
-        extra.append(f"It waited {fmt_us(waited)} per step in collectives for the last rank to arrive, most of it "
-                     f"for rank {whom}.")
+    found = RankPace(summary.rank, "", pace(steps, comm_rule=False), comm, busy, waited, whom, late)
     if straggler == summary.rank:
-        extra.append(f"The other ranks waited for this rank: it arrived last at {int(row['arrived_last'].iloc[0])} "
-                     f"of {int(row['calls'].iloc[0])} collectives, {fmt_us(late)} late per step in all.")
-    return Pace(base.verdict, " ".join([base.headline, *extra]), base.evidence)
+        found.arrived_last, found.calls = int(row["arrived_last"].iloc[0]), int(row["calls"].iloc[0])
+    if busy and comm / busy >= COMM_BOUND and waited >= 0.5 * comm and waited > late and whom is not None:
+        found.verdict, found.pace = "collectives", pace(steps)
+    else:
+        found.verdict = found.pace.verdict
+    return found
 
 
 # ------------------------------------------------- what the straggler did
@@ -318,7 +321,7 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
     what the CPU did during the ``"idle"`` part.
     """
     mine = {c.key: c for c in collective_calls(trace, rank)}
-    device = sorted((ev for ev in trace.device_events if decode(ev.name).kind != "collective"),
+    device = sorted((ev for ev in trace.device_events if ev.decoded.kind != "collective"),
                     key=lambda ev: ev.start_us)
     starts = [ev.start_us for ev in device]
     ops_by_thread: dict = defaultdict(list)

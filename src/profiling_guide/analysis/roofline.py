@@ -19,6 +19,8 @@ measured time reached (:func:`achieved_fraction`).
 
 from __future__ import annotations
 
+import pandas as pd
+
 from profiling_guide.errors import GuideError
 
 # Dense (no sparsity) bf16 tensor-core peak and HBM bandwidth, from the vendor's datasheets.
@@ -83,7 +85,7 @@ CEILING_COLUMN = "% of datasheet ceiling"
 REFERENCE_COLUMN = "% of measured reference"
 
 
-def kernel_work_table(trace, *, rows: int, dim: int, hidden: int, element: int, references: dict) -> "pd.DataFrame":
+def kernel_work_table(trace, *, rows: int, dim: int, hidden: int, element: int, references: dict) -> pd.DataFrame:
     """Each kernel of one MLP forward against the datasheet ceiling and the measured reference.
 
     GEMMs in TFLOP/s (against the bf16 peak and the best cuBLAS rate),
@@ -96,19 +98,16 @@ def kernel_work_table(trace, *, rows: int, dim: int, hidden: int, element: int, 
     ``rows·hidden·element``. ``references`` is what
     :func:`profiling_guide.measure.timing.reference_rates` returned.
     """
-    import pandas as pd
-
-    from profiling_guide.trace.kernel_names import decode
 
     sheet = references.get("datasheet") or {}
-    by_name: dict[str, list[float]] = {}
+    by_name: dict[str, list] = {}
     for step in trace.steps:
         for ev in step.kernels:
-            by_name.setdefault(ev.name, []).append(ev.dur_us)
+            by_name.setdefault(ev.name, []).append(ev)
     n_steps = max(len(trace.steps), 1)
     out = []
-    for name, durations in by_name.items():
-        k = decode(name)
+    for name, events in by_name.items():
+        k, durations = events[0].decoded, [ev.dur_us for ev in events]
         us = sum(durations) / len(durations)
         row = {"kernel": k.short, "kind": k.kind, "per forward": len(durations) // n_steps, "avg_us": us}
         if k.kind == "gemm":

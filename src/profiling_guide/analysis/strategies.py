@@ -17,7 +17,6 @@ import pandas as pd
 
 from profiling_guide.analysis.overlap import collective_exposure
 from profiling_guide.spread import Spread, compare
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Trace
 
 
@@ -62,7 +61,7 @@ def peak_memory_mb(records: dict) -> dict[str, float]:
 
 def _exposure(trace: Trace) -> list[list[tuple]]:
     """Per profiled step: ``(collective, duration µs, exposed µs)`` of each collective kernel, in start order."""
-    return [[(decode(ev.name).collective, ev.dur_us, ev.dur_us - hidden)
+    return [[(ev.decoded.collective, ev.dur_us, ev.dur_us - hidden)
              for ev, hidden in collective_exposure(step.device_events)] for step in trace.steps]
 
 

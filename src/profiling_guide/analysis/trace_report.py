@@ -11,7 +11,8 @@ is one, the run record written beside it) and returns a :class:`TraceReport`:
   kernel reached;
 * the **top CPU ops**, the **memsets and memcpys**;
 * **who sets the pace**, CPU or GPU, with the evidence;
-* **health checks**: events the profiler dropped or could not place.
+* **health findings**: events the profiler dropped or could not place, uneven steps, the
+  profiler's own cost.
 
 Everything here is pure arithmetic over the typed events, linear in their
 number (one pass or one sort per question), so the report costs little beside
@@ -31,16 +32,8 @@ import pandas as pd
 
 from profiling_guide.analysis.backward import forward_backward, phase_shares
 from profiling_guide.analysis.collectives import calls_table, collective_calls
-from profiling_guide.analysis.pace import (  # noqa: F401 - the report's API
-    Pace,
-    StepSummary,
-    fmt_us,
-    pace,
-    summarize_step,
-    verdict,
-)
+from profiling_guide.analysis.pace import Pace, StepSummary, pace, summarize_step
 from profiling_guide.errors import GuideError
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 from profiling_guide.trace.run import rank_info
 from profiling_guide.trace.run_record import RATE_KEYS, check_run_record, is_number, read_json_file
@@ -54,18 +47,18 @@ WRITE_ONLY_OPS = {"aten::fill_", "aten::zero_", "aten::copy_"}
 _ELEMENT_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4,
                   "short int": 2, "bool": 1, "unsigned char": 1, "signed char": 1, "c10::Float8_e4m3fn": 1,
                   "c10::Float8_e5m2": 1, "c10::complex<float>": 8}
-_SYNC_CALLS = re.compile(r"Synchronize|^cudaMemcpy$|^cuMemcpy[DH]to[DH]")
 _LAUNCH_CALLS = re.compile(r"LaunchKernel|GraphLaunch|^cu(da)?Memcpy|^cu(da)?Memset|LaunchCooperative")
 UNEVEN_STEPS = 1.25  # slowest / fastest step above this is worth a warning
 
 
 @dataclass
-class Check:
-    """One health check: ``level`` is ``"ok"``, ``"info"`` or ``"warn"``."""
+class Finding:
+    """What one health check found: ``kind`` names the check, ``level`` is ``"ok"``, ``"info"`` or ``"warn"``,
+    and ``facts`` holds its numbers (the report words them: :func:`profiling_guide.report.html.finding_detail`)."""
 
+    kind: str
     level: str
-    title: str
-    detail: str
+    facts: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -81,7 +74,7 @@ class TraceReport:
     top_kernels: pd.DataFrame
     top_ops: pd.DataFrame
     memory_ops: pd.DataFrame
-    checks: list[Check]
+    findings: list[Finding]
     rates: dict | None = None
     counts: dict[str, int] = field(default_factory=dict)
     #: device time per step in forward, backward and optimizer (:func:`~profiling_guide.analysis.backward.phase_shares`)
@@ -228,7 +221,7 @@ def top_kernels(steps: list[Step], *, rates: dict | None = None, top: int | None
         for ev in step.device_events:
             g = groups.get(ev.name)
             if g is None:
-                k = decode(ev.name)
+                k = ev.decoded
                 g = groups[ev.name] = {"k": k, "events": 0, "us": 0.0, "flops": 0.0, "flops_us": 0.0,
                                        "bytes": 0.0, "bytes_us": 0.0, "by": Counter()}
             g["events"] += 1
@@ -448,106 +441,99 @@ def rates_from_record(data: dict) -> dict | None:
 
 
 # ------------------------------------------------------------------ health
-def health_checks(trace: Trace, steps: list[Step], summaries: list[StepSummary],
-                  run_record: dict | None = None) -> list[Check]:
-    """What in the trace is missing, out of place or uneven; each check one line of evidence."""
-    checks = []
+def health_findings(trace: Trace, steps: list[Step], summaries: list[StepSummary],
+                    run_record: dict | None = None) -> list[Finding]:
+    """What in the trace is missing, out of place or uneven: one :class:`Finding` per health check that applies."""
+    found = [_profiler_steps(trace), _device_work(trace), _before_window(trace), _dropped_launches(trace),
+             _clocks_disagree(trace), _outside_steps(trace), _uneven_steps(summaries),
+             _profiler_overhead(steps, run_record), _pageable_copies(steps)]
+    return [f for f in found if f is not None]
+
+
+def _profiler_steps(trace: Trace) -> Finding:
     if trace.steps:
-        checks.append(Check("ok", "profiler steps", f"{len(trace.steps)} ProfilerStep marker{'s' * (len(trace.steps) != 1)}: "
-                            + ", ".join(f"#{s.number}" for s in trace.steps[:12])
-                            + (" …" if len(trace.steps) > 12 else "")))
-    else:
-        checks.append(Check("info", "profiler steps", "No ProfilerStep markers: the whole trace is read as one step. "
-                            "Record with a torch.profiler schedule and prof.step() to compare steps."))
-    early = [ev for ev in trace.device_events if ev.before_window]
-    orphans = [ev for ev in trace.device_events if ev.launch is None and not ev.before_window]
+        return Finding("profiler steps", "ok", {"steps": [s.number for s in trace.steps]})
+    return Finding("profiler steps", "info", {"steps": []})
+
+
+def _device_work(trace: Trace) -> Finding:
+    """Is every device event linked to the runtime call that launched it?"""
     if not trace.device_events:
-        checks.append(Check("info", "device work", "The trace holds no device events: it was recorded on a CPU, "
-                            "or without ProfilerActivity.CUDA."))
-    elif orphans:
-        no_id = sum(1 for ev in orphans if ev.correlation is None)
-        checks.append(Check("warn", "device work with no launch",
-                            f"{len(orphans)} of {len(trace.device_events)} device events have no launching runtime "
-                            f"call ({no_id} without a correlation id, {len(orphans) - no_id} whose launch was not "
-                            "recorded): they count in device time but not under any CPU op."))
-    else:
-        checks.append(Check("ok", "device work with no launch",
-                            f"every one of the {len(trace.device_events) - len(early)} device events launched while "
-                            "the profiler recorded is linked to its launch"))
-    if early:
-        us = sum(ev.dur_us for ev in early)
-        checks.append(Check("info", "device work launched before the profiled window",
-                            f"{len(early)} device events ({fmt_us(us)}) ran while the profiler recorded but were "
-                            "launched before it began (their correlation ids precede the first recorded call's): the "
-                            "CPU ran ahead and the GPU was still working through earlier steps. They belong to no "
-                            "profiled step and are left out of every table."))
+        return Finding("device work", "info")
+    orphans = [ev for ev in trace.device_events if ev.launch is None and not ev.before_window]
+    if orphans:
+        return Finding("device work with no launch", "warn",
+                       {"orphans": len(orphans), "events": len(trace.device_events),
+                        "no_correlation": sum(1 for ev in orphans if ev.correlation is None)})
+    linked = sum(1 for ev in trace.device_events if not ev.before_window)
+    return Finding("device work with no launch", "ok", {"linked": linked})
+
+
+def _before_window(trace: Trace) -> Finding | None:
+    early = [ev for ev in trace.device_events if ev.before_window]
+    if not early:
+        return None
+    return Finding("device work launched before the profiled window", "info",
+                   {"events": len(early), "us": sum(ev.dur_us for ev in early)})
+
+
+def _dropped_launches(trace: Trace) -> Finding | None:
     dropped = [c for c in trace.runtime_calls if _LAUNCH_CALLS.search(c.name) and not c.device_events]
-    if dropped:
-        names = Counter(c.name for c in dropped).most_common(3)
-        checks.append(Check("warn", "launches with no device work",
-                            f"{len(dropped)} launch call{'s' * (len(dropped) != 1)} with no device event ("
-                            + ", ".join(f"{n}× {name}" for name, n in names)
-                            + "): the profiler stopped before they ran, or dropped them."))
+    if not dropped:
+        return None
+    return Finding("launches with no device work", "warn",
+                   {"calls": len(dropped), "most_common": Counter(c.name for c in dropped).most_common(3)})
+
+
+def _clocks_disagree(trace: Trace) -> Finding | None:
     early = sum(1 for ev in trace.device_events if ev.launch is not None and ev.start_us < ev.launch.start_us - 1)
-    if early:
-        checks.append(Check("warn", "device work before its launch",
-                            f"{early} device events start before the call that launched them: the CPU and GPU "
-                            "clocks disagree in this trace, so launch delays are unreliable."))
-    if trace.steps:
-        ops_out = sum(1 for op in trace.ops if op.step is None and not op.name.startswith("ProfilerStep#"))
-        dev_out = sum(1 for ev in trace.device_events if ev.step is None)
-        level = "info" if ops_out or dev_out else "ok"
-        checks.append(Check(level, "events outside any step",
-                            f"{ops_out} CPU ops and {dev_out} device events lie outside every ProfilerStep; "
-                            "the tables count only events inside steps."))
-    if len(summaries) > 1:
-        slow = max(summaries, key=lambda s: s.cpu_us)
-        fast = min(summaries, key=lambda s: s.cpu_us)
-        ratio = slow.cpu_us / fast.cpu_us if fast.cpu_us > 0 else float("inf")
-        if ratio > UNEVEN_STEPS:
-            checks.append(Check("warn", "uneven steps",
-                                f"ProfilerStep#{slow.number} took {ratio:.2f}× as long as #{fast.number} "
-                                f"({fmt_us(slow.cpu_us)} vs {fmt_us(fast.cpu_us)}): a step that still warms up "
-                                "(allocator, autotuning, compilation) or a stall; compare steps before trusting "
-                                "a mean."))
-        else:
-            checks.append(Check("ok", "uneven steps", f"steps agree within {ratio:.2f}× "
-                                f"({fmt_us(fast.cpu_us)} to {fmt_us(slow.cpu_us)})"))
-    checks.append(_overhead_check(trace, steps, run_record))
-    pageable = sum(1 for s in steps for ev in s.device_events if ev.kind == "memcpy" and "Pageable" in ev.name)
-    if pageable:
-        checks.append(Check("warn", "pageable host copies",
-                            f"{pageable / max(len(steps), 1):g} copies per step from or to pageable host memory: "
-                            "they cannot overlap with compute; pin the host tensor (pin_memory())."))
-    return checks
+    return Finding("device work before its launch", "warn", {"events": early}) if early else None
+
+
+def _outside_steps(trace: Trace) -> Finding | None:
+    if not trace.steps:
+        return None
+    ops = sum(1 for op in trace.ops if op.step is None and not op.name.startswith("ProfilerStep#"))
+    device = sum(1 for ev in trace.device_events if ev.step is None)
+    return Finding("events outside any step", "info" if ops or device else "ok", {"ops": ops, "device_events": device})
+
+
+def _uneven_steps(summaries: list[StepSummary]) -> Finding | None:
+    if len(summaries) < 2:
+        return None
+    slow = max(summaries, key=lambda s: s.cpu_us)
+    fast = min(summaries, key=lambda s: s.cpu_us)
+    ratio = slow.cpu_us / fast.cpu_us if fast.cpu_us > 0 else float("inf")
+    return Finding("uneven steps", "warn" if ratio > UNEVEN_STEPS else "ok",
+                   {"ratio": ratio, "slow": slow.number, "slow_us": slow.cpu_us, "fast": fast.number,
+                    "fast_us": fast.cpu_us})
 
 
 def _unprofiled_cpu_us(run_record: dict | None) -> float | None:
     timings = (run_record or {}).get("timings") or {}
-    value = timings.get("cpu_issue_us", timings.get("cpu_us_median"))  # a spread, or an older record's median
+    # a spread; or the median of the older records of tests/data/gpu_samples (the site's sample reports)
+    value = timings.get("cpu_issue_us", timings.get("cpu_us_median"))
     value = value.get("median") if isinstance(value, dict) else value
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _overhead_check(trace: Trace, steps: list[Step], run_record: dict | None) -> Check:
+def _profiler_overhead(steps: list[Step], run_record: dict | None) -> Finding:
+    """The CPU time of the labelled step under the profiler against the run record's, without it."""
     n = max(len(steps), 1)
     ops = sum(1 for s in steps for op in s.ops if not op.annotation) / n
     label = (run_record or {}).get("label")
     unprofiled = _unprofiled_cpu_us(run_record)
     profiled = [op.dur_us for s in steps for op in s.ops if op.annotation and op.name == label] if label else []
-    if profiled and unprofiled:
-        mean = sum(profiled) / len(profiled)
-        extra = mean - unprofiled
-        level = "warn" if extra > 0.25 * unprofiled else "info"
-        return Check(level, "profiler overhead",
-                     f"'{label}' took {fmt_us(mean)} of CPU per step under the profiler and {fmt_us(unprofiled)} "
-                     f"without it (run record): the profiler added {fmt_us(extra)} ({extra / unprofiled:+.0%}) "
-                     f"for {ops:,.0f} recorded CPU ops per step. CPU-side times in this report are inflated by "
-                     "about that much.")
-    return Check("info", "profiler overhead",
-                 f"{ops:,.0f} CPU ops recorded per step; each costs the CPU extra time while profiled "
-                 "(more with record_shapes). No unprofiled timing is recorded beside this trace, so the overhead "
-                 "is not measured: `profiling-guide profile` records one.")
+    if not (profiled and unprofiled):
+        return Finding("profiler overhead", "info", {"ops_per_step": ops})
+    mean = sum(profiled) / len(profiled)
+    return Finding("profiler overhead", "warn" if mean - unprofiled > 0.25 * unprofiled else "info",
+                   {"ops_per_step": ops, "label": label, "profiled_us": mean, "unprofiled_us": unprofiled})
+
+
+def _pageable_copies(steps: list[Step]) -> Finding | None:
+    pageable = sum(1 for s in steps for ev in s.device_events if ev.kind == "memcpy" and "Pageable" in ev.name)
+    return Finding("pageable host copies", "warn", {"per_step": pageable / max(len(steps), 1)}) if pageable else None
 
 
 # ---------------------------------------------------------------- the report
@@ -588,7 +574,7 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         top_kernels=top_kernels(steps, rates=rates, top=top),
         top_ops=top_ops(steps, top=top),
         memory_ops=memory_ops(steps),
-        checks=health_checks(trace, steps, summaries, run_record),
+        findings=health_findings(trace, steps, summaries, run_record),
         rates=rates,
         counts={"cpu_ops": len(trace.ops), "runtime_calls": len(trace.runtime_calls),
                 "device_events": len(trace.device_events), "backward_links": len(trace.backward_links)},

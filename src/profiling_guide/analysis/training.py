@@ -16,11 +16,12 @@
 
 from __future__ import annotations
 
+import posixpath
+
 import pandas as pd
 
 from profiling_guide.analysis.backward import phase_of
 from profiling_guide.analysis.trace_report import GEMM_OPERANDS, gemm_shape
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Step, Trace
 
 # Our own autograd Function (profiling_guide.kernels.fused_mlp.GeGLUFunction) launches
@@ -94,7 +95,7 @@ def step_gemms(trace: Trace, *, rows: int, dim: int, hidden: int, references: di
         us = sum(same) / len(same)
         flops = 2 * mkn[0] * mkn[1] * mkn[2]
         phase = phase_of(ev.launch.op)
-        row = {"phase": phase, "role": gemm_role(phase, mkn, rows, dim, hidden), "kernel": decode(ev.name).short,
+        row = {"phase": phase, "role": gemm_role(phase, mkn, rows, dim, hidden), "kernel": ev.decoded.short,
                "M·K·N": "·".join(map(str, mkn)), "gemms": flops / unit, "µs": us, "TFLOP/s": flops / us / 1e6}
         if references:
             rate = by_shape.get(row["M·K·N"], references["gemm_tflops"]["rate"])
@@ -186,8 +187,6 @@ def snapshot_summary(after_forward: dict, after_step: dict) -> dict:
 
 def _frame_text(frames: list[dict]) -> str:
     """The innermost frame outside torch's own modules (else the innermost), as ``file:line function``."""
-    import posixpath
-
     def own(frame):
         name = frame.get("filename", "")
         return "/torch/" not in name and not name.startswith("??")

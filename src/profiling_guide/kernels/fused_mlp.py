@@ -226,6 +226,11 @@ def tuned_config(design: str, x2d: torch.Tensor, hidden: int, config: dict | tri
     return config_text(autotuned_config(KERNELS[design], M, hidden, dim, x2d.dtype))
 
 
+
+# Not split, though radon rates it E: chapter 6's recordings fingerprint this function's code
+# (plot_06_fused.py: code=[FusedGeGLUMLP, fused_mlp.geglu]), so a split would make them stale
+# until they are recorded again on a GPU. Its checks, in order, are of the inputs, the design and
+# the device; its work is the last few lines.
 def geglu(
     x2d: torch.Tensor,
     w_gate: torch.Tensor,

@@ -4,9 +4,9 @@ The backward's first kernel (:mod:`profiling_guide.kernels.geglu_backward`)
 computes a tile of ``dh = dy @ Wd`` and, in its epilogue, reads the tile's g
 and u and writes dg and du. At the guide's shape (K = dim = 768: 12 K steps
 of 64) the epilogue's memory takes about as long as the GEMM's tensor-core
-work: 8 bytes of g, u, dg and du per element of dh, 201 MB in all (67 µs at
-an H100's 3 TB/s copy rate), against 39 GFLOP (61 µs for cuBLAS's bare dh
-GEMM there). Run one after the other in the same warps, as ``"packed-tma"``
+work: 8 bytes of g, u, dg and du per element of dh, 201 MB in all, against
+39 GFLOP (on an H100, 67 µs at a 3 TB/s copy rate against about 60 µs at
+cuBLAS's GEMM rate). Run one after the other in the same warps, as ``"packed-tma"``
 runs them, the two add up. Here one tile's epilogue runs while another
 tile's MMAs do, with the ping-pong schedule of the forward's Gluon kernel
 (:mod:`profiling_guide.kernels.geglu_pingpong`, whose docstring explains the
@@ -32,59 +32,24 @@ copy each way per chunk: with 64-column chunks the accumulator, g and u of a
 chunk do not fit the consumer's registers beside the rest of the tile, and
 the compiler spills.
 
-Measured the benchmark's way (``scripts/probe_backward.py``, committed as
-``docs/recordings/<gpu>/probe_backward_dependent.json``): 0.77× the time of
-``"packed-tma"`` on an H100 and 0.74× on an H200, and still 1.75× and 1.62×
-the time of cuBLAS's bare dh GEMM. Each consumer waits for its previous
-tile's dg and du to leave shared memory before it asks for its next g and
-u, so an SM has at most two tiles of g and u in flight: most of the
-epilogue's traffic still adds to the GEMM's time.
+Why it is shaped so (the measurements behind each choice, dated, with their
+GPU and versions, are in ``docs/notes/gluon_kernels_2026_11.md``):
 
-What that traffic costs inside a step, and what did not win it back (copies
-of this kernel, the step's six kernels timed the benchmark's way on an H100,
-5 or 7 interleaved repeats, each against the unchanged kernel in the same
-run; not committed). Without the epilogue's g/u loads and dg/du stores the
-step took 502.4 µs against 533.9 (cuBLAS's nine GEMMs: 500.3); with the loads
-alone 526.4, with the stores alone 513.9. Each of these was slower:
-
-* holding a second set of g/u tiles per consumer, the next tile's asked for
-  after this tile's K loop (four ring slots beside two sets): 550.1 against
-  533.9;
-* the same with 32-wide K steps in eight slots: 561.3; one set, 32-wide K
-  steps in twelve slots: 565.8 (both against 533.9); 128-wide K steps in
-  three slots: 540.1 against 530.3;
-* g and u loaded and dg and du stored from registers (no TMA for them,
-  16-byte rows, the ring six to eight slots deep): 541.6 to 542.7 against
-  539.8;
-* asking L2 for a later tile's g and u (``prefetch.global.L2``, one row per
-  thread) one, two or three tiles ahead: 544.3, 557.2, 556.2 against 538.4;
-* both consumers cooperating on 256-row tiles, which share each Wd tile and
-  read a quarter less dy and Wd through L2 but run their epilogues while the
-  tensor cores wait (the dh kernel alone: 111.8–128.7 µs over five configs,
-  against 107.4), and three consumers taking turns, with 160 registers each
-  (117.8 µs).
-
-Launched as a *programmatic dependent* (``launch_plan``'s ``launch_pdl``,
-``griddepcontrol.wait`` in the kernel before anything reads or writes global
-memory), the kernel's launch and set-up overlap the end of the down GEMM
-before it: 538.9 against 540.8 µs per step on an H100, 519.6 against 521.6
-on an H200 (``probe_backward_dependent.json``, outside the spreads).
-
-Tiles, held chunks, and where a config is timed. A 128×128 tile of dh reads
-a third fewer dy and Wd bytes per element than a 128×64 one, but its g and u
-take 64 KiB of shared memory per consumer, which leaves room for three ring
-slots. Holding two of its four chunks at a time and refilling the others
-(``GU_BUFS=2``) leaves room for five, and timed alone that config beats
-128×64 tiles holding both of theirs: 98.9 against 107.6 µs on an H100, 89.0
-against 96.0 on an H200. Inside a training step's six kernels, after the
-forward and the down GEMM, it loses: 545.0 against 538.9 µs per step on the
-H100, 522.9 against 519.6 on the H200; profiled inside the step (H100), the
-kernel itself took 115.5 µs against the default's 104.4, and the kernels
-after it the same time either way. The probe sampled the same SM clock
-(1980 MHz, the maximum) for both, alone and in the step, on both GPUs: the
-clock is not why. The default is the config that is fastest where it runs
-(``scripts/probe_backward.py --sweep`` times every config both ways; the
-H100's sweep is ``probe_backward.json``).
+* it takes about three quarters of ``"packed-tma"``'s time, yet most of the
+  epilogue's traffic still adds to the GEMM's: each consumer waits for its
+  previous tile's dg and du to leave shared memory before it asks for its
+  next g and u, so an SM has at most two tiles of g and u in flight. Holding
+  more sets, other K steps, copies from registers, L2 prefetches, 256-row
+  tiles shared by both consumers and three consumers were each slower in a
+  training step;
+* it is launched as a *programmatic dependent* (``launch_plan``'s
+  ``launch_pdl``, ``griddepcontrol.wait`` in the kernel before anything
+  reads or writes global memory), so its launch and set-up overlap the end of
+  the down GEMM before it;
+* its default tiles are 128×64 holding both chunks: 128×128 tiles holding two
+  of four chunks (``GU_BUFS=2``) win alone but lose inside a training step,
+  and the default is the config fastest where it runs
+  (``scripts/probe_backward.py --sweep`` times every config both ways).
 
 g, u, dg and du are ``[M, hidden]`` views of gu's and dgu's halves, so a tile
 hanging over column ``hidden`` is clipped at its own half's edge, as in the

@@ -34,13 +34,11 @@ tanh for 16-bit inputs, one rounding to x's dtype, and a TMA store of the h
 tile through a staging tile in shared memory.
 
 A training forward (``gu=``) also stores g and u, rounded to x's dtype, for
-the backward (``fused_mlp.GeGLUFunction``). Not through staging tiles and the
-TMA unit, as h goes: that way the kernel took 197 µs at the guide's shape on
-an H100, its tensor pipe busy 43 % of the time (Nsight Compute) against 87 %
-for h alone. The compiler regroups g and u from the accumulator's layout into rows
-and each thread stores 16 bytes at a time, streaming (``.cs``): 122 µs,
-against 136 µs for ``packed-tma`` storing the same and 108 µs for h alone
-(``scripts/probe_backward.py``).
+the backward (``fused_mlp.GeGLUFunction``): from registers, regrouped by the
+compiler into rows, 16 bytes a thread, streaming (``.cs``), not through
+staging tiles and the TMA unit as h goes, which kept the tensor pipe idle
+half the time. The measurements behind this and the default config, dated,
+with their GPU and versions, are in ``docs/notes/gluon_kernels_2026_11.md``.
 
 Gluon has no interpreter: this design runs on Hopper GPUs only and its
 numbers are tested there (``tests/test_fused_mlp_gpu.py``); what needs no GPU
@@ -94,15 +92,10 @@ def _config(bm, bn, bk, group_m, stages, consumers=2) -> triton.Config:
 #
 # One config, not an autotuned list: Triton's autotuner times each config on
 # one input, again and again, so x and the weights sit in L2 and it ranks
-# configs by how they run on a warm cache. At the guide's shape on an H100 it
-# chose a config 7 % slower, on the benchmark's rotating inputs, than the one
-# below (scripts/probe_pingpong.py --sweep ranks them the benchmark's way).
-# Wider tiles, 128×192 of the packed product as the quack anchor runs them
-# (two accumulators of 64 and 32 h columns, four ring slots), measured no
-# faster: 109.5 against 108.6 µs on an H100, 108.1 against 107.5 on an H200;
-# storing g and u too, ptxas spilled. The anchor's own 128×192 kernel is fast
-# on an H100 only in clusters of two CTAs (probe_pingpong.py --quack), which
-# a Gluon kernel on Triton 3.6 cannot ask for: its TMA copies take no multicast.
+# configs by how they run on a warm cache, not on the benchmark's rotating
+# inputs (scripts/probe_pingpong.py --sweep ranks them that way). Wider tiles
+# (128×192, as the quack anchor runs them) were no faster, and spilled when
+# storing g and u (docs/notes/gluon_kernels_2026_11.md).
 DEFAULT_CONFIG = _config(128, 64, 64, 4, stages=6)
 
 
@@ -259,11 +252,9 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
         if SAVE_GU:
             # g and u as the GEMM computed them, rounded to x's dtype, for the backward: regrouped
             # from the accumulator's layout into rows (through shared memory, by the compiler) and
-            # stored from registers. Staged and stored by the TMA unit instead, as h is, they took
-            # 197 µs where this takes 122 (H100, the guide's shape; h alone: 108). Streaming
+            # stored from registers, faster than staging them for the TMA unit as h is. Streaming
             # stores (.cs): the backward reads g and u only after the down GEMM, so holding them in
-            # L2 serves nothing; on an H100, one run, a training step took 535.0 µs with plain
-            # stores and 532.3 with these, the forward alone 125.1 and 123.5.
+            # L2 serves nothing (docs/notes/gluon_kernels_2026_11.md).
             rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, rows_layout))
             cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, rows_layout))
             ptrs = gu_ptr + rows.to(gl.int64)[:, None] * (2 * N) + cols[None, :]

@@ -200,7 +200,7 @@ def measure_shape(
 
     Every variant is built and checked first; then ``repeats`` passes time each
     variant in turn (interleaved, so a drift of the clock touches all alike),
-    and each variant's device time is a :class:`~profiling_guide.measure.timing.Spread`
+    and each variant's device time is a :class:`~profiling_guide.spread.Spread`
     over those passes. The same passes time the :data:`FLOORS`: the
     workload's three bare cuBLAS GEMMs (what a perfect fusion of everything
     else would reach with the library's GEMMs), and its gate and up GEMMs

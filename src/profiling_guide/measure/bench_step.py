@@ -50,7 +50,8 @@ from profiling_guide.kernels.models import SimpleGeGLUMLP, mlp_flops
 from profiling_guide.measure.bench_mlp import DTYPE, _rel_error, build_variant
 from profiling_guide.measure.capture import median_rotating_us, require_cuda_memory
 from profiling_guide.measure.clocks import clocks_while, describe
-from profiling_guide.measure.timing import REPEATS, Spread
+from profiling_guide.measure.timing import REPEATS
+from profiling_guide.spread import Spread
 
 STEP_VARIANTS = ("eager", "compile", "liger", "fused")
 NINE_GEMMS = "cuBLAS's nine GEMMs alone"

@@ -23,14 +23,16 @@ from profiling_guide.errors import GuideError
 NCCL_SAFE_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-def torchrun(module: str, nproc: int, args: list[str], *, expect: list[Path], timeout_s: float = 600) -> None:
+def torchrun(module: str, nproc: int, args: list[str], *, expect: list[Path], timeout_s: float = 600,
+             python: str = sys.executable) -> None:
     """Run ``python -m module *args`` on ``nproc`` ranks under torchrun, then check it wrote every file of ``expect``.
 
+    ``python`` runs the launcher and every rank (this interpreter by default).
     Raises a one-line GuideError if the job fails, runs past ``timeout_s`` or
     leaves a file of ``expect`` missing.
     """
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", module, *args]
+    command = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "--no-python", python, "-u", "-m", module, *args]
     env = {**os.environ, **NCCL_SAFE_ENVIRONMENT}
     console = sys.__stderr__ or sys.stderr
     try:
@@ -45,9 +47,9 @@ def torchrun(module: str, nproc: int, args: list[str], *, expect: list[Path], ti
         raise GuideError(f"the {nproc}-rank job of {module} wrote no {', '.join(missing)}")
 
 
-def train_ranks(nproc: int, args: list[str], out: Path) -> dict:
+def train_ranks(nproc: int, args: list[str], out: Path, *, python: str = sys.executable) -> dict:
     """:mod:`profiling_guide.kernels.train_ranks` on ``nproc`` ranks into ``out``; the run.json its rank 0 wrote."""
-    torchrun("profiling_guide.kernels.train_ranks", nproc, [*args, "--out", str(out)],
+    torchrun("profiling_guide.kernels.train_ranks", nproc, [*args, "--out", str(out)], python=python,
              expect=[out / "run.json", *(out / f"rank{r}.trace.json.gz" for r in range(nproc))])
     return json.loads((out / "run.json").read_text())
 

@@ -33,7 +33,7 @@ from profiling_guide.measure.capture import (
     median_rotating_us,
     require_cuda_memory,
 )
-from profiling_guide.spread import Spread, compare, ratio_words  # noqa: F401 - part of this module's API
+from profiling_guide.spread import Spread
 
 REPEATS = 7  # repeats behind every spread: enough for a quartile to mean something
 

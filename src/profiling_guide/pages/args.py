@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 import torch
 
 from profiling_guide.errors import GuideError, show_guide_errors_in_one_line
-from profiling_guide.sizes import MAX_ELEMENTS, MAX_SIZE, positive_int  # noqa: F401 - the flags' types
+from profiling_guide.sizes import MAX_ELEMENTS, positive_int
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
           "float32": torch.float32, "fp32": torch.float32}

@@ -8,6 +8,8 @@ and returns a Figure, so a page computes what it plots in the open.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
 
 from profiling_guide.pages.timeline import KIND_COLORS, WIDTH_IN
 
@@ -32,7 +34,7 @@ def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict
                  title: str | None = None):
     """One horizontal bar per variant (median device µs per forward, IQR as a whisker), each floor a dashed line.
 
-    ``times_us`` maps a variant to a :class:`~profiling_guide.measure.timing.Spread`;
+    ``times_us`` maps a variant to a :class:`~profiling_guide.spread.Spread`;
     ``floors_us`` maps a floor's name (e.g. "cuBLAS GEMMs alone",
     "datasheet bound") to its µs. With ``breakdown`` (variant → {kernel kind →
     µs}), each bar is split into the device time of each kind of kernel; what
@@ -62,8 +64,6 @@ def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict
     ax.set_xlim(0, max(t.q3 for t in times_us.values()) * 1.25)
     ax.set_xlabel("device µs per forward (median; whisker: IQR over repeats)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
-    from matplotlib.patches import Patch
-
     handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=f"{k} kernels") for k in kinds_seen]
     if breakdown:
         handles.append(Patch(color=GAP_COLOR, label="GPU between kernels"))
@@ -83,8 +83,6 @@ def roofline(points: dict[str, tuple[float, float]], *, references: dict, title:
     the dashed one, the measured references
     (:func:`profiling_guide.measure.timing.reference_rates`), which real code reaches.
     """
-    import numpy as np
-
     sheet = references.get("datasheet")
     gemm, copy = references["gemm_tflops"]["rate"], references["copy_tbps"]["rate"]
     top_flops, top_bw = (sheet["bf16_tflops"], sheet["hbm_tbps"]) if sheet else (gemm, copy)

@@ -20,7 +20,6 @@ from profiling_guide.analysis.roofline import (
 )
 from profiling_guide.pages.prose import Facts
 from profiling_guide.spread import Spread, compare
-from profiling_guide.trace.kernel_names import decode
 
 
 def _spread(d: dict) -> Spread:
@@ -115,9 +114,9 @@ def pointwise_per_step(runs: dict) -> Facts:
     parts = []
     for name, rec in runs.items():
         steps = rec.trace.steps
-        per_step = [sum(k.dur_us for k in s.kernels if decode(k.name).kind == "pointwise")
+        per_step = [sum(k.dur_us for k in s.kernels if k.decoded.kind == "pointwise")
                     for s in steps]
-        kernels = sum(decode(k.name).kind == "pointwise" for k in steps[0].kernels)
+        kernels = sum(k.decoded.kind == "pointwise" for k in steps[0].kernels)
         parts.append(f"{name} {min(per_step):.1f}–{max(per_step):.1f} µs ({kernels} per forward)")
     return Facts(f"Pointwise kernels, time per profiled forward over {len(steps)} steps: "
                  + ", ".join(parts) + ".")

@@ -24,6 +24,7 @@ import itertools
 import json
 import re
 
+from profiling_guide.analysis.trace_report import choose_step, report_steps
 from profiling_guide.pages.timeline import (
     ANNOTATION_COLOR,
     KIND_COLORS,
@@ -31,7 +32,6 @@ from profiling_guide.pages.timeline import (
     RUNTIME_COLOR,
     short_op,
 )
-from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import Step, Trace
 
 _TITLE_MAX = 400  # characters of a raw kernel name kept for the tooltip (C++ names run to thousands)
@@ -119,7 +119,7 @@ class _Lanes:
                 self.lanes.append({"label": prefix + label, "kind": "runtime", "bars": calls})
         streams: dict = {}
         for ev in step.device_events:
-            k = decode(ev.name)
+            k = ev.decoded
             call = ev.launch
             where = ""
             if call is not None:
@@ -258,8 +258,6 @@ class InteractiveTimeline:
     """
 
     def __init__(self, trace: Trace, step: int | None = None, *, caption: str | None = None):
-        from profiling_guide.analysis.trace_report import choose_step, report_steps
-
         self.step = choose_step(report_steps(trace), step)
         self.caption = caption
 
@@ -280,8 +278,6 @@ class RanksStep:
 
     def __init__(self, paths, step: int | None = None, *, offsets_us: dict | None = None,
                  caption: str | None = None):
-        from profiling_guide.trace.model import Trace
-
         timeline = RanksTimeline()
         for rank, path in enumerate(paths):
             trace = Trace.load(path)

@@ -40,6 +40,6 @@ class Facts:
 
 
 def spread_cell(spread, precision: int = 1) -> str:
-    """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.measure.timing.Spread`."""
+    """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.spread.Spread`."""
     # non-breaking spaces: a narrow column must not break the figure over four lines
     return format(spread, f".{precision}f").replace(" ", "\u00a0")

@@ -38,6 +38,8 @@ from pathlib import Path
 
 from profiling_guide.errors import GuideError
 from profiling_guide.files import write_json_atomic as _write_json_atomic
+from profiling_guide.spread import Spread
+from profiling_guide.trace.model import Trace
 
 MODE_ENV = "PROFILING_GUIDE_MODE"
 ROOT_ENV = "PROFILING_GUIDE_RECORDINGS"
@@ -171,16 +173,12 @@ class Recording:
 
     @cached_property
     def trace(self):
-        from profiling_guide.trace.model import Trace
-
         return Trace.load(self.trace_path)
 
     @property
     def timings(self) -> dict:
-        """The profiler-off timings of a capture, as :class:`~profiling_guide.measure.timing.Spread`: ``device_us``,
+        """The profiler-off timings of a capture, as :class:`~profiling_guide.spread.Spread`: ``device_us``,
         ``cpu_issue_us``, ``wall_us_per_call``."""
-        from profiling_guide.spread import Spread
-
         return {k: Spread.from_dict(v) for k, v in self.run.get("timings", {}).items() if isinstance(v, dict)}
 
     @property

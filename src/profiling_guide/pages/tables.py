@@ -13,8 +13,9 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from profiling_guide.analysis.expect import POST, POST_URL, Verdicts
-from profiling_guide.output import scrolling
-from profiling_guide.trace.kernel_names import decode
+from profiling_guide.analysis.roofline import CEILING_COLUMN, REFERENCE_COLUMN
+from profiling_guide.output import echo, scrolling
+from profiling_guide.spread import Spread, compare
 from profiling_guide.trace.model import CpuOp, Trace
 
 
@@ -53,8 +54,8 @@ def kernel_table(trace: Trace) -> pd.DataFrame:
             groups[ev.name].append(ev)
     rows = []
     for name, events in groups.items():
-        k = decode(name)
         first = events[0]
+        k = first.decoded
         launcher = first.launch.op.name if first.launch and first.launch.op else "?"
         rows.append({
             "kernel": k.short,
@@ -96,7 +97,7 @@ def dispatch_chain(trace: Trace, root: str, *, step: int | None = None) -> pd.Da
             "input_strides": _fmt_list(op.input_strides),
             "cpu_us": op.dur_us,
             "runtime_calls": ", ".join(c.name for c in op.runtime_calls),
-            "device_work": ", ".join(decode(ev.name).short for ev in device),
+            "device_work": ", ".join(ev.decoded.short for ev in device),
             "device_us": sum(ev.dur_us for ev in device),
         })
     return pd.DataFrame(rows)
@@ -139,16 +140,11 @@ def gemm_table(trace: Trace, *, references: dict | None = None) -> pd.DataFrame:
             "input_dims": _fmt_list(dims),
             "M·K·N": f"{m}·{k}·{n}",
             "GFLOP": flops / 1e9,
-            "kernel": " + ".join(decode(ev.name).short for ev in kernels),
+            "kernel": " + ".join(ev.decoded.short for ev in kernels),
             "avg_us": us,
             "TFLOP/s": flops / us / 1e6 if us else float("nan"),
         }
         if references:
-            from profiling_guide.analysis.roofline import (
-                CEILING_COLUMN,
-                REFERENCE_COLUMN,
-            )
-
             peak = (references.get("datasheet") or {}).get("bf16_tflops")
             row[CEILING_COLUMN] = 100 * row["TFLOP/s"] / peak if peak else float("nan")
             row[REFERENCE_COLUMN] = 100 * row["TFLOP/s"] / references["gemm_tflops"]["rate"]
@@ -274,8 +270,8 @@ def launch_table(trace: Trace, *, step: int | None = None) -> pd.DataFrame:
         op = call.op if call else None
         others = [c.name for c in (op.runtime_calls if op else []) if c is not call]
         rows.append({
-            "device work": decode(ev.name).short,
-            "kind": decode(ev.name).kind,
+            "device work": ev.decoded.short,
+            "kind": ev.decoded.kind,
             "launched by": op.name if op else "?",
             "launch call": call.name if call else "?",
             "other runtime calls of that op": ", ".join(others) or "–",
@@ -289,10 +285,10 @@ def template_table(trace: Trace) -> pd.DataFrame:
     """The Triton GEMM templates of one step (max-autotune's): grid, µs, and the tensors their op passed."""
     rows = []
     for k in trace.steps[0].kernels:
-        if decode(k.name).kind != "gemm" or decode(k.name).library != "triton":
+        if k.decoded.kind != "gemm" or k.decoded.library != "triton":
             continue
         op = k.launch.op if k.launch else None
-        rows.append({"template": decode(k.name).short, "grid": str(k.grid), "µs": k.dur_us,
+        rows.append({"template": k.decoded.short, "grid": str(k.grid), "µs": k.dur_us,
                      "input tensors": _fmt_list([d for d in (op.input_dims if op else []) if d])})
     return pd.DataFrame(rows)
 
@@ -301,8 +297,6 @@ def template_table(trace: Trace) -> pd.DataFrame:
 def sweep_standing(sweep: list[dict], variant: str) -> pd.DataFrame:
     """Per shape of a :func:`~profiling_guide.measure.bench_mlp.sweep`: ``variant`` against the best other one
     and against cuBLAS's bare GEMMs, with the verdict (:func:`~profiling_guide.spread.compare`) of each."""
-    from profiling_guide.spread import Spread, compare
-
     rows = []
     for r in sweep:
         t = {v: Spread.from_dict(s) for v, s in r["variants_us"].items()}
@@ -334,7 +328,7 @@ class VerdictTable:
         self.verdicts = verdicts
 
     def __repr__(self) -> str:
-        return repr(self.verdicts)
+        return "\n".join(f"{'✓' if v.holds else '✗'} {v.claim} — {v.seen}" for v in self.verdicts)
 
     def _repr_html_(self) -> str:
         sources = any(v.source for v in self.verdicts)
@@ -360,5 +354,5 @@ def _source_html(source: str) -> str:
 
 
 def verdict_table(verdicts: Verdicts) -> VerdictTable:
-    """The table of ``verdicts`` a page shows (the last expression of a cell renders it)."""
-    return VerdictTable(verdicts)
+    """The table of ``verdicts`` a page shows (the last expression of a cell renders it; a script prints it)."""
+    return echo(VerdictTable(verdicts))

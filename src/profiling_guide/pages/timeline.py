@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from profiling_guide.trace.kernel_names import decode
+from profiling_guide.analysis.backward import shapes_text
+from profiling_guide.analysis.training import kernel_owner
 from profiling_guide.trace.model import Step, Trace
 
 KIND_COLORS = {
@@ -76,7 +77,7 @@ def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[f
     out.append(("CUDA runtime", [(c.start_us - t0, c.dur_us, c.name, RUNTIME_COLOR) for c in s.runtime_calls]))
     streams: dict = {}
     for ev in s.device_events:
-        k = decode(ev.name)
+        k = ev.decoded
         streams.setdefault(ev.stream, []).append((ev.start_us - t0, ev.dur_us, k.short, KIND_COLORS.get(k.kind, KIND_COLORS["other"])))
     out += [(f"GPU stream {stream}", bars) for stream, bars in sorted(streams.items(), key=lambda kv: str(kv[0]))]
     return out
@@ -174,7 +175,7 @@ def plot_step(trace: Trace, step: int | None = None, *, ax=None, title: str | No
     ax.set_axisbelow(True)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    kinds = sorted({decode(ev.name).kind for ev in s.device_events})
+    kinds = sorted({ev.decoded.kind for ev in s.device_events})
     handles = [Patch(color=KIND_COLORS.get(k, KIND_COLORS["other"]), label=k) for k in kinds]
     handles.append(Patch(color=RUNTIME_COLOR, label="runtime call"))
     legend = ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=BAR_FONT,
@@ -223,9 +224,6 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
     gray is work of no forward op (the engine summing two gradients of one tensor). One row per run,
     on one time axis from each step's first kernel.
     """
-    from profiling_guide.analysis.training import kernel_owner
-    from profiling_guide.analysis.backward import shapes_text
-
     chosen = {label: _step(t, (steps or {}).get(label)) for label, t in traces.items()}
     firsts = {label: min((k.start_us for k in s.kernels), default=s.start_us) for label, s in chosen.items()}
     span = max(max((k.end_us for k in s.kernels), default=firsts[label]) - firsts[label] for label, s in chosen.items())

@@ -20,11 +20,10 @@ from pathlib import Path
 
 from profiling_guide import __version__
 from profiling_guide.analysis.trace_report import (
-    Check,
+    Finding,
     TraceReport,
     analyse,
     choose_step,
-    fmt_us,
     read_rates,
     read_run_record,
     report_steps,
@@ -33,6 +32,8 @@ from profiling_guide.analysis.trace_report import (
 from profiling_guide.errors import GuideError
 from profiling_guide.files import check_writable, write_text_atomic
 from profiling_guide.pages.interactive_timeline import timeline_html
+from profiling_guide.pages.pace_sentences import evidence, fmt_us, headline
+from profiling_guide.trace.model import Trace
 
 PROGRESS_BYTES = 8 << 20  # traces larger than this on disk get a progress line on stderr
 
@@ -174,16 +175,96 @@ def _collectives(report: TraceReport) -> str:
             "buffer as nccl-tests counts it.</p>")
 
 
-def _checks(report: TraceReport) -> str:
-    items = "".join(f'<li class="pg-check pg-{c.level}"><span class="pg-badge">{c.level}</span> '
-                    f"<b>{html.escape(c.title)}</b>: {html.escape(c.detail)}</li>" for c in report.checks)
+# ------------------------------------------------------------------ health
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _steps_found(f: Finding) -> str:
+    steps = f.facts["steps"]
+    if not steps:
+        return ("No ProfilerStep markers: the whole trace is read as one step. Record with a torch.profiler "
+                "schedule and prof.step() to compare steps.")
+    return (f"{_plural(len(steps), 'ProfilerStep marker')}: " + ", ".join(f"#{n}" for n in steps[:12])
+            + (" …" if len(steps) > 12 else ""))
+
+
+def _no_launch(f: Finding) -> str:
+    if f.level == "ok":
+        return f"every one of the {f.facts['linked']} device events launched while the profiler recorded is linked to its launch"
+    no_id = f.facts["no_correlation"]
+    return (f"{f.facts['orphans']} of {f.facts['events']} device events have no launching runtime call ({no_id} "
+            f"without a correlation id, {f.facts['orphans'] - no_id} whose launch was not recorded): they count in "
+            "device time but not under any CPU op.")
+
+
+def _uneven(f: Finding) -> str:
+    x = f.facts
+    if f.level == "ok":
+        return f"steps agree within {x['ratio']:.2f}× ({fmt_us(x['fast_us'])} to {fmt_us(x['slow_us'])})"
+    return (f"ProfilerStep#{x['slow']} took {x['ratio']:.2f}× as long as #{x['fast']} ({fmt_us(x['slow_us'])} vs "
+            f"{fmt_us(x['fast_us'])}): a step that still warms up (allocator, autotuning, compilation) or a stall; "
+            "compare steps before trusting a mean.")
+
+
+def _overhead(f: Finding) -> str:
+    x = f.facts
+    if "unprofiled_us" not in x:
+        return (f"{x['ops_per_step']:,.0f} CPU ops recorded per step; each costs the CPU extra time while profiled "
+                "(more with record_shapes). No unprofiled timing is recorded beside this trace, so the overhead is "
+                "not measured: `profiling-guide profile` records one.")
+    extra = x["profiled_us"] - x["unprofiled_us"]
+    return (f"'{x['label']}' took {fmt_us(x['profiled_us'])} of CPU per step under the profiler and "
+            f"{fmt_us(x['unprofiled_us'])} without it (run record): the profiler added {fmt_us(extra)} "
+            f"({extra / x['unprofiled_us']:+.0%}) for {x['ops_per_step']:,.0f} recorded CPU ops per step. CPU-side "
+            "times in this report are inflated by about that much.")
+
+
+#: Each health finding's words, from its facts (analysis/trace_report.py health_findings).
+_FINDING_WORDS = {
+    "profiler steps": _steps_found,
+    "device work": lambda f: "The trace holds no device events: it was recorded on a CPU, or without "
+                             "ProfilerActivity.CUDA.",
+    "device work with no launch": _no_launch,
+    "device work launched before the profiled window": lambda f: (
+        f"{f.facts['events']} device events ({fmt_us(f.facts['us'])}) ran while the profiler recorded but were "
+        "launched before it began (their correlation ids precede the first recorded call's): the CPU ran ahead and "
+        "the GPU was still working through earlier steps. They belong to no profiled step and are left out of every "
+        "table."),
+    "launches with no device work": lambda f: (
+        f"{_plural(f.facts['calls'], 'launch call')} with no device event ("
+        + ", ".join(f"{n}× {name}" for name, n in f.facts["most_common"])
+        + "): the profiler stopped before they ran, or dropped them."),
+    "device work before its launch": lambda f: (
+        f"{f.facts['events']} device events start before the call that launched them: the CPU and GPU clocks "
+        "disagree in this trace, so launch delays are unreliable."),
+    "events outside any step": lambda f: (
+        f"{f.facts['ops']} CPU ops and {f.facts['device_events']} device events lie outside every ProfilerStep; the "
+        "tables count only events inside steps."),
+    "uneven steps": _uneven,
+    "profiler overhead": _overhead,
+    "pageable host copies": lambda f: (
+        f"{f.facts['per_step']:g} copies per step from or to pageable host memory: they cannot overlap with "
+        "compute; pin the host tensor (pin_memory())."),
+    "run record left out": lambda f: f"{f.facts['problem']}. The report is made without it.",
+}
+
+
+def finding_detail(f: Finding) -> str:
+    """What a health finding says, in one or two sentences."""
+    return _FINDING_WORDS[f.kind](f)
+
+
+def _findings(report: TraceReport) -> str:
+    items = "".join(f'<li class="pg-check pg-{f.level}"><span class="pg-badge">{f.level}</span> '
+                    f"<b>{html.escape(f.kind)}</b>: {html.escape(finding_detail(f))}</li>" for f in report.findings)
     return f'<ul class="pg-checks">{items}</ul>'
 
 
 def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
     """The report page as one HTML string; ``step`` is the :class:`~profiling_guide.trace.model.Step` the timeline shows."""
     name = title or Path(report.source).name
-    warns = sum(1 for c in report.checks if c.level == "warn")
+    warns = sum(1 for f in report.findings if f.level == "warn")
     counts = report.counts
     steps_line = ("no ProfilerStep markers: the whole trace is one step" if report.whole_trace
                   else f"{len(report.steps)} profiler steps")
@@ -191,8 +272,8 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
     sections = [
         ("pace", "Who sets the pace",
          f'<p class="pg-verdict pg-v-{re.sub(r"[^a-z]", "", report.pace.verdict.lower())}">'
-         f"{html.escape(report.pace.headline)}</p><ul>"
-         + "".join(f"<li>{html.escape(e)}</li>" for e in report.pace.evidence) + "</ul>"),
+         f"{html.escape(headline(report.pace))}</p><ul>"
+         + "".join(f"<li>{html.escape(e)}</li>" for e in evidence(report.pace)) + "</ul>"),
         ("environment", "Environment", _environment(report)),
         ("steps", "Steps", _steps(report)),
         ("timeline", f"Timeline of {step_title}",
@@ -207,7 +288,7 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
         ("kernels", "Top kernels by device time", _kernels(report)),
         ("ops", "Top CPU ops by self time", _ops(report)),
         ("memory", "Memsets and memcpys", _memory(report)),
-        ("health", f"Health checks ({warns} warning{'s' if warns != 1 else ''})", _checks(report)),
+        ("health", f"Health checks ({warns} warning{'s' if warns != 1 else ''})", _findings(report)),
     ]
     nav = " · ".join(f'<a href="#{sid}">{html.escape(head.split(" (")[0])}</a>' for sid, head, _ in sections)
     body = "".join(f'<section id="{sid}"><h2>{html.escape(head)}</h2>{content}</section>'
@@ -261,8 +342,6 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     and a warning among the health checks. ``progress`` prints stage lines on
     stderr (default: for traces over 8 MiB on disk).
     """
-    from profiling_guide.trace.model import Trace
-
     trace_path = Path(trace_path)
     sibling = run_record_path(trace_path)
     rates_path = rates if isinstance(rates, (str, Path)) else None
@@ -283,7 +362,7 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     say(f"analysing {events:,} events")
     report = analyse(trace, step=step, rates=rates, run_record=run_record)
     if problem:
-        report.checks.append(Check("warn", "run record left out", f"{problem}. The report is made without it."))
+        report.findings.append(Finding("run record left out", "warn", {"problem": problem}))
     chosen = choose_step(report_steps(trace), report.chosen_step)
     say(f"writing {out}")
     write_text_atomic(out, render_html(report, chosen, title=trace_path.name), suffix=".html", inputs=inputs)

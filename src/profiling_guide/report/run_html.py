@@ -20,12 +20,13 @@ from pathlib import Path
 
 from profiling_guide import __version__
 from profiling_guide.analysis.bandwidth import Sweep, read_sweep
-from profiling_guide.analysis.pace import fmt_us
 from profiling_guide.analysis.ranks import RunAnalysis, analyse_run, straggler_activity, summarize_rank
 from profiling_guide.errors import GuideError
 from profiling_guide.files import atomic_output, check_writable
 from profiling_guide.pages.interactive_timeline import RanksTimeline, timeline_html
+from profiling_guide.pages.pace_sentences import fmt_us, rank_headline
 from profiling_guide.report.html import _CSS, _Progress, _bytes, _cell, _table
+from profiling_guide.report.merge import write_merged
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run import rank_info, read_run
 
@@ -102,7 +103,7 @@ def _who_waits(run: RunAnalysis, activity) -> str:
 
 def _verdicts(run: RunAnalysis) -> str:
     if len(run.verdicts) <= TABLE_PER_RANK:
-        items = "".join(f"<li><b>rank {r}</b> ({html.escape(v.bound)}): {html.escape(v.headline)}</li>"
+        items = "".join(f"<li><b>rank {r}</b> ({html.escape(v.bound)}): {html.escape(rank_headline(v))}</li>"
                         for r, v in run.verdicts.items())
         return f'<ul class="pg-verdicts">{items}</ul>'
     # Many ranks: how many got each verdict, and in full the ranks that matter most.
@@ -114,7 +115,7 @@ def _verdicts(run: RunAnalysis) -> str:
     waited = run.per_rank.groupby("rank")["wait_us"].mean()
     keys = [r for r in (run.straggler, int(waited.idxmax()) if len(waited) else None) if r is not None]
     items = "".join(f"<li><b>rank {r}</b> ({html.escape(run.verdicts[r].bound)}): "
-                    f"{html.escape(run.verdicts[r].headline)}</li>" for r in dict.fromkeys(keys))
+                    f"{html.escape(rank_headline(run.verdicts[r]))}</li>" for r in dict.fromkeys(keys))
     return (f"<p>{counts}.</p>" + (f'<ul class="pg-verdicts">{items}</ul>' if items else "")
             + '<p class="pg-note">In full above: the rank the others waited for and the rank that waited '
             "longest.</p>")
@@ -269,7 +270,7 @@ def render_run_html(run: RunAnalysis, env: dict, timeline: dict | None, timeline
                             "(<code>--merge OUT.json</code>)" if len(shown) < len(run.ranks) else "")
                          + ". Choose another step with <code>--step N</code>.</p>"))
     sections.append(("environment", "Environment", _environment(run, env)))
-    notes = list(run.notes)
+    notes = run_notes(run)
     if sources:
         notes.append("traces: " + "; ".join(f"rank {r}: {Path(p).name}" for r, p in sorted(sources.items())[:16])
                      + (" …" if len(sources) > 16 else ""))
@@ -295,6 +296,22 @@ _RUN_CSS = """
 .pg-v-collectives{border-color:#34495e}.pg-verdicts li{margin:.35em 0}
 h3{font-size:1.02em;margin:1.1em 0 .3em}
 """
+
+
+def run_notes(run: RunAnalysis) -> list[str]:
+    """What the run's numbers leave out: ranks without a trace, kernels and calls matched to nothing."""
+    notes = []
+    if run.missing:
+        shown = ", ".join(map(str, run.missing[:12])) + (" …" if len(run.missing) > 12 else "")
+        notes.append(f"{len(run.missing)} rank(s) of the world have no trace here ({shown}): a collective's last "
+                     "rank and every wait are among the ranks given.")
+    if run.unmatched_kernels:
+        notes.append(f"{run.unmatched_kernels} NCCL kernel(s) in the steps were launched by no record_param_comms "
+                     "op: they count as communication time but are matched to no call.")
+    if run.untimed_calls:
+        notes.append(f"{run.untimed_calls} collective call(s) launched no NCCL kernel the trace shows (a barrier, "
+                     "or calls coalesced into one kernel): they are left out of the collectives table.")
+    return notes
 
 
 # ------------------------------------------------------------- writing it
@@ -398,8 +415,6 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
         tmp.write_text(page, encoding="utf-8")
     if merge_out is not None:
         say(f"merging {len(sources)} traces into {merge_out}")
-        from profiling_guide.report.merge import write_merged
-
         write_merged(sources, merge_out, offsets_us=run.offsets_us if run.aligned else None,
                      metadata={"distributedInfo": dist} if dist else None)
     say("done")

@@ -35,6 +35,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
+from profiling_guide.trace.kernel_names import KernelName, decode
 from profiling_guide.trace.reader import TraceStream
 
 # At most 18 digits: a step number, not a number too long for int() to read.
@@ -132,6 +133,12 @@ class DeviceEvent:
     step: int | None = None
     #: True when its launch came before the profiler began recording (see :meth:`Trace._find_steps`).
     before_window: bool = False
+    #: its name's fields (kind, library, dtype, tile...), decoded once as the trace is read
+    decoded: KernelName = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.decoded is None:
+            self.decoded = decode(self.name)
 
     @property
     def end_us(self) -> float:
@@ -201,12 +208,97 @@ def _show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-class _Checker:
-    """Checks the fields of one event the guide reads; each problem is one GuideError line."""
+class _EventReader:
+    """Reads a trace's events one at a time into typed events, checking the fields the guide reads.
+
+    Each problem is one GuideError line naming the event. Names and repeating
+    list-valued args are kept once and shared (see ``_SHARED_OP_ARGS``), and
+    the ``fwdbwd`` flows' ends are kept for :meth:`Trace._link_backward`.
+    """
 
     def __init__(self, source: str):
         self.source = source
+        self.ops: list[CpuOp] = []
+        self.runtime_calls: list[RuntimeCall] = []
+        self.device_events: list[DeviceEvent] = []
+        self.memory_events: list[MemoryEvent] = []
+        self.flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
+        self._names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
+        self._shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
 
+    def read(self, index: int, ev) -> None:
+        """One event of the trace: kept as a typed event if the guide reads its kind, else skipped."""
+        if type(ev) is not dict:
+            self.fail(index, f"expected an object, got {_show(ev)}")
+        if ev.get("ph") != "X":
+            self._instant(index, ev)
+            return
+        cat = ev.get("cat")
+        if type(cat) is not str:
+            if cat is None:
+                return
+            self.fail(index, f"'cat' must be a string, got {_show(cat)}")
+        if cat not in _USED_CATS:
+            return
+        name = ev.get("name")
+        if type(name) is not str:
+            self.fail(index, f"'name' must be a string, got {'missing' if 'name' not in ev else _show(name)}")
+        name = self._names.setdefault(name, name)
+        ts, dur = self.number(ev, "ts", index), self.number(ev, "dur", index)
+        if dur < 0:
+            self.fail(index, f"'dur' must not be negative, got {_show(ev['dur'])}")
+        tid = self.key(ev.get("tid"), "'tid'", index)
+        args = ev.get("args")
+        if args is None:
+            args = {}
+        elif type(args) is not dict:
+            self.fail(index, f"'args' must be an object, got {_show(args)}")
+        if cat in _OP_CATS:
+            self._cpu_op(index, name, ts, dur, tid, cat, args)
+        else:
+            self._launch_or_work(index, name, ts, dur, tid, cat, args)
+
+    def _instant(self, index: int, ev: dict) -> None:
+        """A ``[memory]`` event of the caching allocator, or one end of a ``fwdbwd`` flow; others are skipped."""
+        if ev.get("name") == "[memory]" and ev.get("ph") == "i":
+            margs = ev.get("args")
+            if type(margs) is not dict:
+                self.fail(index, f"a [memory] event needs 'args', got {_show(margs)}")
+            self.memory_events.append(MemoryEvent(
+                self.number(ev, "ts", index), int(self.number(margs, "Bytes", index)),
+                int(self.number(margs, "Total Allocated", index)),
+                int(self.number(margs, "Device Type", index)), int(self.number(margs, "Device Id", index))))
+        elif ev.get("cat") == "fwdbwd" and ev.get("ph") in ("s", "f"):
+            flow = self.key(ev.get("id"), "'id'", index)
+            point = (self.key(ev.get("tid"), "'tid'", index), self.number(ev, "ts", index))
+            self.flows.setdefault(flow, {})[ev["ph"]] = point
+
+    def _cpu_op(self, index: int, name: str, ts: float, dur: float, tid, cat: str, args: dict) -> None:
+        for key in ("Input Dims", "Input Strides"):
+            if type(args.get(key, [])) is not list:
+                self.fail(index, f"'args.{key}' must be a list, got {_show(args[key])}")
+        for key in _SHARED_OP_ARGS:
+            value = args.get(key)
+            if type(value) is list:
+                args[key] = self._shared.setdefault(repr(value), value)
+        self.ops.append(CpuOp(name, ts, dur, tid, cat == "user_annotation", args))
+
+    def _launch_or_work(self, index: int, name: str, ts: float, dur: float, tid, cat: str, args: dict) -> None:
+        """A runtime call, or device work on a stream: both carry the correlation id that links them."""
+        correlation = args.get("correlation")
+        if correlation is not None and type(correlation) is not int:
+            self.fail(index, f"'args.correlation' must be a whole number, got {_show(correlation)}")
+        if cat in _RUNTIME_CATS:
+            self.runtime_calls.append(RuntimeCall(name, ts, dur, tid, cat, correlation))
+            return
+        stream = self.key(args.get("stream", tid), "'args.stream'", index)
+        for key in _SHARED_DEVICE_ARGS:
+            self.int_list(args, key, index)
+            if key in args:
+                args[key] = self._shared.setdefault(repr(args[key]), args[key])
+        self.device_events.append(DeviceEvent(name, ts, dur, stream, _DEVICE_KINDS[cat], correlation, args))
+
+    # ------------------------------------------------------------ the checks
     def fail(self, index: int, message: str):
         raise GuideError(f"{self.source}: event {index}: {message}")
 
@@ -279,83 +371,19 @@ class Trace:
 
     def _build_events(self, events, source: str) -> None:
         self.source = source
-        self.ops: list[CpuOp] = []
-        self.runtime_calls: list[RuntimeCall] = []
-        self.device_events: list[DeviceEvent] = []
-        # the caching allocators' events, by time (a trace profiled with profile_memory=True)
-        self.memory_events: list[MemoryEvent] = []
-        check = _Checker(source)
-        names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
-        shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
-        flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
+        reader = _EventReader(source)
         for index, ev in events:
-            if type(ev) is not dict:
-                check.fail(index, f"expected an object, got {_show(ev)}")
-            if ev.get("ph") != "X":
-                if ev.get("name") == "[memory]" and ev.get("ph") == "i":
-                    margs = ev.get("args")
-                    if type(margs) is not dict:
-                        check.fail(index, f"a [memory] event needs 'args', got {_show(margs)}")
-                    self.memory_events.append(MemoryEvent(
-                        check.number(ev, "ts", index), int(check.number(margs, "Bytes", index)),
-                        int(check.number(margs, "Total Allocated", index)),
-                        int(check.number(margs, "Device Type", index)), int(check.number(margs, "Device Id", index))))
-                    continue
-                if ev.get("cat") == "fwdbwd" and ev.get("ph") in ("s", "f"):
-                    flow = check.key(ev.get("id"), "'id'", index)
-                    point = (check.key(ev.get("tid"), "'tid'", index), check.number(ev, "ts", index))
-                    flows.setdefault(flow, {})[ev["ph"]] = point
-                continue
-            cat = ev.get("cat")
-            if type(cat) is not str:
-                if cat is None:
-                    continue
-                check.fail(index, f"'cat' must be a string, got {_show(cat)}")
-            if cat not in _USED_CATS:
-                continue
-            name = ev.get("name")
-            if type(name) is not str:
-                check.fail(index, f"'name' must be a string, got {'missing' if 'name' not in ev else _show(name)}")
-            name = names.setdefault(name, name)
-            ts, dur = check.number(ev, "ts", index), check.number(ev, "dur", index)
-            if dur < 0:
-                check.fail(index, f"'dur' must not be negative, got {_show(ev['dur'])}")
-            tid = check.key(ev.get("tid"), "'tid'", index)
-            args = ev.get("args")
-            if args is None:
-                args = {}
-            elif type(args) is not dict:
-                check.fail(index, f"'args' must be an object, got {_show(args)}")
-            if cat in _OP_CATS:
-                for key in ("Input Dims", "Input Strides"):
-                    if type(args.get(key, [])) is not list:
-                        check.fail(index, f"'args.{key}' must be a list, got {_show(args[key])}")
-                for key in _SHARED_OP_ARGS:
-                    value = args.get(key)
-                    if type(value) is list:
-                        args[key] = shared.setdefault(repr(value), value)
-                self.ops.append(CpuOp(name, ts, dur, tid, cat == "user_annotation", args))
-                continue
-            correlation = args.get("correlation")
-            if correlation is not None and type(correlation) is not int:
-                check.fail(index, f"'args.correlation' must be a whole number, got {_show(correlation)}")
-            if cat in _RUNTIME_CATS:
-                self.runtime_calls.append(RuntimeCall(name, ts, dur, tid, cat, correlation))
-            else:
-                stream = check.key(args.get("stream", tid), "'args.stream'", index)
-                for key in _SHARED_DEVICE_ARGS:
-                    check.int_list(args, key, index)
-                    if key in args:
-                        args[key] = shared.setdefault(repr(args[key]), args[key])
-                self.device_events.append(DeviceEvent(name, ts, dur, stream, _DEVICE_KINDS[cat], correlation, args))
-        self.memory_events.sort(key=attrgetter("start_us"))
+            reader.read(index, ev)
+        self.ops, self.runtime_calls, self.device_events = reader.ops, reader.runtime_calls, reader.device_events
+        # the caching allocators' events, by time (a trace profiled with profile_memory=True)
+        self.memory_events = sorted(reader.memory_events, key=attrgetter("start_us"))
         for found in (self.ops, self.runtime_calls, self.device_events):
             # by start, longest first (two stable sorts are faster than one on tuples)
             found.sort(key=attrgetter("dur_us"), reverse=True)
             found.sort(key=attrgetter("start_us"))
         self._nest()
         self._link_launches()
-        self.backward_links = self._link_backward(flows)
+        self.backward_links = self._link_backward(reader.flows)
         self.steps = self._find_steps()
 
     def _nest(self) -> None:

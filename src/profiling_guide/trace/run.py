@@ -170,19 +170,25 @@ def read_run(paths: list[Path], reduce: Callable[[Trace, RankInfo], object], *,
         raise GuideError("a run needs the traces of two or more ranks")
     seen: list[_Seen] = []
     results = []
-    for i, path in enumerate(paths):
-        if progress is not None:
-            progress(f"reading {path.name} ({i + 1} of {len(paths)})")
-        trace = Trace.load(path)
-        entry = _Seen(path, rank_info(trace.metadata), _window_s(trace))
-        _check_one_run(seen, entry)
-        seen.append(entry)
-        results.append((entry.info.rank, reduce(trace, entry.info)))
-        # A trace's ops link to each other both ways (parents, children), so dropping it leaves cycles only
-        # the cycle collector frees: collect every few ranks, or hundreds of traces pile up until it runs.
-        del trace
-        if i % 4 == 3:
-            gc.collect()
+    # What exists before the first trace is no garbage: frozen, the collections below walk only what
+    # the ranks left (without this, collecting cost more than reading a small trace).
+    gc.freeze()
+    try:
+        for i, path in enumerate(paths):
+            if progress is not None:
+                progress(f"reading {path.name} ({i + 1} of {len(paths)})")
+            trace = Trace.load(path)
+            entry = _Seen(path, rank_info(trace.metadata), _window_s(trace))
+            _check_one_run(seen, entry)
+            seen.append(entry)
+            results.append((entry.info.rank, reduce(trace, entry.info)))
+            # A trace's ops link to each other both ways (parents, children), so dropping it leaves cycles only
+            # the cycle collector frees: collect every few ranks, or hundreds of traces pile up until it runs.
+            del trace
+            if i % 4 == 3:
+                gc.collect()
+    finally:
+        gc.unfreeze()
     world = seen[0].info.world_size or len(seen)
     missing = sorted(set(range(world)) - {s.info.rank for s in seen})
     results.sort(key=lambda pair: pair[0])
