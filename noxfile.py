@@ -98,10 +98,14 @@ def tests_gpu(session: nox.Session) -> None:
     No virtual environment: the GPU machine has no package index, and its
     Python already holds torch, Triton and pytest (a test module that needs an
     extra it lacks, liger or pyflakes, holds no GPU test and is skipped). The
-    first run autotunes every design of the fused MLP at every shape: minutes.
+    first run compiles and autotunes every design of the fused MLP at every
+    shape, mostly CPU work: eight pytest-xdist workers share the GPU (give
+    ``-- -n N`` for another count; the tests check results, not timings).
     """
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
-    session.run("python", "-m", "pytest", "-m", "gpu", "tests", "-p", "no:cacheprovider", *session.posargs, env=env)
+    workers = [] if any(a.startswith(("-n", "--numprocesses")) for a in session.posargs) else ["-n", "8"]
+    session.run("python", "-m", "pytest", "-m", "gpu", "tests", "-p", "no:cacheprovider", *workers, *session.posargs,
+                env=env)
 
 
 # ------------------------------------------------------------------ the site
