@@ -160,16 +160,16 @@ references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 # The post's expectations: the three GEMMs, one hand-written fused kernel,
 # and none of the compiler's machinery on the host.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 from profiling_guide.analysis.expect import POST
 
 predictions = [
     expect.Prediction("four kernels per forward: 3 GEMMs + Liger's fused GeLU·mul",
                       expect.kernels_per_step(4), POST),
     expect.Prediction("one _geglu_tanh_forward_kernel per forward",
-                      checks.kernels_named("geglu", ["_geglu_tanh_forward_kernel"]), POST),
+                      predicates.kernels_named("geglu", ["_geglu_tanh_forward_kernel"]), POST),
     expect.Prediction("no compile pre-ops (no TorchDynamo rows on the CPU)",
-                      checks.no_compiler_ops, POST),
+                      predicates.no_compiler_ops, POST),
 ]
 
 # %%
@@ -184,7 +184,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 # The verdicts
 # ------------
 
-verdicts = expect.check(predictions, liger_run.trace)
+verdicts = expect.judge(predictions, liger_run.trace)
 tables.verdict_table(verdicts)
 
 # %%
@@ -223,9 +223,9 @@ tables.styled(pd.DataFrame({name: {
 # it to beat eager on the GPU, as the compiled MLP did.
 
 device_times = {"Liger": liger_run.timings["device_us"], "eager": eager.timings["device_us"]}
-device_verdicts = expect.check([
+device_verdicts = expect.judge([
     expect.Prediction("Liger is faster than eager per forward, outside both spreads",
-                      checks.compares("Liger", "eager", "faster"), POST, must_hold=False),
+                      predicates.compares("Liger", "eager", "faster"), POST, must_hold=False),
 ], device_times)
 tables.verdict_table(device_verdicts)
 

@@ -234,13 +234,14 @@ facts.time_by_kind(breakdown, times)
 # between the first two GEMMs and the last: we expect each to spend most of
 # its time in the three products.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
-numbers_verdicts = expect.check([
+numbers_verdicts = expect.judge([
     expect.Prediction("compile is faster than Liger, outside both spreads",
-                      checks.compares("compile", "liger", "faster"), "this run", must_hold=False),
+                      predicates.compares("compile", "liger", "faster"), "this run",
+                      must_hold=False),
     expect.Prediction("every variant spends most of its median in the three GEMMs",
-                      checks.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
+                      predicates.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
 ], times)
 tables.verdict_table(numbers_verdicts)
 

@@ -111,11 +111,11 @@ tables.styled(tables.launch_table(mlp.trace), precision=1)
 # when the library picks the kernel, so there is nothing left to query at
 # launch time. Which call launched each kind of kernel here:
 
-from profiling_guide.analysis import checks
+from profiling_guide.analysis import predicates
 
-launch_verdicts = expect.check([
+launch_verdicts = expect.judge([
     expect.Prediction("GEMMs are launched with cuLaunchKernelEx",
-                      checks.launched_with("gemm", "cuLaunchKernelEx"), "this page",
+                      predicates.launched_with("gemm", "cuLaunchKernelEx"), "this page",
                       must_hold=False),
 ], mlp.trace)
 tables.verdict_table(launch_verdicts)

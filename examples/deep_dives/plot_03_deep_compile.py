@@ -53,10 +53,10 @@ tables.styled(tables.dispatch_chain(compiled.trace, "mlp_fwd"), precision=1)
 
 import pandas as pd
 
-from profiling_guide.analysis import checks
+from profiling_guide.analysis import predicates
 from profiling_guide.trace.kernel_names import decode
 
-fused = checks.triton_kernels(compiled.trace)
+fused = predicates.triton_kernels(compiled.trace)
 pd.DataFrame([decode(k.name).to_dict() for k in fused]).T.rename(columns=lambda i: "fused kernel")
 
 # %%

@@ -318,7 +318,7 @@ SOURCE_LINKS = {POST: POST_URL}
 
 
 class VerdictTable:
-    """Checked predictions (:func:`~profiling_guide.analysis.expect.check`) as the page shows them: ✓/✗ rows.
+    """Checked predictions (:func:`~profiling_guide.analysis.expect.judge`) as the page shows them: ✓/✗ rows.
 
     A guess (``must_hold=False``) may come out either way on a GPU: it is marked, so a ✗ there
     reads as a finding, not as a broken page. The "from" column shows only where a source is named.
