@@ -204,7 +204,7 @@ tables.verdict_table(compiled_verdicts)
 
 import pandas as pd
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 runs = {"eager": eager, "compiled": compiled}
 cost = pd.DataFrame({

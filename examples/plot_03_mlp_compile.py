@@ -185,7 +185,7 @@ facts.pointwise_per_step(runs)
 # issue one, and the wall time of one call at a time: medians over repeats,
 # with their interquartile range.
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 tables.styled(pd.DataFrame({name: {
     "device µs per forward": spread_cell(rec.timings["device_us"]),

@@ -138,7 +138,7 @@ tables.styled(pd.DataFrame(check.values["errors"]).T.map("{:.2e}".format))
 
 # %%
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts(f"The recording was made with: {check.values['note']}.")
 
@@ -210,7 +210,7 @@ tables.styled(work.set_index("kernel")[work_columns], precision=1)
 # Device time per forward (the GPU's queue kept full) and the CPU's time to
 # issue one: medians over repeats, with their interquartile range.
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 runs = {"eager": eager, "liger": liger_run}
 tables.styled(pd.DataFrame({name: {

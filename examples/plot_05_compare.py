@@ -100,7 +100,7 @@ print(liger.note)
 # logs on the console), profiled and loaded; a variant that fails live is
 # named below and left out of the rest of the page.
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 runs, failed = {}, {}
 for name, module in VARIANTS.items():
@@ -177,7 +177,7 @@ import pandas as pd
 
 from profiling_guide.analysis.roofline import CEILING_COLUMN
 from profiling_guide.pages import tables
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 summary = pd.DataFrame([
     {

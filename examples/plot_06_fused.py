@@ -179,7 +179,7 @@ tables.verdict_table(verdicts)
 
 from profiling_guide.measure import bench_mlp
 from profiling_guide.spread import Spread, compare
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 
 def benchmark():

@@ -209,7 +209,8 @@ floor = Spread.from_dict(result["nine_gemms_us"])
 
 # %%
 
-from profiling_guide.pages.prose import Facts, spread_cell
+from profiling_guide.pages.facts import Facts
+from profiling_guide.pages.tables import spread_cell
 
 Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()))
 

@@ -81,7 +81,7 @@ chapter.banner()
 # interleaved repeats, median and interquartile range.
 
 from profiling_guide.spread import Spread, compare
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 
 def time_the_kernels():
@@ -151,7 +151,7 @@ tables.styled(counters.drop(columns=["L2 busy %"]), precision=1)
 # every output by about as much, and a ratio of two kernels' writes still compares
 # their outputs:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 output_mb = rows * hidden * 2 / 1e6  # one [rows, hidden] bf16 tensor
 one_output = {"cuBLAS gate GEMM": "g", "cuBLAS up GEMM": "u", "packed-tma": "h", "pingpong": "h"}

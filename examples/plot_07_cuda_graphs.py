@@ -276,7 +276,7 @@ tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in ru
 # why.)
 
 from profiling_guide.pages import verdicts as pace
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 
 def cost_row(rec):

@@ -237,7 +237,7 @@ tables.styled(numbers, precision=1)
 # %%
 # And the kernels those GEMMs ran, decoded:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts(*(f"{name}: {row['kernels']}" for name, row in padding.items()))
 

@@ -84,7 +84,7 @@ pd.DataFrame(decoded).T.rename(columns=lambda i: "eager kernel")
 # ``reshape`` (a ``view``: no copy) before the ``mm``, and unfolding the result
 # after. Ops with no device work at all:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts("CPU ops with no device work: " + ", ".join(mlp.trace.no_device_ops) + ".")
 

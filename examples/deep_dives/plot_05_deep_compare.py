@@ -56,7 +56,7 @@ facts.reference_rates(result["references"])
 # measurement), the kernels' summed time in a profiled forward, and the
 # largest deviation from a float64 reference relative to the largest output.
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 from profiling_guide.spread import Spread
 
 errors = result["max_rel_error_fp64"] or {}

@@ -152,14 +152,14 @@ tables.styled(pd.DataFrame([
 # Triton's autotuner, timing one input over and over with it warm in L2,
 # ranked it 7 % too slow at this shape on an H100):
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_configs"].get(n)))
 
 # %%
 # Every variant and every design of the benchmark run, against the floors:
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
 tables.styled(pd.DataFrame({
