@@ -236,7 +236,7 @@ pace_facts(compiled)
 # sphinx_gallery_start_ignore
 # The deep dive's recompilation sweep, measured here so that a live build runs it once
 # (deep_dives/plot_03_deep_compile.py reads the recording).
-from profiling_guide.measure.sweep import SETTINGS, recompile_in_fresh_processes, shape_sweep
+from profiling_guide.measure.shape_sweeps import SETTINGS, recompile_in_fresh_processes, shape_sweep
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]

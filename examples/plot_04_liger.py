@@ -254,7 +254,7 @@ pace_facts(liger_run)
 # What the deep dive (deep_dives/plot_04_deep_liger.py) shows, measured here so that a live build
 # runs it once: the shape sweep, and our MLP kernelized with Liger's forward.
 from profiling_guide.kernels.kernelize import HubGeGLUMLP, kernelize_with_liger
-from profiling_guide.measure.sweep import liger_geglu_kernels_compiled, shape_sweep
+from profiling_guide.measure.shape_sweeps import liger_geglu_kernels_compiled, shape_sweep
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]

@@ -83,7 +83,7 @@ tables.styled(ops[~ops.index.isin(eager_names)], precision=1)
 # compiled. The three processes started together (Python, torch, the CUDA
 # context and the model, none of it timed), then took turns: one ran its
 # shapes and exited before the next began
-# (:func:`~profiling_guide.measure.sweep.recompile_in_fresh_processes`), so no
+# (:func:`~profiling_guide.measure.shape_sweeps.recompile_in_fresh_processes`), so no
 # timed call shared the machine with another's compiles or GPU work. Rows are
 # in the order each setting ran them.
 
