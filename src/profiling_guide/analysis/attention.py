@@ -212,8 +212,8 @@ def zero_occupancy_follows_launch(runs: dict, call: str = "cuLaunchKernelEx"):
         calls = Counter(r["launch"] for r in zero)
         smem = [r["shared_bytes"] for r in zero if r["shared_bytes"] is not None]
         others = [r["shared_bytes"] for r in rows if r["occupancy"] not in (0, None) and r["shared_bytes"] is not None]
-        seen = (f"{len(zero)} kernels at 0 %, launched with " + ", ".join(f"{c} ({n})" for c, n in calls.items())
-                + (f"; each holds {min(smem):,}–{max(smem):,} B of shared memory, every other kernel "
+        seen = (f"at 0 %: {len(zero)} kernels, launched with " + ", ".join(f"{c} ({n})" for c, n in calls.items())
+                + (f"; their shared memory: {min(smem):,}–{max(smem):,} B, every other kernel's: "
                    f"at most {max(others):,} B" if smem and others else ""))
         return holds, seen
     return _predicate

@@ -54,9 +54,9 @@ def never_pays_back(first_call_s: float) -> Predicate:
         c, e = data["compiled"], data["eager"]
         saved = e.median - c.median
         if compare(c, e) == "faster":
-            return False, (f"{saved:.1f} µs saved per call: the {first_call_s:.1f} s first call pays "
-                           f"back after about {first_call_s * 1e6 / saved:,.0f} calls")
-        return True, f"compiled against eager: {ratio_words(c, e)}; no CPU time saved per call"
+            return False, (f"saved per call: {saved:.1f} µs; first call: {first_call_s:.1f} s; "
+                           f"calls to pay back: {first_call_s * 1e6 / saved:,.0f}")
+        return True, f"compiled against eager: {ratio_words(c, e)}; saved per call: none"
     return _predicate
 
 
@@ -73,8 +73,7 @@ def closer_to_fp64(ours: str, than: str = "eager") -> Predicate:
     """A benchmark result's ``max_rel_error_fp64`` of ``ours`` is at most that of ``than``."""
     def _predicate(result: dict):
         err = result["max_rel_error_fp64"]
-        return err[ours] <= err[than], (f"{err[ours]:.2e} against {than}'s {err[than]:.2e} "
-                                        "(one rounding to bf16 of h instead of three)")
+        return err[ours] <= err[than], f"{err[ours]:.2e} against {than}'s {err[than]:.2e}"
     return _predicate
 
 
@@ -223,7 +222,7 @@ def paced_by(bound: str) -> Predicate:
         if isinstance(data, PaceVerdict):
             return data.bound.value == bound, f"{data.bound.value}, profiler off"
         pace = data.pace if hasattr(data, "pace") else pace_of(data)
-        return pace.bound == bound, f"{pace.bound}: the GPU busy {pace.share:.0%} of the step, idle {pace.idle:.0%} of its span"
+        return pace.bound == bound, f"{pace.bound}: GPU busy {pace.share:.0%} of the step, idle {pace.idle:.0%} of its span"
     return _predicate
 
 

@@ -79,10 +79,9 @@ def last_call_exposed(trace: Trace, collective: str = "all_reduce"):
             alone.append(last[2] / last[1])
             shares.append(last[2] / total if total else 0.0)
         holds = min(alone) > 0.9 and min(shares) > 0.5
-        return holds, (f"the last {collective} ran alone for {100 * min(alone):.0f}–{100 * max(alone):.0f}% of its "
-                       f"time and is {100 * min(shares):.0f}–{100 * max(shares):.0f}% of the step's exposed "
-                       f"collective time; "
-                       f"the others ran {_median_alone(trace, collective):.0%} alone (median)")
+        return holds, (f"last {collective}: alone {100 * min(alone):.0f}–{100 * max(alone):.0f}% of its time, "
+                       f"{100 * min(shares):.0f}–{100 * max(shares):.0f}% of the step's exposed collective time; "
+                       f"the others: alone {_median_alone(trace, collective):.0%} (median)")
     return _predicate
 
 
@@ -102,8 +101,8 @@ def mostly_hidden(trace: Trace, collective: str, *, but_first: bool = True):
             return False, f"no {collective} kernel"
         share = statistics.median(hidden)
         first = [c for c in _exposure(trace)[0] if c[0] == collective][:1]
-        note = f"; the step's first ran {100 * first[0][2] / first[0][1]:.0f}% alone" if first and but_first else ""
-        return share > 0.8, f"median {100 * share:.0f}% hidden behind compute{note}"
+        note = f"; the step's first: alone {100 * first[0][2] / first[0][1]:.0f}%" if first and but_first else ""
+        return share > 0.8, f"hidden behind compute: {100 * share:.0f}% (median){note}"
     return _predicate
 
 
@@ -134,7 +133,7 @@ def straggler_named(run, rank: int):
         row = run.stragglers[run.stragglers["rank"] == rank]
         late = float(row["late_us"].iloc[0]) / 1e3 if len(row) else 0.0
         holds = run.straggler == rank and told == others
-        return holds, (f"named: rank {run.straggler}; it kept the others waiting {late:.1f} ms per step; "
-                       f"ranks told they wait in collectives: {', '.join(map(str, told)) or 'none'}")
+        return holds, (f"named: rank {run.straggler}; the others' wait for it: {late:.1f} ms per step; "
+                       f"ranks whose verdict is communication-bound: {', '.join(map(str, told)) or 'none'}")
     return _predicate
 

@@ -144,10 +144,20 @@ def _phases(report: TraceReport) -> str:
             "autograd engine (<code>autograd::engine::evaluate_function</code>), forward otherwise.</p>")
 
 
+KERNELS_SHOWN = 4  # a backward's kernels named in its row, most time first
+
+
+def _first_named(names: list[str], shown: int = KERNELS_SHOWN) -> str:
+    """``"a, b, c, d and 3 more"``: the first ``shown`` of ``names``, and how many are left out."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more if names else "–"
+
+
 def _backward(report: TraceReport) -> str:
     rows = [_cell(r.forward_op, cls="name") + _cell(r.shapes, cls="name") + _cell(r.backward_op, cls="name")
             + _cell(_count(r.per_step), num=True) + _cell(_num(r.forward_us), num=True)
-            + _cell(_num(r.backward_us), num=True) + _cell(r.backward_kernels, title=r.backward_kernels, cls="name")
+            + _cell(_num(r.backward_us), num=True)
+            + _cell(_first_named(r.backward_kernels), title=", ".join(r.backward_kernels), cls="name")
             for r in report.backward.itertuples()]
     return (_table(["forward op", "its input shapes", "backward op", "per step", "forward device µs / step",
                     "backward device µs / step", "backward kernels (most time first)"], rows)
