@@ -135,7 +135,7 @@ compiled = chapter.profile("compiled", compiled_forward, profiler=profile_steps,
 # trace hold? The guesses, written down as data; the page checks them after
 # we have looked.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 from profiling_guide.analysis.expect import POST
 
 eager_predictions = [
@@ -145,13 +145,14 @@ eager_predictions = [
     expect.Prediction("aten::t launches nothing (a view: strides swap, no copy)",
                       expect.launches_nothing("aten::t"), POST),
     expect.Prediction("aten::linear dispatches to aten::addmm",
-                      checks.dispatches_to("aten::linear", "aten::addmm"), POST),
+                      predicates.dispatches_to("aten::linear", "aten::addmm"), POST),
 ]
 compiled_predictions = [
     expect.Prediction("one kernel per forward", expect.kernels_per_step(1), POST),
     expect.Prediction("no aten::t: strides are fixed at compile time",
                       expect.no_op("aten::t"), POST),
-    expect.Prediction("the same GEMM kernel as eager", checks.same_kernels_as(eager.trace), POST),
+    expect.Prediction("the same GEMM kernel as eager",
+                      predicates.same_kernels_as(eager.trace), POST),
 ]
 
 # %%
@@ -180,12 +181,12 @@ print(eager.run.get("key_averages",
 # The verdicts
 # ------------
 
-eager_verdicts = expect.check(eager_predictions, eager.trace)
+eager_verdicts = expect.judge(eager_predictions, eager.trace)
 tables.verdict_table(eager_verdicts)
 
 # %%
 
-compiled_verdicts = expect.check(compiled_predictions, compiled.trace)
+compiled_verdicts = expect.judge(compiled_predictions, compiled.trace)
 tables.verdict_table(compiled_verdicts)
 
 # %%
@@ -203,7 +204,7 @@ tables.verdict_table(compiled_verdicts)
 
 import pandas as pd
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 runs = {"eager": eager, "compiled": compiled}
 cost = pd.DataFrame({
@@ -235,9 +236,9 @@ verdicts.pace_facts(eager)
 
 # %%
 
-pace_verdicts = expect.check([
+pace_verdicts = expect.judge([
     expect.Prediction("the GPU waits for the CPU: overhead-bound",
-                      checks.paced_by("overhead-bound"), "this page"),
+                      predicates.paced_by("overhead-bound"), "this page"),
 ], pace, seen_header="what the timings show")
 tables.verdict_table(pace_verdicts)
 
@@ -271,11 +272,12 @@ facts.first_call(first_call_s)
 
 # %%
 
-cost_verdicts = expect.check([
+cost_verdicts = expect.judge([
     expect.Prediction("for one tiny layer the compiled call costs the host more than eager's",
-                      checks.compares("compiled", "eager", "slower"), "this page", must_hold=False),
+                      predicates.compares("compiled", "eager", "slower"), "this page",
+                      must_hold=False),
     expect.Prediction("the first compiled call never pays back in CPU time saved per call",
-                      checks.never_pays_back(first_call_s), "this page", must_hold=False),
+                      predicates.never_pays_back(first_call_s), "this page", must_hold=False),
 ], issue)
 tables.verdict_table(cost_verdicts)
 

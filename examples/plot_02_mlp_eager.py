@@ -109,7 +109,7 @@ references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 # Everything that only reshapes (``t``, ``transpose``, ``view``...) should
 # cost the GPU nothing.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 from profiling_guide.analysis.expect import POST
 
 METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "aten::as_strided",
@@ -117,12 +117,12 @@ METADATA_OPS = ["aten::t", "aten::transpose", "aten::reshape", "aten::view", "at
 
 predictions = [
     expect.Prediction("three aten::linear calls per forward",
-                      checks.ops_per_step("aten::linear", 3)),
+                      predicates.ops_per_step("aten::linear", 3)),
     expect.Prediction("five kernels per forward: 3 GEMMs + GeLU + mul",
                       expect.kernels_per_step(5), POST),
-    expect.Prediction("three of them are GEMMs", checks.gemms_per_step(3)),
-    expect.Prediction("an occupancy query before each GEMM launch", checks.gemms_query_occupancy,
-                      POST, must_hold=False),
+    expect.Prediction("three of them are GEMMs", predicates.gemms_per_step(3)),
+    expect.Prediction("an occupancy query before each GEMM launch",
+                      predicates.gemms_query_occupancy, POST, must_hold=False),
     *[expect.Prediction(f"{op} launches nothing", expect.launches_nothing(op), POST,
                         must_hold=False) for op in METADATA_OPS],
 ]
@@ -141,7 +141,7 @@ fig = timeline.plot_step(eager.trace, title="eager GeGLU MLP, one forward")
 # The verdicts
 # ------------
 
-verdicts = expect.check(predictions, eager.trace)
+verdicts = expect.judge(predictions, eager.trace)
 tables.verdict_table(verdicts)
 
 # %%

@@ -119,18 +119,18 @@ references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 # The post's expectations: the three GEMMs unchanged, GeLU and mul fused into
 # one generated Triton kernel, and the dispatcher's wrappers gone.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 from profiling_guide.analysis.expect import POST
 
 predictions = [
     expect.Prediction("four kernels per forward: 3 GEMMs + one fused GeLU·mul",
                       expect.kernels_per_step(4), POST),
     expect.Prediction("no aten::linear / aten::t / aten::matmul: three bare aten::mm",
-                      checks.bare_mm, POST),
+                      predicates.bare_mm, POST),
     expect.Prediction("GEMM kernel names byte-identical to eager",
-                      checks.same_gemms_as(eager.trace), POST),
+                      predicates.same_gemms_as(eager.trace), POST),
     expect.Prediction("one Triton kernel fusing gelu and mul",
-                      checks.one_triton_kernel_fusing("gelu", "mul"), POST),
+                      predicates.one_triton_kernel_fusing("gelu", "mul"), POST),
 ]
 
 # %%
@@ -146,7 +146,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "torch.compile": compiled.tra
 # The verdicts
 # ------------
 
-verdicts = expect.check(predictions, compiled.trace)
+verdicts = expect.judge(predictions, compiled.trace)
 tables.verdict_table(verdicts)
 
 # %%
@@ -185,7 +185,7 @@ facts.pointwise_per_step(runs)
 # issue one, and the wall time of one call at a time: medians over repeats,
 # with their interquartile range.
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 tables.styled(pd.DataFrame({name: {
     "device µs per forward": spread_cell(rec.timings["device_us"]),
@@ -198,9 +198,9 @@ tables.styled(pd.DataFrame({name: {
 # kernel instead of two, and one fewer round trip of the intermediate.
 
 device_times = {name: rec.timings["device_us"] for name, rec in runs.items()}
-device_verdicts = expect.check([
+device_verdicts = expect.judge([
     expect.Prediction("compiled is faster than eager per forward, outside both spreads",
-                      checks.compares("compiled", "eager", "faster"), POST, must_hold=False),
+                      predicates.compares("compiled", "eager", "faster"), POST, must_hold=False),
 ], device_times)
 tables.verdict_table(device_verdicts)
 
@@ -236,7 +236,7 @@ pace_facts(compiled)
 # sphinx_gallery_start_ignore
 # The deep dive's recompilation sweep, measured here so that a live build runs it once
 # (deep_dives/plot_03_deep_compile.py reads the recording).
-from profiling_guide.measure.sweep import SETTINGS, recompile_in_fresh_processes, shape_sweep
+from profiling_guide.measure.shape_sweeps import SETTINGS, recompile_in_fresh_processes, shape_sweep
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]

@@ -138,7 +138,7 @@ tables.styled(pd.DataFrame(check.values["errors"]).T.map("{:.2e}".format))
 
 # %%
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts(f"The recording was made with: {check.values['note']}.")
 
@@ -160,16 +160,16 @@ references = chapter.reference_rates(mlp_gemm_shapes(rows, dim, hidden))
 # The post's expectations: the three GEMMs, one hand-written fused kernel,
 # and none of the compiler's machinery on the host.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 from profiling_guide.analysis.expect import POST
 
 predictions = [
     expect.Prediction("four kernels per forward: 3 GEMMs + Liger's fused GeLU·mul",
                       expect.kernels_per_step(4), POST),
     expect.Prediction("one _geglu_tanh_forward_kernel per forward",
-                      checks.kernels_named("geglu", ["_geglu_tanh_forward_kernel"]), POST),
+                      predicates.kernels_named("geglu", ["_geglu_tanh_forward_kernel"]), POST),
     expect.Prediction("no compile pre-ops (no TorchDynamo rows on the CPU)",
-                      checks.no_compiler_ops, POST),
+                      predicates.no_compiler_ops, POST),
 ]
 
 # %%
@@ -184,7 +184,7 @@ fig = timeline.plot_compare({"eager": eager.trace, "Liger": liger_run.trace})
 # The verdicts
 # ------------
 
-verdicts = expect.check(predictions, liger_run.trace)
+verdicts = expect.judge(predictions, liger_run.trace)
 tables.verdict_table(verdicts)
 
 # %%
@@ -210,7 +210,7 @@ tables.styled(work.set_index("kernel")[work_columns], precision=1)
 # Device time per forward (the GPU's queue kept full) and the CPU's time to
 # issue one: medians over repeats, with their interquartile range.
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 runs = {"eager": eager, "liger": liger_run}
 tables.styled(pd.DataFrame({name: {
@@ -223,9 +223,9 @@ tables.styled(pd.DataFrame({name: {
 # it to beat eager on the GPU, as the compiled MLP did.
 
 device_times = {"Liger": liger_run.timings["device_us"], "eager": eager.timings["device_us"]}
-device_verdicts = expect.check([
+device_verdicts = expect.judge([
     expect.Prediction("Liger is faster than eager per forward, outside both spreads",
-                      checks.compares("Liger", "eager", "faster"), POST, must_hold=False),
+                      predicates.compares("Liger", "eager", "faster"), POST, must_hold=False),
 ], device_times)
 tables.verdict_table(device_verdicts)
 
@@ -254,7 +254,7 @@ pace_facts(liger_run)
 # What the deep dive (deep_dives/plot_04_deep_liger.py) shows, measured here so that a live build
 # runs it once: the shape sweep, and our MLP kernelized with Liger's forward.
 from profiling_guide.kernels.kernelize import HubGeGLUMLP, kernelize_with_liger
-from profiling_guide.measure.sweep import liger_geglu_kernels_compiled, shape_sweep
+from profiling_guide.measure.shape_sweeps import liger_geglu_kernels_compiled, shape_sweep
 
 SEQS = [seq, 2 * seq, 4 * seq, seq + 72]
 SHAPES = [(batch, s, dim) for s in SEQS]

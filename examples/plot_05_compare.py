@@ -100,7 +100,7 @@ print(liger.note)
 # logs on the console), profiled and loaded; a variant that fails live is
 # named below and left out of the rest of the page.
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 runs, failed = {}, {}
 for name, module in VARIANTS.items():
@@ -177,7 +177,7 @@ import pandas as pd
 
 from profiling_guide.analysis.roofline import CEILING_COLUMN
 from profiling_guide.pages import tables
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 summary = pd.DataFrame([
     {
@@ -234,13 +234,14 @@ facts.time_by_kind(breakdown, times)
 # between the first two GEMMs and the last: we expect each to spend most of
 # its time in the three products.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
-numbers_verdicts = expect.check([
+numbers_verdicts = expect.judge([
     expect.Prediction("compile is faster than Liger, outside both spreads",
-                      checks.compares("compile", "liger", "faster"), "this run", must_hold=False),
+                      predicates.compares("compile", "liger", "faster"), "this run",
+                      must_hold=False),
     expect.Prediction("every variant spends most of its median in the three GEMMs",
-                      checks.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
+                      predicates.gemm_share_above(0.5, breakdown), "this run", must_hold=False),
 ], times)
 tables.verdict_table(numbers_verdicts)
 

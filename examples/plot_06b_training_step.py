@@ -120,29 +120,31 @@ runs = {name: chapter.profile(name, training_step(module), profiler=profile_step
 # nine GEMMs' worth of FLOPs: gate, up and down in the forward, and for each
 # linear its dX and its dW in the backward. Our target is at most 1.05× the
 # time of the nine bare GEMMs; it is a target, and the verdict says whether it
-# held here. Each check reads one piece of the evidence gathered below.
+# held here. Each predicate reads one piece of the evidence gathered below.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
 
-def on(key, check):
-    return lambda evidence: check(evidence[key])
+def on(key, predicate):
+    return lambda evidence: predicate(evidence[key])
 
 
 predictions = [
     expect.Prediction("eager saves four [rows, hidden] bf16 tensors: g, u, gelu(g), h",
-                      on("saved", checks.saved_tensors("eager", 4, rows * hidden, "bfloat16")),
+                      on("saved", predicates.saved_tensors("eager", 4, rows * hidden, "bfloat16")),
                       "autograd's formulas"),
     expect.Prediction("ours saves no more than eager (trace: held when the backward starts)",
-                      on("held", checks.at_most_as_much("held", "fused", "eager")), "this design"),
+                      on("held", predicates.at_most_as_much("held", "fused", "eager")),
+                      "this design"),
     expect.Prediction("every variant's GEMMs add up to nine linears' FLOPs",
-                      on("gemms", checks.gemm_work_per_step(9)), "the chain rule"),
+                      on("gemms", predicates.gemm_work_per_step(9)), "the chain rule"),
     expect.Prediction("ours is faster than eager, compile and Liger, outside the spreads",
-                      on("times", checks.faster_than_each("fused", ["eager", "compile", "liger"])),
+                      on("times",
+                         predicates.faster_than_each("fused", ["eager", "compile", "liger"])),
                       "this run", must_hold=False),
     expect.Prediction("ours takes at most 1.05× the time of cuBLAS's nine GEMMs alone",
-                      on("times", checks.median_at_most("fused", 1.05, "nine GEMMs")), "the target",
-                      must_hold=False),
+                      on("times", predicates.median_at_most("fused", 1.05, "nine GEMMs")),
+                      "the target", must_hold=False),
 ]
 
 # %%
@@ -207,7 +209,8 @@ floor = Spread.from_dict(result["nine_gemms_us"])
 
 # %%
 
-from profiling_guide.pages.prose import Facts, spread_cell
+from profiling_guide.pages.facts import Facts
+from profiling_guide.pages.tables import spread_cell
 
 Facts(*(f"{name} failed in the benchmark: {why}" for name, why in result["errors"].items()))
 
@@ -291,7 +294,7 @@ gemms = {name: step_gemms(run.trace, rows=rows, dim=dim, hidden=hidden, referenc
 held = {name: {"held": step_memory(run.trace, run.trace.steps[0])["held_at_backward_mb"]}
         for name, run in runs.items()}
 evidence = {"saved": saved, "held": held, "gemms": gemms, "times": times | {"nine GEMMs": floor}}
-verdicts = expect.check(predictions, evidence)
+verdicts = expect.judge(predictions, evidence)
 tables.verdict_table(verdicts)
 
 # %%
@@ -307,9 +310,9 @@ pace.pace_facts(runs["fused"], what="step")
 
 # %%
 
-pace_verdicts = expect.check([
+pace_verdicts = expect.judge([
     expect.Prediction("issuing our step takes the host longer than the GPU needs: overhead-bound",
-                      checks.paced_by("overhead-bound"), "this run"),
+                      predicates.paced_by("overhead-bound"), "this run"),
 ], pace.verdict_of(runs["fused"]), seen_header="what the timings show")
 tables.verdict_table(pace_verdicts)
 

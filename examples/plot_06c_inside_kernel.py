@@ -81,7 +81,7 @@ chapter.banner()
 # interleaved repeats, median and interquartile range.
 
 from profiling_guide.spread import Spread, compare
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 
 def time_the_kernels():
@@ -102,21 +102,21 @@ tables.styled(pd.DataFrame({
 # What we expect, and what the timings say. The last claim is the target the
 # ping-pong design was written for: it is shown, not hidden, when it fails.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
 OURS = "this chapter"
 claims = [
     expect.Prediction("pingpong is faster than packed-tma, outside the spreads",
-                      checks.compares("pingpong", "packed-tma", "faster"), OURS),
+                      predicates.compares("pingpong", "packed-tma", "faster"), OURS),
     expect.Prediction("the turns are what makes it faster: two consumers beat one",
-                      checks.compares("pingpong", "pingpong, one consumer", "faster"), OURS),
+                      predicates.compares("pingpong", "pingpong, one consumer", "faster"), OURS),
     expect.Prediction("pingpong is faster than cuBLAS's two bare GEMMs",
-                      checks.compares("pingpong", "cuBLAS gate + up GEMMs", "faster"), OURS),
+                      predicates.compares("pingpong", "cuBLAS gate + up GEMMs", "faster"), OURS),
     expect.Prediction("pingpong takes at most 0.87× the time of cuBLAS's two GEMMs",
-                      checks.median_at_most("pingpong", 0.87, "cuBLAS gate + up GEMMs"), OURS,
+                      predicates.median_at_most("pingpong", 0.87, "cuBLAS gate + up GEMMs"), OURS,
                       must_hold=False),
 ]
-timing_verdicts = expect.check(claims, times, seen_header="what was timed")
+timing_verdicts = expect.judge(claims, times, seen_header="what was timed")
 tables.verdict_table(timing_verdicts)
 
 # %%
@@ -151,7 +151,7 @@ tables.styled(counters.drop(columns=["L2 busy %"]), precision=1)
 # every output by about as much, and a ratio of two kernels' writes still compares
 # their outputs:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 output_mb = rows * hidden * 2 / 1e6  # one [rows, hidden] bf16 tensor
 one_output = {"cuBLAS gate GEMM": "g", "cuBLAS up GEMM": "u", "packed-tma": "h", "pingpong": "h"}
@@ -172,7 +172,7 @@ counter_claims = [
                       inside_kernel.written_at_most("pingpong", inside_kernel.CUBLAS_BOTH, 0.6),
                       OURS),
 ]
-counter_verdicts = expect.check(counter_claims, counters, seen_header="what the counters show")
+counter_verdicts = expect.judge(counter_claims, counters, seen_header="what the counters show")
 tables.verdict_table(counter_verdicts)
 
 # %%
@@ -235,7 +235,7 @@ phase_claims = [
                       "for over a tenth of the time",
                       inside_kernel.share_at_least(inside_kernel.PHASES[1], 0.10), OURS),
 ]
-phase_verdicts = expect.check(phase_claims, shares, seen_header="what Proton recorded")
+phase_verdicts = expect.judge(phase_claims, shares, seen_header="what Proton recorded")
 tables.verdict_table(phase_verdicts)
 
 # %%

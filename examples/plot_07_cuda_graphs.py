@@ -178,7 +178,7 @@ captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUML
 # lane should show one ``cudaGraphLaunch`` per forward and no kernel launches,
 # and the GPU should run the very kernels eager ran.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
 
 def predictions(model):
@@ -186,13 +186,13 @@ def predictions(model):
     cpu = {variant: runs[model, variant].timings["cpu_issue_us"] for variant in ("eager", "replay")}
     return [
         expect.Prediction(f"{model}, eager: one launch call per kernel",
-                          checks.one_launch_per_kernel, of=eager),
+                          predicates.one_launch_per_kernel, of=eager),
         expect.Prediction(f"{model}, replay: one cudaGraphLaunch, no kernel launch",
-                          checks.one_graph_launch_only, of=replay),
-        expect.Prediction(f"{model}, replay: the kernels eager ran", checks.same_kernels_as(eager),
-                          of=replay),
+                          predicates.one_graph_launch_only, of=replay),
+        expect.Prediction(f"{model}, replay: the kernels eager ran",
+                          predicates.same_kernels_as(eager), of=replay),
         expect.Prediction(f"{model}, replay: less CPU to issue than eager",
-                          checks.compares("replay", "eager", "faster"), of=cpu),
+                          predicates.compares("replay", "eager", "faster"), of=cpu),
     ]
 
 
@@ -207,13 +207,13 @@ def reduce_overhead_predictions(model):
     cpu = {variant: runs[model, variant].timings["cpu_issue_us"]
            for variant in ("eager", "reduce-overhead")}
     return [
-        expect.Prediction(f"{model}, reduce-overhead: a graph replay too", checks.launches_a_graph,
-                          of=compiled),
+        expect.Prediction(f"{model}, reduce-overhead: a graph replay too",
+                          predicates.launches_a_graph, of=compiled),
         expect.Prediction(f"{model}, reduce-overhead: less CPU to issue than eager",
-                          checks.compares("reduce-overhead", "eager", "faster"), of=cpu,
+                          predicates.compares("reduce-overhead", "eager", "faster"), of=cpu,
                           must_hold=False),
         expect.Prediction(f"{model}, reduce-overhead: copies the input into its graph's buffer",
-                          checks.copies_on_device, of=compiled, must_hold=False),
+                          predicates.copies_on_device, of=compiled, must_hold=False),
     ]
 
 
@@ -233,7 +233,7 @@ fig = timeline.plot_compare({"eager MLP, 16 tokens": runs["mlp", "eager"].trace,
 # The verdicts
 # ------------
 
-verdicts = expect.check([*predictions("linear"), *reduce_overhead_predictions("linear"),
+verdicts = expect.judge([*predictions("linear"), *reduce_overhead_predictions("linear"),
                          *predictions("mlp"), *reduce_overhead_predictions("mlp")], None)
 tables.verdict_table(verdicts)
 
@@ -255,8 +255,8 @@ import pandas as pd
 
 def launch_row(trace):
     return {"kernels": int(trace.kernels_per_step()),
-            "kernel launches": int(checks.kernel_launches_per_step(trace)),
-            "graph launches": int(checks.graph_launches_per_step(trace)),
+            "kernel launches": int(predicates.kernel_launches_per_step(trace)),
+            "graph launches": int(predicates.graph_launches_per_step(trace)),
             "kernel µs": trace.device_us_per_step()}
 
 
@@ -276,7 +276,7 @@ tables.styled(pd.DataFrame({f"{m}: {v}": launch_row(r.trace) for (m, v), r in ru
 # why.)
 
 from profiling_guide.pages import verdicts as pace
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 
 def cost_row(rec):

@@ -114,7 +114,7 @@ train = chapter.profile_own("train", profile_train_step, label="gpt2_train_step"
 # launched which kernel, and the autograd engine's own annotations (backward
 # ops run under ``autograd::engine::evaluate_function``).
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 from profiling_guide.analysis.trace_report import analyse, read_run_record
 from profiling_guide.trace.model import Trace
 
@@ -122,14 +122,14 @@ trace = Trace.load(train.trace_path)  # the trace profile_callable wrote
 report = analyse(trace, run_record=read_run_record(train.trace_path))
 predictions = [
     expect.Prediction("the backward does twice the forward's GEMM FLOPs (±5%)",
-                      checks.backward_twice_forward),
+                      predicates.backward_twice_forward),
     expect.Prediction("the backward takes more device time than the forward",
-                      checks.more_device_time("backward", "forward"), of=report.phases),
+                      predicates.more_device_time("backward", "forward"), of=report.phases),
     expect.Prediction("fused AdamW: fewer optimizer kernels than parameter tensors",
-                      checks.fewer_optimizer_kernels_than_parameters),
+                      predicates.fewer_optimizer_kernels_than_parameters),
     expect.Prediction("attention is fused (SDPA): no [seq, seq] score matrix through a GEMM",
-                      checks.no_score_matrix(seq=512)),
-    expect.Prediction("GEMMs take most of the device time", checks.gemm_ops_share_above(0.5),
+                      predicates.no_score_matrix(seq=512)),
+    expect.Prediction("GEMMs take most of the device time", predicates.gemm_ops_share_above(0.5),
                       must_hold=False),
 ]
 
@@ -140,7 +140,7 @@ predictions = [
 # engine's thread (CPU depth 0), the optimizer last; the GPU lane below, with
 # its few long kernels. The report of this very trace, with an interactive
 # timeline of the step, its top CPU ops, the backward op behind each forward
-# op and its health checks, is
+# op and its health findings, is
 # `here <../_reports/08_own_model.train.report.html>`_, self-contained and
 # readable offline.
 
@@ -170,7 +170,7 @@ tables.styled(kernels.rename(columns=readable), precision=1)
 # The verdicts
 # ------------
 
-verdicts = expect.check(predictions, trace)
+verdicts = expect.judge(predictions, trace)
 tables.verdict_table(verdicts)
 
 # %%
@@ -237,7 +237,7 @@ tables.styled(numbers, precision=1)
 # %%
 # And the kernels those GEMMs ran, decoded:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts(*(f"{name}: {row['kernels']}" for name, row in padding.items()))
 
@@ -245,15 +245,16 @@ Facts(*(f"{name}: {row['kernels']}" for name, row in padding.items()))
 
 gemm_rate = report.rates["gemm_tflops"]
 before, after = padding  # the two rows: "vocabulary 50257", "padded to 50304"
-padding_verdicts = expect.check([
+padding_verdicts = expect.judge([
     expect.Prediction("at 50257, the vocabulary GEMMs run below half the reference rate",
-                      checks.below_fraction_of("their TFLOP/s", 0.5, gemm_rate, "TFLOP/s"),
+                      predicates.below_fraction_of("their TFLOP/s", 0.5, gemm_rate, "TFLOP/s"),
                       of=padding[before], must_hold=False),
     expect.Prediction("padded, they take less time",
-                      checks.less_after("their µs per step", before, after, "µs"),
+                      predicates.less_after("their µs per step", before, after, "µs"),
                       must_hold=False),
     expect.Prediction("padded, the whole step's kernels take less time",
-                      checks.less_after("step kernel µs", before, after, "µs"), must_hold=False),
+                      predicates.less_after("step kernel µs", before, after, "µs"),
+                      must_hold=False),
 ], padding)
 tables.verdict_table(padding_verdicts)
 

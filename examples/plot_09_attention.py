@@ -157,10 +157,10 @@ from profiling_guide.analysis.expect import POST
 
 predictions = [
     expect.Prediction("the out-of-place mask copies the scores; the in-place one does not",
-                      attention.memcpy_check(runs, out_of_place="naive", in_place="naive_inplace"),
-                      POST),
-    expect.Prediction("math's softmax runs in float32", attention.fp32_check(runs["math"].trace),
-                      POST),
+                      attention.copies_out_of_place(runs, out_of_place="naive",
+                                                    in_place="naive_inplace"), POST),
+    expect.Prediction("math's softmax runs in float32",
+                      attention.softmax_in_fp32(runs["math"].trace), POST),
     expect.Prediction("math launches more kernels than the naive version",
                       attention.more_kernels(runs, "math", "naive_inplace"), POST, must_hold=False),
     expect.Prediction("math's forward is at least 3× slower than flash's",
@@ -233,7 +233,7 @@ tables.styled(attention.kernel_names_table(runs))
 # The verdict
 # -----------
 
-verdicts = expect.check(predictions, None, seen_header="what the traces and timings show")
+verdicts = expect.judge(predictions, None, seen_header="what the traces and timings show")
 tables.verdict_table(verdicts)
 
 # %%

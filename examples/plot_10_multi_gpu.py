@@ -198,7 +198,7 @@ tables.styled(strategies.collectives_table(shown), precision=2)
 # The verdict
 # -----------
 
-verdicts = expect.check(predictions, None, seen_header="what the traces show")
+verdicts = expect.judge(predictions, None, seen_header="what the traces show")
 tables.verdict_table(verdicts)
 
 # %%

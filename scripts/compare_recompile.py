@@ -3,7 +3,7 @@
     python scripts/compare_recompile.py [--runs 2] [--json recompile_modes.json]
 
 Runs the chapter's three ``torch.compile`` settings over its four shapes
-(:func:`profiling_guide.measure.sweep.recompile_in_fresh_processes`), one
+(:func:`profiling_guide.measure.shape_sweeps.recompile_in_fresh_processes`), one
 after another and side by side, alternating, ``--runs`` times each. Prints
 each mode's wall time and, per setting and shape, the first call's wall time
 (ms) and the device time per call after it (µs) of every run, so a change
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         parser.error("--runs must be at least 1")
     import torch
 
-    from profiling_guide.measure.sweep import SETTINGS, recompile_in_fresh_processes
+    from profiling_guide.measure.shape_sweeps import SETTINGS, recompile_in_fresh_processes
 
     if not torch.cuda.is_available():
         raise SystemExit("error: this comparison runs on a CUDA GPU and none is visible")

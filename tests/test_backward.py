@@ -1,6 +1,7 @@
 """Forward → backward: the links a training trace carries, the phases of a step, and the report's sections."""
 
 import gzip
+import html
 import json
 
 import pytest
@@ -68,17 +69,21 @@ def test_the_backward_table_puts_the_costliest_backward_first_with_its_kernels(g
     mm = table[(table.forward_op == "aten::mm") & (table.backward_op == "MmBackward0")].iloc[0]
     assert mm.per_step == 1 and mm.shapes == "4096×768 · 768×50257"  # the LM head, the one aten::mm of the step
     assert mm.backward_us > mm.forward_us  # dX and dW: two GEMMs of the forward's size
-    # the embedding's backward sorts and scatters through a dozen kernels: four are named
+    # the embedding's backward sorts and scatters through several kernels, each named once
     embedding = table[table.backward_op == "EmbeddingBackward0"].iloc[0]
-    assert embedding.backward_kernels.count(", ") == 3 and embedding.backward_kernels.endswith(" more")
+    assert len(embedding.backward_kernels) > 4 and len(set(embedding.backward_kernels)) == len(embedding.backward_kernels)
     # the rows account for every linked backward op's device time
     linked = sum(ev.dur_us for f, b in gpt2.backward_links if b.step is not None for ev in b.device_events)
     assert table["backward_us"].sum() == pytest.approx(linked / len(gpt2.steps))
 
 
 def test_the_report_shows_the_phases_and_the_links_only_for_a_training_trace(gpt2, mlp_eager):
-    page = render_html(analyse(gpt2), gpt2.steps[0])
+    report = analyse(gpt2)
+    page = render_html(report, gpt2.steps[0])
     assert 'id="phases"' in page and 'id="backward"' in page and "MmBackward0" in page
+    # a backward of many kernels names the four that took most time and counts the rest
+    embedding = report.backward[report.backward.backward_op == "EmbeddingBackward0"].iloc[0].backward_kernels
+    assert html.escape(", ".join(embedding[:4])) + f" and {len(embedding) - 4} more" in page
     page = render_html(analyse(mlp_eager), mlp_eager.steps[0])
     assert 'id="phases"' not in page and 'id="backward"' not in page
 

@@ -37,3 +37,33 @@ def test_a_flag_of_another_type_a_bad_size_and_another_dtype_are_refused():
     assert exit_.value.code == 2
     with pytest.raises(GuideError, match="--dtype float16 is not supported here: bf16 only; use --dtype bfloat16"):
         Chapter.from_command_line("05_compare", argv=["--dtype", "float16"], bf16_only_because="bf16 only")
+
+
+def live_chapter(tmp_path) -> Chapter:
+    """A chapter that records into ``tmp_path`` as a live run does, without a GPU (nothing is timed)."""
+    (tmp_path / "some-gpu").mkdir()
+    ch = Chapter("02_mlp_eager", {"batch": 2}, mode="replay", root=tmp_path)
+    ch.mode, ch.gpu, ch.versions, ch.folder = "live", {"name": "some GPU"}, {"torch": "x"}, tmp_path / "some-gpu"
+    return ch
+
+
+def test_record_trace_moves_the_exported_trace_and_writes_its_run_record(tmp_path):
+    ch = live_chapter(tmp_path)
+    exported = tmp_path / "some-gpu" / ".02_mlp_eager.eager.partial.trace.json.gz"
+    assert ch.trace_file("eager") == str(exported)
+    exported.write_bytes(b"trace")
+
+    def step():
+        return None
+
+    rec = ch.record_trace("eager", step, label="mlp_fwd", time_it=False, extra={"note": "kept"})
+    assert not exported.exists() and rec.trace_path.read_bytes() == b"trace"
+    assert (rec.run["name"], rec.run["label"], rec.run["timings"], rec.run["note"]) == (
+        "02_mlp_eager.eager", "mlp_fwd", {}, "kept")
+    assert rec.run["fingerprint"] == ch._name_and_fingerprint("eager", [step], None)[1]
+    assert rec in ch.recordings and rec.run_path.is_file()
+
+
+def test_record_trace_without_an_exported_trace_says_where_to_export_it(tmp_path):
+    with pytest.raises(GuideError, match=r"no trace was exported to .*chapter\.trace_file\('eager'\)"):
+        live_chapter(tmp_path).record_trace("eager", lambda: None, label="mlp_fwd", time_it=False)

@@ -16,7 +16,7 @@ MAX_LINE = 100
 MAX_CELL_CODE_LINES = 25
 
 # Lines a recording's fingerprint hashes as they are written (the source of a
-# function or lambda passed to chapter.load/chapter.measure): reflowing one
+# function or lambda passed to chapter.record_trace/chapter.measure): reflowing one
 # makes the recording stale until it is re-recorded on a GPU. Each entry is
 # the start of the line; the test fails when one no longer matches a long
 # line, so the list only shrinks.

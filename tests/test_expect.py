@@ -8,7 +8,7 @@ from profiling_guide.pages.tables import verdict_table
 
 
 def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():
-    verdicts = expect.check([
+    verdicts = expect.judge([
         Prediction("holds", lambda _: (True, "seen")),
         Prediction("a guess that fails", lambda _: (False, "seen otherwise"), must_hold=False),
     ], None)
@@ -20,15 +20,15 @@ def test_a_guess_is_marked_and_a_failed_guess_does_not_stop_the_page():
 
 
 def test_a_failed_claim_stops_the_page_and_sources_show_when_named():
-    verdicts = expect.check([Prediction("must hold", lambda _: (False, "no"), source=expect.POST)], None)
+    verdicts = expect.judge([Prediction("must hold", lambda _: (False, "no"), source=expect.POST)], None)
     assert "<th>from</th>" in verdict_table(verdicts)._repr_html_()
     with pytest.raises(ClaimFailed, match="must hold"):
         verdicts.require()
 
 
 def test_a_prediction_reads_its_own_data_where_it_names_one():
-    verdicts = expect.check([
-        Prediction("reads the data check() is given", lambda d: (d == "trace", d)),
+    verdicts = expect.judge([
+        Prediction("reads the data judge() is given", lambda d: (d == "trace", d)),
         Prediction("reads its own", lambda d: (d == "timings", d), of="timings"),
     ], "trace")
     assert [v.holds for v in verdicts] == [True, True] and [v.seen for v in verdicts] == ["trace", "timings"]

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import GPUS
-from profiling_guide.analysis import checks
+from profiling_guide.analysis import predicates
 from profiling_guide.analysis.backward import phase_shares
 from profiling_guide.analysis.trace_report import analyse
 from profiling_guide.analysis.training import gemm_role, kernel_owner, snapshot_summary, step_gemms, step_memory
@@ -137,16 +137,16 @@ def test_the_committed_training_step_benchmark_is_whole_and_honest(gpu):
 
 def test_the_training_checks_fail_where_they_must():
     saved = {"eager": [{"shape": [8192, 3072], "dtype": "bfloat16"}] * 3}
-    holds, seen = checks.saved_tensors("eager", 4, ROWS * HIDDEN, "bfloat16")(saved)
+    holds, seen = predicates.saved_tensors("eager", 4, ROWS * HIDDEN, "bfloat16")(saved)
     assert not holds and "8192×3072" in seen
-    assert not checks.at_most_as_much("held", "fused", "eager")({"fused": {"held": 2}, "eager": {"held": 1}})[0]
+    assert not predicates.at_most_as_much("held", "fused", "eager")({"fused": {"held": 2}, "eager": {"held": 1}})[0]
     times = {"fused": Spread.of([110.0] * 5), "nine GEMMs": Spread.of([100.0] * 5)}
-    assert checks.median_at_most("fused", 1.05, "nine GEMMs")(times) == (False, checks.median_at_most(
+    assert predicates.median_at_most("fused", 1.05, "nine GEMMs")(times) == (False, predicates.median_at_most(
         "fused", 1.05, "nine GEMMs")(times)[1])
-    assert checks.median_at_most("fused", 1.2, "nine GEMMs")(times)[0]
+    assert predicates.median_at_most("fused", 1.2, "nine GEMMs")(times)[0]
     import pandas as pd
 
-    assert not checks.gemm_work_per_step(9)({"a": pd.DataFrame({"gemms": [1.0] * 8})})[0]
+    assert not predicates.gemm_work_per_step(9)({"a": pd.DataFrame({"gemms": [1.0] * 8})})[0]
 
 
 def test_bench_mlp_backward_refuses_a_sweep_and_unknown_variants_in_one_line(capsys):

@@ -84,7 +84,7 @@ pd.DataFrame(decoded).T.rename(columns=lambda i: "eager kernel")
 # ``reshape`` (a ``view``: no copy) before the ``mm``, and unfolding the result
 # after. Ops with no device work at all:
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts("CPU ops with no device work: " + ", ".join(mlp.trace.no_device_ops) + ".")
 
@@ -111,11 +111,11 @@ tables.styled(tables.launch_table(mlp.trace), precision=1)
 # when the library picks the kernel, so there is nothing left to query at
 # launch time. Which call launched each kind of kernel here:
 
-from profiling_guide.analysis import checks
+from profiling_guide.analysis import predicates
 
-launch_verdicts = expect.check([
+launch_verdicts = expect.judge([
     expect.Prediction("GEMMs are launched with cuLaunchKernelEx",
-                      checks.launched_with("gemm", "cuLaunchKernelEx"), "this page",
+                      predicates.launched_with("gemm", "cuLaunchKernelEx"), "this page",
                       must_hold=False),
 ], mlp.trace)
 tables.verdict_table(launch_verdicts)

@@ -53,10 +53,10 @@ tables.styled(tables.dispatch_chain(compiled.trace, "mlp_fwd"), precision=1)
 
 import pandas as pd
 
-from profiling_guide.analysis import checks
+from profiling_guide.analysis import predicates
 from profiling_guide.trace.kernel_names import decode
 
-fused = checks.triton_kernels(compiled.trace)
+fused = predicates.triton_kernels(compiled.trace)
 pd.DataFrame([decode(k.name).to_dict() for k in fused]).T.rename(columns=lambda i: "fused kernel")
 
 # %%
@@ -83,7 +83,7 @@ tables.styled(ops[~ops.index.isin(eager_names)], precision=1)
 # compiled. The three processes started together (Python, torch, the CUDA
 # context and the model, none of it timed), then took turns: one ran its
 # shapes and exited before the next began
-# (:func:`~profiling_guide.measure.sweep.recompile_in_fresh_processes`), so no
+# (:func:`~profiling_guide.measure.shape_sweeps.recompile_in_fresh_processes`), so no
 # timed call shared the machine with another's compiles or GPU work. Rows are
 # in the order each setting ran them.
 

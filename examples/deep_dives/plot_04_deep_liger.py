@@ -87,13 +87,13 @@ tables.styled(pd.DataFrame(sweep.values), precision=1)
 # The module and its weights stay; only ``forward`` becomes Liger's. Its
 # trace:
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
-kernelized_verdicts = expect.check([
+kernelized_verdicts = expect.judge([
     expect.Prediction("under mlp_fwd, our kernelized MLP runs Liger's geglu kernel and 3 GEMMs",
-                      checks.geglu_and_gemms_under("mlp_fwd"), "kernels.kernelize"),
+                      predicates.geglu_and_gemms_under("mlp_fwd"), "kernels.kernelize"),
     expect.Prediction("the same kernels as LigerGEGLUMLP",
-                      checks.same_kernels_as(liger_run.trace), "kernels.kernelize",
+                      predicates.same_kernels_as(liger_run.trace), "kernels.kernelize",
                       must_hold=False),
 ], kernelized.trace)
 tables.verdict_table(kernelized_verdicts)

@@ -56,7 +56,7 @@ facts.reference_rates(result["references"])
 # measurement), the kernels' summed time in a profiled forward, and the
 # largest deviation from a float64 reference relative to the largest output.
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 from profiling_guide.spread import Spread
 
 errors = result["max_rel_error_fp64"] or {}
@@ -77,7 +77,7 @@ tables.styled(pd.DataFrame({name: {
 # it cannot recompute ``gelu(g)·u``, which needs both ``g`` and ``u``. Its name
 # lists the ops of the graph nodes it was built from, not the work it repeats.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
 # (eager's trace, which has none, where max-autotune failed live)
 autotuned = runs.get("compile-max-autotune", runs["eager"]).trace
@@ -85,8 +85,8 @@ tables.styled(tables.template_table(autotuned), precision=1)
 
 # %%
 
-tables.verdict_table(expect.check([
+tables.verdict_table(expect.judge([
     expect.Prediction("a max-autotune GEMM template takes a single [B, S, hidden] tensor: h",
-                      checks.template_reads_one(args["hidden"]), "chapter 5's run",
+                      predicates.template_reads_one(args["hidden"]), "chapter 5's run",
                       must_hold=False),
 ], autotuned))

@@ -152,14 +152,14 @@ tables.styled(pd.DataFrame([
 # Triton's autotuner, timing one input over and over with it warm in L2,
 # ranked it 7 % too slow at this shape on an H100):
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 
 Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_configs"].get(n)))
 
 # %%
 # Every variant and every design of the benchmark run, against the floors:
 
-from profiling_guide.pages.prose import spread_cell
+from profiling_guide.pages.tables import spread_cell
 
 alone, bound = Spread.from_dict(result["gemms_alone_us"]), result["datasheet_bound_us"]
 tables.styled(pd.DataFrame({
@@ -207,20 +207,20 @@ Facts(f"Ours through Triton's launcher: {at_profile} µs at the profile, "
 # than the GPU runs it, the CPU runs ahead and its cost stays hidden when
 # forwards are issued back to back.
 
-from profiling_guide.analysis import checks, expect
+from profiling_guide.analysis import expect, predicates
 
 ours = f"fused-{result['auto_design']}"
-host_verdicts = expect.check([
+host_verdicts = expect.judge([
     expect.Prediction("the graph replay is cheaper on the host than Triton's launcher",
-                      checks.compares(GRAPH, LAUNCHER, "faster"), "chapter 6's run"),
+                      predicates.compares(GRAPH, LAUNCHER, "faster"), "chapter 6's run"),
     expect.Prediction("through the graph, ours costs the host less than eager",
-                      checks.compares(GRAPH, "eager", "faster"), "chapter 6's run"),
+                      predicates.compares(GRAPH, "eager", "faster"), "chapter 6's run"),
     expect.Prediction("through Triton's launcher, ours costs the host more than eager",
-                      checks.compares(LAUNCHER, "eager", "slower"), "chapter 6's run",
+                      predicates.compares(LAUNCHER, "eager", "slower"), "chapter 6's run",
                       must_hold=False),
     expect.Prediction("through the graph, the host issues a forward faster than the GPU runs it",
-                      checks.compares(GRAPH, "device time of ours", "faster"), "chapter 6's run",
-                      must_hold=False),
+                      predicates.compares(GRAPH, "device time of ours", "faster"),
+                      "chapter 6's run", must_hold=False),
 ], cpu | {"device time of ours": times[ours]})
 tables.verdict_table(host_verdicts)
 

@@ -76,7 +76,7 @@ tables.styled(pd.concat(gemms), precision=1)
 # GEMM kernels of a profiled step, summed alone, come to less: the timed
 # figure is a reference for the step, not a floor under it.
 
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 from profiling_guide.spread import Spread
 
 floor = Spread.from_dict(result["nine_gemms_us"])

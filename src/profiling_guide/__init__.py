@@ -1,6 +1,6 @@
 """profiling-guide: GPU profiling in PyTorch, taught from real traces.
 
-Trace first, record on a GPU, replay anywhere: every table, timeline and check
+Trace first, record on a GPU, replay anywhere: every table, timeline and verdict
 in the guide is computed from a Chrome trace written by ``torch.profiler``.
 """
 

@@ -16,7 +16,7 @@ Commands
 ``profiling-guide report TRACE [TRACE ...] [-o REPORT.html] [--step N] [--rates RUN.json]``
     One self-contained HTML page on any torch.profiler trace: who sets the
     pace, the environment, steps, an interactive timeline, top kernels and
-    CPU ops, memsets and memcpys, health checks. Given the traces of every
+    CPU ops, memsets and memcpys, health findings. Given the traces of every
     rank of a distributed run (files, a folder or a glob), one page for the
     run: who keeps the others waiting and what it was doing, each rank's
     compute, communication, overlap and idle time per step, the collectives'

@@ -37,7 +37,7 @@ def echo(obj):
 
     Under sphinx-gallery a bare expression at the end of a block is rendered
     (as HTML when it has ``_repr_html_``); a plain ``python plot_x.py`` shows
-    nothing for it. The banner, the facts and the checks pass through here so a
+    nothing for it. The banner, the facts and the verdicts pass through here so a
     script run prints them too, and the page does not print them twice.
     """
     if not in_gallery():

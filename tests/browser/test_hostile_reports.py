@@ -72,7 +72,7 @@ def test_a_hostile_report_renders_every_section_and_runs_nothing_from_the_trace(
         assert page.locator(f"section#{section}").is_visible(), f"section {section} is missing or hidden"
     # every section the navigation names is on the page, and nothing else is
     assert page.locator("section").count() == page.locator("nav a").count() >= len(SECTIONS)
-    assert page.locator("section#health li.pg-check").count() >= 3
+    assert page.locator("section#health li.pg-finding").count() >= 3
     assert page.locator("footer").is_visible()
     assert page.locator("script").count() == 2, "only the page's own data and script"
     assert page.evaluate("() => window.pwned") is None and not dialogs, "a payload ran"

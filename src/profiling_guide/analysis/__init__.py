@@ -1,1 +1,1 @@
-"""Pure functions of a trace: who sets the pace, rates against ceilings, checked predictions, the report's analysis. No CUDA."""
+"""Pure functions of a trace: who sets the pace, rates against ceilings, predictions judged, the report's analysis. No CUDA."""

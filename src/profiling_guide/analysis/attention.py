@@ -1,4 +1,4 @@
-"""An attention step read from its trace: kernels per pass, copies, launches, precision, and the checks chapter 9 makes.
+"""An attention step read from its trace: kernels per pass, copies, launches, precision, and the predicates of chapter 9.
 
 A step of chapter 9 is one forward and one backward of one attention call
 (``torch.autograd.grad`` of its output). :func:`pass_of` puts each piece of
@@ -7,7 +7,7 @@ device work in the forward or the backward by the op that launched it
 autograd engine's thread). :func:`step_table` is one row per variant with
 what the trace and the profiler-off timings say; :func:`rates_table` sets
 each variant's achieved TFLOP/s against the measured GEMM reference and the
-datasheet ceiling. The ``*_check`` functions are the page's predictions.
+datasheet ceiling. The predicates at the end test the page's claims (each returns ``(holds, seen)``).
 """
 
 from __future__ import annotations
@@ -114,76 +114,76 @@ def rates_table(timings: dict, flops: dict[str, float], references: dict) -> pd.
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-# ------------------------------------------------------------------ checks
-def memcpy_check(runs: dict, *, out_of_place: str, in_place: str):
+# ------------------------------------------------------------------ predicates
+def copies_out_of_place(runs: dict, *, out_of_place: str, in_place: str):
     """The out-of-place mask's forward makes a device copy that the in-place one does not."""
-    def _check(_=None):
+    def _predicate(_=None):
         a, b = memcpys_per_pass(runs[out_of_place].trace), memcpys_per_pass(runs[in_place].trace)
         holds = a["forward"] > b["forward"]
         return holds, (f"device copies per forward: {a['forward']} with masked_fill, {b['forward']} with "
                        f"masked_fill_")
-    return _check
+    return _predicate
 
 
-def fp32_check(trace: Trace):
+def softmax_in_fp32(trace: Trace):
     """The softmax of the step runs on float32 scores (bf16 inputs upcast)."""
-    def _check(_=None):
+    def _predicate(_=None):
         types = score_dtypes(trace)
         return "float" in types, f"aten::_softmax input types: {', '.join(sorted(types)) or 'none recorded'}"
-    return _check
+    return _predicate
 
 
 def one_kernel_forward(runs: dict, names: list[str]):
     """Each of ``names`` launches one kernel in its forward."""
-    def _check(_=None):
+    def _predicate(_=None):
         counts = {n: kernels_per_pass(runs[n].trace)["forward"] for n in names}
         return all(c == 1 for c in counts.values()), ", ".join(f"{n} {c}" for n, c in counts.items())
-    return _check
+    return _predicate
 
 
 def more_kernels(runs: dict, many: str, than: str):
     """``many`` launches more kernels per step than ``than``."""
-    def _check(_=None):
+    def _predicate(_=None):
         a, b = (sum(kernels_per_pass(runs[n].trace).values()) for n in (many, than))
         return a > b, f"{many} {a} kernels per step, {than} {b}"
-    return _check
+    return _predicate
 
 
 def slower_by_at_least(timings: dict, slow: str, fast: str, factor: float, *, pass_: str = "forward_us"):
     """``slow``'s median is at least ``factor`` times ``fast``'s, outside the spreads."""
-    def _check(_=None):
+    def _predicate(_=None):
         a, b = (Spread.from_dict(timings[pass_][n]) for n in (slow, fast))
         ratio = a.median / b.median
         holds = a.q1 > factor * b.q3
         return holds, f"{slow} {a.median:.1f} µs, {fast} {b.median:.1f} µs: {ratio:.1f}×"
-    return _check
+    return _predicate
 
 
 def costs_more_cpu(timings: dict, costly: str, than: str):
     """``costly`` takes more CPU time to issue a forward than ``than``, outside the spreads."""
-    def _check(_=None):
+    def _predicate(_=None):
         a, b = (Spread.from_dict(timings["cpu_issue_forward_us"][n]) for n in (costly, than))
         return a.q1 > b.q3, f"{costly} {a.median:.1f} µs, {than} {b.median:.1f} µs of CPU time per forward"
-    return _check
+    return _predicate
 
 
 def launched_through(trace: Trace, call: str):
     """Every kernel of the step is launched by ``call``."""
-    def _check(_=None):
+    def _predicate(_=None):
         calls = launch_calls(trace)
         return set(calls) == {call}, ", ".join(f"{n}: {c}" for n, c in calls.items())
-    return _check
+    return _predicate
 
 
 def zero_occupancy(trace: Trace, library: str):
     """The attention kernels of ``library`` show 0 % estimated occupancy in the trace."""
-    def _check(_=None):
+    def _predicate(_=None):
         # The fused kernels themselves (their names carry a tile), not the backward's small helpers.
         mine = [(k.decoded.short, k.args.get("est. achieved occupancy %")) for k in trace.steps[0].kernels
                 if k.decoded.library == library and k.decoded.kind == "attention" and k.decoded.tile]
         holds = bool(mine) and all(occ == 0 for _, occ in mine)
         return holds, "; ".join(f"{name}: {occ} %" for name, occ in mine) or f"no {library} attention kernel"
-    return _check
+    return _predicate
 
 
 def occupancy_rows(runs: dict) -> list[dict]:
@@ -204,7 +204,7 @@ def zero_occupancy_follows_launch(runs: dict, call: str = "cuLaunchKernelEx"):
     Kernels of less than one block per SM are left out: their 0 % is a true
     estimate (most SMs have nothing to run).
     """
-    def _check(_=None):
+    def _predicate(_=None):
         rows = [r for r in occupancy_rows(runs) if (r["blocks_per_sm"] or 0) >= 1]
         zero = [r for r in rows if r["occupancy"] == 0]
         by_call = [r for r in rows if r["launch"] == call]
@@ -212,11 +212,11 @@ def zero_occupancy_follows_launch(runs: dict, call: str = "cuLaunchKernelEx"):
         calls = Counter(r["launch"] for r in zero)
         smem = [r["shared_bytes"] for r in zero if r["shared_bytes"] is not None]
         others = [r["shared_bytes"] for r in rows if r["occupancy"] not in (0, None) and r["shared_bytes"] is not None]
-        seen = (f"{len(zero)} kernels at 0 %, launched with " + ", ".join(f"{c} ({n})" for c, n in calls.items())
-                + (f"; each holds {min(smem):,}–{max(smem):,} B of shared memory, every other kernel "
+        seen = (f"at 0 %: {len(zero)} kernels, launched with " + ", ".join(f"{c} ({n})" for c, n in calls.items())
+                + (f"; their shared memory: {min(smem):,}–{max(smem):,} B, every other kernel's: "
                    f"at most {max(others):,} B" if smem and others else ""))
         return holds, seen
-    return _check
+    return _predicate
 
 
 def sweep_winners(points: list[dict]) -> pd.DataFrame:

@@ -27,7 +27,6 @@ import pandas as pd
 from profiling_guide.trace.model import CpuOp, Step, Trace
 
 PHASES = ("forward", "backward", "optimizer")
-KERNELS_SHOWN = 4  # a backward's kernels named in its row, most time first
 UNLINKED = "no launch in the trace"  # device work whose launch the profiler did not record
 _OPTIMIZER_MARKS = ("Optimizer.step#", "Optimizer.zero_grad#")
 _ENGINE_MARK = "autograd::engine::evaluate_function"
@@ -68,10 +67,8 @@ def shapes_text(op: CpuOp) -> str:
     return " · ".join("×".join(map(str, d)) for d in dims) or "–"
 
 
-def _most_time(kernels: dict[str, float], shown: int = KERNELS_SHOWN) -> str:
-    names = sorted(kernels, key=kernels.get, reverse=True)
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more if names else "–"
+def _most_time(kernels: dict[str, float]) -> list[str]:
+    return sorted(kernels, key=kernels.get, reverse=True)
 
 
 def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -> pd.DataFrame:
@@ -81,8 +78,8 @@ def forward_backward(trace: Trace, steps: list[Step], *, top: int | None = 20) -
     device time: ``forward_op``, ``shapes``, ``backward_op``, ``per_step``
     (links per step), ``forward_us`` and ``backward_us`` (device µs per step
     launched by the forward op and by the backward op, each with what nests
-    in it), ``backward_kernels`` (the backward's kernels, decoded, most
-    time first, the first :data:`KERNELS_SHOWN` named). Empty for a trace without backward links.
+    in it), ``backward_kernels`` (the backward's kernels' short names, most
+    time first). Empty for a trace without backward links.
     """
     numbers = {s.number for s in steps}
     rows: dict[tuple, list] = {}

@@ -1,10 +1,10 @@
-"""DDP against FSDP2, read from every rank's trace: what chapter 10 shows and checks.
+"""DDP against FSDP2, read from every rank's trace: what chapter 10 shows and predicts.
 
 Built on the run analysis (:func:`~profiling_guide.analysis.ranks.analyse_run`):
 :func:`rank_table` is one strategy's time per rank and step;
 :func:`collectives_table` the collectives of several strategies side by
 side, with their bus bandwidth against the measured sweep;
-:func:`step_times` the profiler-off step time of each job. The checks read
+:func:`step_times` the profiler-off step time of each job. The predicates read
 single collective kernels (:func:`~profiling_guide.analysis.overlap.collective_exposure`):
 which of them ran with compute beside them, and which alone.
 """
@@ -65,10 +65,10 @@ def _exposure(trace: Trace) -> list[list[tuple]]:
              for ev, hidden in collective_exposure(step.device_events)] for step in trace.steps]
 
 
-# ------------------------------------------------------------------ checks
+# ------------------------------------------------------------------ predicates
 def last_call_exposed(trace: Trace, collective: str = "all_reduce"):
     """The step's last ``collective`` kernel runs alone, and holds most of the step's exposed collective time."""
-    def _check(_=None):
+    def _predicate(_=None):
         shares, alone = [], []
         for calls in _exposure(trace):
             mine = [c for c in calls if c[0] == collective]
@@ -79,11 +79,10 @@ def last_call_exposed(trace: Trace, collective: str = "all_reduce"):
             alone.append(last[2] / last[1])
             shares.append(last[2] / total if total else 0.0)
         holds = min(alone) > 0.9 and min(shares) > 0.5
-        return holds, (f"the last {collective} ran alone for {100 * min(alone):.0f}–{100 * max(alone):.0f}% of its "
-                       f"time and is {100 * min(shares):.0f}–{100 * max(shares):.0f}% of the step's exposed "
-                       f"collective time; "
-                       f"the others ran {_median_alone(trace, collective):.0%} alone (median)")
-    return _check
+        return holds, (f"last {collective}: alone {100 * min(alone):.0f}–{100 * max(alone):.0f}% of its time, "
+                       f"{100 * min(shares):.0f}–{100 * max(shares):.0f}% of the step's exposed collective time; "
+                       f"the others: alone {_median_alone(trace, collective):.0%} (median)")
+    return _predicate
 
 
 def _median_alone(trace: Trace, collective: str) -> float:
@@ -93,7 +92,7 @@ def _median_alone(trace: Trace, collective: str) -> float:
 
 def mostly_hidden(trace: Trace, collective: str, *, but_first: bool = True):
     """The ``collective`` kernels run beside compute (over 80% hidden, median), the step's first one excepted."""
-    def _check(_=None):
+    def _predicate(_=None):
         hidden = []
         for calls in _exposure(trace):
             mine = [c for c in calls if c[0] == collective][1 if but_first else 0:]
@@ -102,9 +101,9 @@ def mostly_hidden(trace: Trace, collective: str, *, but_first: bool = True):
             return False, f"no {collective} kernel"
         share = statistics.median(hidden)
         first = [c for c in _exposure(trace)[0] if c[0] == collective][:1]
-        note = f"; the step's first ran {100 * first[0][2] / first[0][1]:.0f}% alone" if first and but_first else ""
-        return share > 0.8, f"median {100 * share:.0f}% hidden behind compute{note}"
-    return _check
+        note = f"; the step's first: alone {100 * first[0][2] / first[0][1]:.0f}%" if first and but_first else ""
+        return share > 0.8, f"hidden behind compute: {100 * share:.0f}% (median){note}"
+    return _predicate
 
 
 def more_bytes(runs: dict, more: str, than: str):
@@ -112,29 +111,29 @@ def more_bytes(runs: dict, more: str, than: str):
     def _mb(run) -> float:
         return float((run.collectives["bytes"] * run.collectives["per_step"]).sum()) / 1e6
 
-    def _check(_=None):
+    def _predicate(_=None):
         a, b = _mb(runs[more]), _mb(runs[than])
         return a > b, f"{more} {a:,.0f} MB per step, {than} {b:,.0f} MB"
-    return _check
+    return _predicate
 
 
 def faster(times: dict[str, Spread], fast: str, slow: str):
     """Job ``fast``'s step is shorter than ``slow``'s, outside the spreads."""
-    def _check(_=None):
+    def _predicate(_=None):
         a, b = times[fast], times[slow]
         return compare(a, b) == "faster", f"{fast} {a:.2f} ms, {slow} {b:.2f} ms per step"
-    return _check
+    return _predicate
 
 
 def straggler_named(run, rank: int):
     """The run analysis names ``rank`` as the one the others wait for, and its waiting ranks are told so."""
-    def _check(_=None):
+    def _predicate(_=None):
         others = [r for r in run.ranks if r != rank]
         told = [r for r in others if run.verdicts[r].bound == "communication-bound"]
         row = run.stragglers[run.stragglers["rank"] == rank]
         late = float(row["late_us"].iloc[0]) / 1e3 if len(row) else 0.0
         holds = run.straggler == rank and told == others
-        return holds, (f"named: rank {run.straggler}; it kept the others waiting {late:.1f} ms per step; "
-                       f"ranks told they wait in collectives: {', '.join(map(str, told)) or 'none'}")
-    return _check
+        return holds, (f"named: rank {run.straggler}; the others' wait for it: {late:.1f} ms per step; "
+                       f"ranks whose verdict is communication-bound: {', '.join(map(str, told)) or 'none'}")
+    return _predicate
 

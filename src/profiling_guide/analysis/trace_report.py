@@ -53,7 +53,7 @@ UNEVEN_STEPS = 1.25  # slowest / fastest step above this is worth a warning
 
 @dataclass
 class Finding:
-    """What one health check found: ``kind`` names the check, ``level`` is ``"ok"``, ``"info"`` or ``"warn"``,
+    """One health finding: ``kind`` names what was looked at, ``level`` is ``"ok"``, ``"info"`` or ``"warn"``,
     and ``facts`` holds its numbers (the report words them: :func:`profiling_guide.report.html.finding_detail`)."""
 
     kind: str
@@ -443,7 +443,7 @@ def rates_from_record(data: dict) -> dict | None:
 # ------------------------------------------------------------------ health
 def health_findings(trace: Trace, steps: list[Step], summaries: list[StepSummary],
                     run_record: dict | None = None) -> list[Finding]:
-    """What in the trace is missing, out of place or uneven: one :class:`Finding` per health check that applies."""
+    """What in the trace is missing, out of place or uneven: one :class:`Finding` per kind that applies."""
     found = [_profiler_steps(trace), _device_work(trace), _before_window(trace), _dropped_launches(trace),
              _clocks_disagree(trace), _outside_steps(trace), _uneven_steps(summaries),
              _profiler_overhead(steps, run_record), _pageable_copies(steps)]

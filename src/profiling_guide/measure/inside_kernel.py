@@ -165,37 +165,37 @@ def counter_table(measured: dict):
 
 
 def busier(a: str, b: str):
-    """Check: the tensor pipe was busy a larger share of ``a``'s cycles than of ``b``'s (a :func:`counter_table`)."""
-    def _check(table):
+    """A predicate: the tensor pipe was busy a larger share of ``a``'s cycles than of ``b``'s (a :func:`counter_table`)."""
+    def _predicate(table):
         column = "tensor busy %"
         return table.loc[a, column] > table.loc[b, column], (
             f"{a} {table.loc[a, column]:.1f} %, {b} {table.loc[b, column]:.1f} %")
-    return _check
+    return _predicate
 
 
 def written_at_most(a: str, b: str, factor: float):
-    """Check: ``a`` wrote at most ``factor`` × the DRAM bytes ``b`` wrote."""
-    def _check(table):
+    """A predicate: ``a`` wrote at most ``factor`` × the DRAM bytes ``b`` wrote."""
+    def _predicate(table):
         written = table["DRAM write MB"]
         return written[a] <= factor * written[b], (
             f"{a} {written[a]:.1f} MB, {b} {written[b]:.1f} MB: {written[a] / written[b]:.2f}×")
-    return _check
+    return _predicate
 
 
 def share_at_most(phase: str, limit: float):
-    """Check: in every program, ``phase`` took at most ``limit`` of its time (a table of :func:`phase_shares`)."""
-    def _check(shares):
+    """A predicate: in every program, ``phase`` took at most ``limit`` of its time (a table of :func:`phase_shares`)."""
+    def _predicate(shares):
         worst = shares[phase].max()
         return worst <= limit, f"at most {worst:.1%} of a program's time, over {len(shares)} programs"
-    return _check
+    return _predicate
 
 
 def share_at_least(phase: str, limit: float):
-    """Check: in every program, ``phase`` took at least ``limit`` of its time."""
-    def _check(shares):
+    """A predicate: in every program, ``phase`` took at least ``limit`` of its time."""
+    def _predicate(shares):
         least = shares[phase].min()
         return least >= limit, f"at least {least:.1%} of a program's time, over {len(shares)} programs"
-    return _check
+    return _predicate
 
 
 # ---------------------------------------------------------------- the benchmark's way

@@ -256,7 +256,7 @@ class Chapter:
         return candidates[0]  # none has it: the error comes, naming the file, when a recording is read
 
     # ------------------------------------------------------------------ record
-    def _record(self, name: str, code: Iterable, extra_args: dict | None) -> tuple[str, str, dict]:
+    def _name_and_fingerprint(self, name: str, code: Iterable, extra_args: dict | None) -> tuple[str, str, dict]:
         full = f"{self.example}.{name}"
         args = {**self.args, **(extra_args or {})}
         return full, fingerprint(code, args), args
@@ -297,17 +297,17 @@ class Chapter:
         }
 
     def trace_file(self, name: str) -> str:
-        """Where a live run's profiler should export the trace of capture ``name`` (then :meth:`load` it).
+        """Where a live run's profiler should export the trace of capture ``name`` (then :meth:`record_trace` it).
 
-        A temporary file beside the recording: :meth:`load` moves it into place,
+        A temporary file beside the recording: :meth:`record_trace` moves it into place,
         so an interrupted run never leaves half a trace under the recording's name.
         """
         if not self.live:
-            raise GuideError("trace_file() is for live runs: in replay, load() reads the recording")
+            raise GuideError("trace_file() is for live runs: in replay, record_trace() reads the recording")
         self.folder.mkdir(parents=True, exist_ok=True)
         return str(self.folder / f".{self.example}.{name}.partial.trace.json.gz")
 
-    def load(
+    def record_trace(
         self,
         name: str,
         step: Callable[[], object],
@@ -319,47 +319,59 @@ class Chapter:
         variant: str | None = None,
         extra: dict | None = None,
     ) -> Recording:
-        """The recording of capture ``name``: in replay, read it; live, keep the trace just exported.
+        """The recording of capture ``name``: live, keep the trace just exported; in replay, read it.
 
         Live, the trace must first have been written to :meth:`trace_file`
-        (the page shows the ``torch.profiler`` block that does it); ``load``
-        moves it into place, times ``step`` with the profiler off and writes
-        the run record. ``code`` lists what the step runs (functions, classes,
-        modules) so the fingerprint notices when it changes; ``step`` itself is
-        always included. The timings are spreads over repeats
-        (:mod:`profiling_guide.measure.timing`): ``device_us`` (the GPU's queue kept
-        full), ``cpu_issue_us`` (the host's time to issue one call) and
-        ``wall_us_per_call`` (one call at a time, synchronized). ``variant``
+        (the page shows the ``torch.profiler`` block that does it); it is
+        recorded in three parts: the trace moved into place
+        (``_move_trace``), ``step`` timed with the profiler off
+        (``_time_step``) and the run record written (``_write_record``).
+        ``code`` lists what the step runs (functions, classes, modules) so the
+        fingerprint notices when it changes; ``step`` itself is always included.
+        The timings are spreads over repeats (:mod:`profiling_guide.measure.timing`):
+        ``device_us`` (the GPU's queue kept full), ``cpu_issue_us`` (the host's
+        time to issue one call) and ``wall_us_per_call`` (one call at a time,
+        synchronized). ``variant``
         names what runs (e.g. ``"eager"``): every page of one build that loads
         the same variant at the same arguments then quotes one CPU issue time.
         ``extra`` is kept in the run record as is (JSON-ready).
         """
-        full, fp, all_args = self._record(name, [step, *code], args)
+        full, fp, all_args = self._name_and_fingerprint(name, [step, *code], args)
         if not self.live:
             return self._replay(full, fp, needs_trace=True)
+        rec = Recording(full, self.folder, {})
+        self._move_trace(name, rec)
+        timings = self._time_step(step, variant) if time_it else {}
+        # ``extra`` may bring timings of its own (a run timed elsewhere, with time_it=False)
+        rec.run = self._run_record(full, fp, all_args, **{"label": label, "timings": timings, **(extra or {})})
+        return self._write_record(rec)
+
+    def _move_trace(self, name: str, rec: Recording) -> None:
+        """Move the trace a live run exported to :meth:`trace_file` onto the recording's name."""
+        exported = Path(self.trace_file(name))
+        if not exported.is_file():
+            raise GuideError(f"no trace was exported to {exported}: profile the step and export its trace "
+                             f"there (chapter.trace_file({name!r})) before chapter.record_trace({name!r}, ...)")
+        move_into_place(exported, rec.trace_path)
+
+    def _time_step(self, step: Callable[[], object], variant: str | None) -> dict:
+        """``step``'s profiler-off timings, JSON-ready: device time, CPU issue time, wall time per call."""
         from profiling_guide.measure.timing import (
             cpu_issue_time,
             device_time,
             wall_time_per_call,
         )
 
-        rec = Recording(full, self.folder, {})
-        exported = Path(self.trace_file(name))
-        if not exported.is_file():
-            raise GuideError(f"no trace was exported to {exported}: profile the step and export its trace "
-                             f"there (chapter.trace_file({name!r})) before chapter.load({name!r}, ...)")
-        move_into_place(exported, rec.trace_path)
-        timings = {}
-        if time_it:
-            key = cost_key(variant, self.args) if variant else None
-            with to_console():
-                timings = {
-                    "device_us": device_time(step, [()] * 8).to_dict(),
-                    "cpu_issue_us": cpu_issue_time(step, key=key).to_dict(),
-                    "wall_us_per_call": wall_time_per_call(step).to_dict(),
-                }
-        # ``extra`` may bring timings of its own (a run timed elsewhere, with time_it=False)
-        rec.run = self._run_record(full, fp, all_args, **{"label": label, "timings": timings, **(extra or {})})
+        key = cost_key(variant, self.args) if variant else None
+        with to_console():
+            return {
+                "device_us": device_time(step, [()] * 8).to_dict(),
+                "cpu_issue_us": cpu_issue_time(step, key=key).to_dict(),
+                "wall_us_per_call": wall_time_per_call(step).to_dict(),
+            }
+
+    def _write_record(self, rec: Recording) -> Recording:
+        """Write ``rec``'s run record (whole or not at all) and count it among this page's recordings."""
         write_json_atomic(rec.run_path, rec.run)
         self.recordings.append(rec)
         return rec
@@ -384,7 +396,7 @@ class Chapter:
         autotuning: their logs go to the console), then
         ``profiler(step, label, trace_file)`` runs (the page's own
         ``torch.profiler`` block, which exports the trace to ``trace_file``),
-        then :meth:`load` keeps the trace as this chapter's recording ``name``
+        then :meth:`record_trace` keeps the trace as this chapter's recording ``name``
         and times ``step`` with the profiler off. ``keep(prof)``, given what
         ``profiler`` returned, adds JSON-ready fields to the run record (e.g.
         ``prof.key_averages().table()``). In replay ``step`` never runs:
@@ -398,8 +410,8 @@ class Chapter:
                 self.warm_up(step)
             prof = profiler(step, label, self.trace_file(name))
             extra = keep(prof) if keep else None
-        return self.load(name, step, label=label, code=code, args=args, variant=variant, extra=extra,
-                         time_it=time_it)
+        return self.record_trace(name, step, label=label, code=code, args=args, variant=variant, extra=extra,
+                                 time_it=time_it)
 
     def run_ranks(self, name: str, args: list[str], *, code: Iterable = ()) -> Recording:
         """A training job of :attr:`ranks` processes under ``torchrun`` (live), or its recording (replay).
@@ -417,7 +429,7 @@ class Chapter:
 
         from profiling_guide.kernels import train_ranks
 
-        full, fp, all_args = self._record(name, [train_ranks, *code],
+        full, fp, all_args = self._name_and_fingerprint(name, [train_ranks, *code],
                                           {"script_args": list(args), "ranks": self.ranks})
         if not self.live:
             rec = self._replay(full, fp, needs_trace=False)
@@ -433,10 +445,7 @@ class Chapter:
                 job = run_job(self.ranks, list(args), Path(tmp))
             for rank in range(self.ranks):
                 os.replace(Path(tmp) / f"rank{rank}.trace.json.gz", self.folder / f"{full}.rank{rank}.trace.json.gz")
-        rec = Recording(full, self.folder, self._run_record(full, fp, all_args, job=job))
-        write_json_atomic(rec.run_path, rec.run)
-        self.recordings.append(rec)
-        return rec
+        return self._write_record(Recording(full, self.folder, self._run_record(full, fp, all_args, job=job)))
 
     def profile_own(self, name: str, profile: Callable[[], object], *, label: str, code: Iterable = ()) -> Recording:
         """What a profile of your own wrote, kept as recording ``name`` (live), or that recording (replay).
@@ -457,7 +466,7 @@ class Chapter:
             move_into_place(result.trace, self.trace_file(name))
             own = read_run_record(result.run_record)
             extra = {k: own[k] for k in ("timings", "rates", "steps", "target") if k in own}
-        return self.load(name, profile, label=label, code=code, time_it=False, extra=extra)
+        return self.record_trace(name, profile, label=label, code=code, time_it=False, extra=extra)
 
     def reference_rates(self, gemm_shapes: Iterable[tuple[int, int, int]]) -> Recording:
         """The rates this GPU reaches, measured in this run (live) or recorded (replay): ``.values``.
@@ -491,7 +500,7 @@ class Chapter:
         time_it: bool = True,
         variant: str | None = None,
     ) -> Recording:
-        """Profile ``step`` with the guide's schedule and :meth:`load` it (live), or load its recording (replay).
+        """Profile ``step`` with the guide's schedule and :meth:`record_trace` it (live), or read its recording (replay).
 
         The profiling is :func:`profiling_guide.measure.capture.profile_to_trace`: the
         same ``torch.profiler`` block the chapters show.
@@ -501,7 +510,7 @@ class Chapter:
 
             with to_console():
                 profile_to_trace(step, Path(self.trace_file(name)), label=label)
-        return self.load(name, step, label=label, code=code, args=args, time_it=time_it, variant=variant)
+        return self.record_trace(name, step, label=label, code=code, args=args, time_it=time_it, variant=variant)
 
     def warm_up(self, *steps: Callable[[], object]) -> None:
         """Live: call each step once (compiling, autotuning), its logs on the console. Replay: nothing."""
@@ -512,15 +521,12 @@ class Chapter:
 
     def measure(self, name: str, fn: Callable[[], dict], *, code: Iterable = (), args: dict | None = None) -> Recording:
         """Run ``fn()`` (live) and keep the JSON-ready dict it returns, or load it (replay)."""
-        full, fp, all_args = self._record(name, [fn, *code], args)
+        full, fp, all_args = self._name_and_fingerprint(name, [fn, *code], args)
         if not self.live:
             return self._replay(full, fp, needs_trace=False)
         with to_console():
             values = fn()
-        rec = Recording(full, self.folder, self._run_record(full, fp, all_args, values=values))
-        write_json_atomic(rec.run_path, rec.run)
-        self.recordings.append(rec)
-        return rec
+        return self._write_record(Recording(full, self.folder, self._run_record(full, fp, all_args, values=values)))
 
     # ------------------------------------------------------------------ banner
     def banner(self) -> Banner:

@@ -1,14 +1,18 @@
-"""The lines of facts the pages print: one function per kind of fact.
+"""The lines of facts the pages print: :class:`Facts`, and one function per kind of fact.
 
-Each takes recordings, tables or benchmark results and returns a
-:class:`~profiling_guide.pages.prose.Facts` of one or a few short lines of numbers.
-What the numbers mean is the page's prose; a sentence whose truth depends on
-the GPU is a checked claim (:mod:`profiling_guide.analysis.expect`), so nothing here
-picks its words by a condition.
+Prose in an example never hard-codes a number a trace can supply: where a
+sentence needs one, the example computes the sentence and shows it as
+:class:`Facts`, rendered as ordinary paragraphs on the page. Each function
+here takes recordings, tables or benchmark results and returns the
+:class:`Facts` of one or a few short lines of numbers. What the numbers mean
+is the page's prose; a sentence whose truth depends on the GPU is a judged
+claim (:mod:`profiling_guide.analysis.expect`), so nothing here picks its
+words by a condition.
 """
 
 from __future__ import annotations
 
+import html
 from collections import Counter
 
 import pandas as pd
@@ -18,8 +22,35 @@ from profiling_guide.analysis.roofline import (
     REFERENCE_COLUMN,
     datasheet_bound_us,
 )
-from profiling_guide.pages.prose import Facts
+from profiling_guide.output import echo
 from profiling_guide.spread import Spread, compare
+
+
+class Facts:
+    """One or more computed sentences; renders as paragraphs (HTML) or lines (text)."""
+
+    def __init__(self, *sentences: str, links: dict[str, str] | None = None):
+        self.sentences = [s for s in sentences if s]
+        self.links = links or {}  # phrase -> href: the phrase's first use on the page becomes a link
+        echo(self)
+
+    def __repr__(self) -> str:
+        return "\n".join(self.sentences)
+
+    def _repr_html_(self) -> str | None:
+        if not self.sentences:  # nothing to say: no empty box on the page
+            return None
+        pending = dict(self.links)
+        paragraphs = []
+        for s in self.sentences:
+            text = html.escape(s)
+            for phrase, href in list(pending.items()):
+                escaped = html.escape(phrase)
+                if escaped in text:
+                    text = text.replace(escaped, f'<a href="{html.escape(href)}">{escaped}</a>', 1)
+                    del pending[phrase]
+            paragraphs.append(f"<p>{text}</p>")
+        return '<div class="pg-facts">' + "".join(paragraphs) + "</div>"
 
 
 def _spread(d: dict) -> Spread:

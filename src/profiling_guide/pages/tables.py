@@ -19,6 +19,12 @@ from profiling_guide.spread import Spread, compare
 from profiling_guide.trace.model import CpuOp, Trace
 
 
+def spread_cell(spread, precision: int = 1) -> str:
+    """``"54.9 (IQR 53.1–56.0)"``: a table cell for a :class:`~profiling_guide.spread.Spread`."""
+    # non-breaking spaces: a narrow column must not break the figure over four lines
+    return format(spread, f".{precision}f").replace(" ", "\u00a0")
+
+
 def _per_step(trace: Trace) -> float:
     return float(max(len(trace.steps), 1))
 
@@ -318,7 +324,7 @@ SOURCE_LINKS = {POST: POST_URL}
 
 
 class VerdictTable:
-    """Checked predictions (:func:`~profiling_guide.analysis.expect.check`) as the page shows them: ✓/✗ rows.
+    """Checked predictions (:func:`~profiling_guide.analysis.expect.judge`) as the page shows them: ✓/✗ rows.
 
     A guess (``must_hold=False``) may come out either way on a GPU: it is marked, so a ✗ there
     reads as a finding, not as a broken page. The "from" column shows only where a source is named.

@@ -23,7 +23,7 @@ import pandas as pd
 from profiling_guide.analysis.gaps import Cause, Gaps, step_gaps
 from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
 from profiling_guide.errors import GuideError
-from profiling_guide.pages.prose import Facts
+from profiling_guide.pages.facts import Facts
 from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run_record import read_run_record

@@ -4,7 +4,7 @@
 and writes :func:`render_html`'s page: the verdict on who sets the pace, the
 environment, the steps, an interactive timeline of one step
 (:mod:`profiling_guide.pages.interactive_timeline`), the top kernels and CPU ops,
-memsets and memcpys, and the health checks. The page has no external
+memsets and memcpys, and the health findings. The page has no external
 resources (no CDN, no fonts, no requests): it opens from disk, offline, and
 can be mailed as one file.
 """
@@ -144,10 +144,20 @@ def _phases(report: TraceReport) -> str:
             "autograd engine (<code>autograd::engine::evaluate_function</code>), forward otherwise.</p>")
 
 
+KERNELS_SHOWN = 4  # a backward's kernels named in its row, most time first
+
+
+def _first_named(names: list[str], shown: int = KERNELS_SHOWN) -> str:
+    """``"a, b, c, d and 3 more"``: the first ``shown`` of ``names``, and how many are left out."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more if names else "–"
+
+
 def _backward(report: TraceReport) -> str:
     rows = [_cell(r.forward_op, cls="name") + _cell(r.shapes, cls="name") + _cell(r.backward_op, cls="name")
             + _cell(_count(r.per_step), num=True) + _cell(_num(r.forward_us), num=True)
-            + _cell(_num(r.backward_us), num=True) + _cell(r.backward_kernels, title=r.backward_kernels, cls="name")
+            + _cell(_num(r.backward_us), num=True)
+            + _cell(_first_named(r.backward_kernels), title=", ".join(r.backward_kernels), cls="name")
             for r in report.backward.itertuples()]
     return (_table(["forward op", "its input shapes", "backward op", "per step", "forward device µs / step",
                     "backward device µs / step", "backward kernels (most time first)"], rows)
@@ -256,9 +266,9 @@ def finding_detail(f: Finding) -> str:
 
 
 def _findings(report: TraceReport) -> str:
-    items = "".join(f'<li class="pg-check pg-{f.level}"><span class="pg-badge">{f.level}</span> '
+    items = "".join(f'<li class="pg-finding pg-{f.level}"><span class="pg-badge">{f.level}</span> '
                     f"<b>{html.escape(f.kind)}</b>: {html.escape(finding_detail(f))}</li>" for f in report.findings)
-    return f'<ul class="pg-checks">{items}</ul>'
+    return f'<ul class="pg-findings">{items}</ul>'
 
 
 def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
@@ -288,7 +298,7 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
         ("kernels", "Top kernels by device time", _kernels(report)),
         ("ops", "Top CPU ops by self time", _ops(report)),
         ("memory", "Memsets and memcpys", _memory(report)),
-        ("health", f"Health checks ({warns} warning{'s' if warns != 1 else ''})", _findings(report)),
+        ("health", f"Health findings ({warns} warning{'s' if warns != 1 else ''})", _findings(report)),
     ]
     nav = " · ".join(f'<a href="#{sid}">{html.escape(head.split(" (")[0])}</a>' for sid, head, _ in sections)
     body = "".join(f'<section id="{sid}"><h2>{html.escape(head)}</h2>{content}</section>'
@@ -339,7 +349,7 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     :func:`~profiling_guide.analysis.trace_report.read_rates`); by default they come
     from the trace's ``.run.json`` where it has them. A ``.run.json`` beside
     the trace that is not a run record is left out, with one line on stderr
-    and a warning among the health checks. ``progress`` prints stage lines on
+    and a warning among the health findings. ``progress`` prints stage lines on
     stderr (default: for traces over 8 MiB on disk).
     """
     trace_path = Path(trace_path)
@@ -387,7 +397,7 @@ code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;pa
 .pg-verdict{font-size:1.05em;padding:.6em .8em;border-left:4px solid #9aa0a6;background:#f6f7f9}
 .pg-v-gpu{border-color:#7b4fa6}.pg-v-cpu{border-color:#f0a03c}.pg-v-mixed{border-color:#1f8a9c}
 .pg-v-collectives{border-color:#34495e}
-.pg-checks{list-style:none;padding:0}.pg-check{margin:.35em 0}
+.pg-findings{list-style:none;padding:0}.pg-finding{margin:.35em 0}
 .pg-badge{display:inline-block;min-width:3.2em;text-align:center;font-size:.75em;font-weight:700;text-transform:uppercase;
 border-radius:3px;padding:0 .3em;margin-right:.3em;color:#fff;background:#9aa0a6}
 .pg-ok .pg-badge{background:#2e9c6a}.pg-warn .pg-badge{background:#c24d6b}.pg-info .pg-badge{background:#4c78a8}

@@ -103,8 +103,8 @@ def _fresh_cache_env(cache: str) -> dict:
 
 def _child_command(setting: str, shapes: Sequence[tuple[int, ...]], hidden: int, dtype: str,
                    wait_for_turn: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "profiling_guide.measure.sweep", "--setting", setting, "--hidden", str(hidden),
-           "--dtype", dtype, "--shapes", ";".join(",".join(map(str, s)) for s in shapes)]
+    cmd = [sys.executable, "-m", "profiling_guide.measure.shape_sweeps", "--setting", setting,
+           "--hidden", str(hidden), "--dtype", dtype, "--shapes", ";".join(",".join(map(str, s)) for s in shapes)]
     return cmd + (["--wait-for-turn"] if wait_for_turn else [])
 
 
