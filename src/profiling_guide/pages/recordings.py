@@ -55,7 +55,7 @@ class StaleRecordingError(GuideError):
 
 def resolve_mode(requested: str | None = None) -> str:
     """``live`` or ``replay`` from ``requested`` or ``$PROFILING_GUIDE_MODE``."""
-    import torch
+    import torch  # lazy: reading recordings (the report, the tests) needs no torch
 
     mode = (requested or os.environ.get(MODE_ENV) or "auto").strip().lower()
     if mode not in MODES:

@@ -164,12 +164,12 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
     stem = name or _name_of(fn, spec) + (".compiled" if compile else "")
     module_file = _module_file(spec)
     paths = _output_paths(out, stem, module_file)
+    # Lazy, torch and the modules that import it: importing this module (and the CPU-only commands) never pays for it.
     import torch
 
     if not torch.cuda.is_available():
         raise GuideError(f"profile needs a CUDA GPU and torch {torch.__version__} sees none: run it on a GPU "
                          "machine, then `profiling-guide report` reads its trace anywhere")
-    # Lazy: these import torch, which importing this module (and the CPU-only commands) never pays for.
     from profiling_guide.measure import capture
     from profiling_guide.measure import timing as measure
 
@@ -213,7 +213,7 @@ def _output_paths(out: Path, stem: str, module_file: str | None) -> dict[str, Pa
 
 def _warm_step(fn: Callable, spec: str | None, compile: bool) -> Callable[[], object]:
     """The step, compiled if asked, after the two calls that compile, autotune and initialise it."""
-    import torch
+    import torch  # lazy, as in profile_callable
 
     try:
         step = make_step(fn)
