@@ -415,8 +415,9 @@ def read_run_record(trace_path: str | Path) -> dict | None:
 def read_rates(path: str | Path) -> dict:
     """Reference rates from a JSON file: a ``profile`` run record or a chapter's references record.
 
-    Accepted: ``{"rates": {"gemm_tflops": {"median": ...}, "copy_tbps": {...}}}``
-    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes),
+    Accepted: ``{"rates": {"gemm_tflops": {"rate": ...}, "copy_tbps": {...}}}``
+    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes;
+    ``"median"`` in place of ``"rate"`` in older records),
     ``{"values": {"gemm_tflops": ..., "copy_tbps": ...}}`` (the guide's
     ``*.references.run.json``) or those two numbers at the top level. Each
     rate is a positive finite number (``true``, ``Infinity`` and strings are

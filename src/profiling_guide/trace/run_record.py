@@ -176,7 +176,9 @@ def _check_timings(timings: dict, path: Path, fix: str) -> None:
     """Each timing is a spread (median, q1, q3: numbers or null), or an older record's bare median."""
     for name, spread in timings.items():
         if not isinstance(spread, dict):
-            if is_number(spread):  # an older record's bare median
+            # An older record's bare median: the sample records of tests/data/gpu_samples (the site's
+            # sample reports) hold one, and re-recording them needs a GPU.
+            if is_number(spread):
                 continue
             raise GuideError(f"{path}: 'timings.{name}' must be an object (median, q1, q3), "
                              f"got {_kind(spread)}: {fix}")
@@ -201,7 +203,7 @@ def rate_of(value, where: str, path: Path, fix: str) -> float | None:
 
     ``null`` (not measured) is None; anything else is a one-line GuideError.
     """
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # "median": an older record's (tests/data/gpu_samples), as in _check_timings
         inner = value.get("rate", value.get("median"))
         where += ".rate" if "rate" in value else ".median"
         value = inner
