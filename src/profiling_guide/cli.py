@@ -44,7 +44,14 @@ import os
 import re
 import sys
 
+from profiling_guide import files
 from profiling_guide.errors import GuideError
+from profiling_guide.trace.kernel_names import FIELDS, decode
+from profiling_guide.trace.model import Trace
+from profiling_guide.trace.run import trace_files
+
+# Each subcommand imports the heavy modules only it needs (pandas, matplotlib, torch) when it runs:
+# `decode` or `--help` never loads them.
 
 # C0 and C1 control characters (ESC starts terminal escape sequences), the
 # invisible format characters that reorder or hide text (bidi overrides, zero
@@ -93,8 +100,6 @@ def _print_summary(report: dict, source: str) -> None:
 
 
 def _cmd_summarize(args) -> int:
-    from profiling_guide.trace.model import Trace
-
     trace = Trace.load(args.trace)
     if not trace.steps:
         raise GuideError(f"{args.trace} has no ProfilerStep events: record it with a torch.profiler schedule")
@@ -107,8 +112,6 @@ def _cmd_summarize(args) -> int:
 
 
 def _cmd_decode(args) -> int:
-    from profiling_guide.trace.kernel_names import FIELDS, decode
-
     name = " ".join(args.name).strip()
     if not name:
         raise GuideError("decode needs a kernel name, e.g. profiling-guide decode 'triton_poi_fused_gelu_mul_0'")
@@ -137,9 +140,6 @@ def _cmd_bench_load(args, rest) -> int:
 
 
 def _cmd_report(args) -> int:
-    from profiling_guide import files
-    from profiling_guide.trace.run import trace_files
-
     for out in (args.output, args.merge):  # before any work, and before the traces are looked for
         if out is not None:
             files.check_writable(out)

@@ -257,20 +257,26 @@ def pace(summaries: list[StepSummary], *, unprofiled_cpu_us: float | None = None
     if not busy:
         return Pace("no GPU work", n, cpu_ops, rank=ranks, unprofiled_cpu_us=unprofiled_cpu_us)
     idle = sum(s.gpu_idle_fraction * s.gpu_span_us for s in summaries) / span if span else 0.0
-    delays = [s.delay_us for s in summaries if s.delay_us is not None]
-    starts = [s.delay_start_us for s in summaries if s.delay_start_us is not None]
-    ends = [s.delay_end_us for s in summaries if s.delay_end_us is not None]
-    first, last = (statistics.median(starts), statistics.median(ends)) if starts else (None, None)
+    delay, first, last, grows = _pooled_delays(summaries)
     comm = sum(s.comm_us for s in summaries)
     exposed = sum(s.exposed_comm_us for s in summaries)
     found = Pace("", n, cpu_ops, busy_us=busy / n, window_us=window / n, idle=idle,
-                 delay_us=statistics.median(delays) if delays else None, delay_first_us=first, delay_last_us=last,
-                 delay_grows=bool(starts) and _grows(first, last), sync_us=sum(s.sync_us for s in summaries) / n,
+                 delay_us=delay, delay_first_us=first, delay_last_us=last,
+                 delay_grows=grows, sync_us=sum(s.sync_us for s in summaries) / n,
                  comm_us=comm / n, exposed_comm_us=exposed / n, rank=ranks, unprofiled_cpu_us=unprofiled_cpu_us)
     work_share, work_idle = _without_exposed_comm(busy, window, idle, span, exposed)
     found.verdict = verdict(work_share, work_idle, found.delay_us, found.delay_grows,
                             comm_share=found.comm_share if comm_rule else 0.0)
     return found
+
+
+def _pooled_delays(summaries: list[StepSummary]) -> tuple[float | None, float | None, float | None, bool]:
+    """The median launch→start delay over the steps, the medians of its first and last, and whether it grows."""
+    delays = [s.delay_us for s in summaries if s.delay_us is not None]
+    starts = [s.delay_start_us for s in summaries if s.delay_start_us is not None]
+    ends = [s.delay_end_us for s in summaries if s.delay_end_us is not None]
+    first, last = (statistics.median(starts), statistics.median(ends)) if starts else (None, None)
+    return (statistics.median(delays) if delays else None), first, last, bool(starts) and _grows(first, last)
 
 
 def pace_of(trace: Trace) -> Pace:

@@ -320,10 +320,8 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
     ``"gpu"`` and ``"idle"`` rows add up to the gaps; the ``"cpu"`` rows say
     what the CPU did during the ``"idle"`` part.
     """
-    mine = {c.key: c for c in collective_calls(trace, rank)}
     device = sorted((ev for ev in trace.device_events if ev.decoded.kind != "collective"),
                     key=lambda ev: ev.start_us)
-    starts = [ev.start_us for ev in device]
     ops_by_thread: dict = defaultdict(list)
     for op in trace.ops:
         ops_by_thread[op.tid].append(op)
@@ -333,7 +331,23 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
             comms_ops[op.start_us] = op
     totals: dict[tuple, list] = defaultdict(lambda: [set(), 0.0])
     gaps_us = 0.0
-    longest = max((ev.dur_us for ev in device), default=0.0)
+    in_gap = _DeviceInGaps(device)
+    for call, lo, hi in _gaps_waited_for(trace, rank, calls, steps):
+        gaps_us += hi - lo
+        gpu_us = in_gap.add(lo, hi, totals)
+        idle = totals["idle", "no device work", None]
+        idle[1] += (hi - lo) - gpu_us
+        if gpu_us < 0.5 * (hi - lo):
+            # The GPU idled: the CPU issued the call late. Its thread's ops before the call, over as long a gap.
+            cpu_op = comms_ops.get(call.cpu_start_us)
+            if cpu_op is not None:
+                _add_cpu_before(cpu_op, ops_by_thread[cpu_op.tid], hi - lo - gpu_us, totals)
+    return _activity_table(totals, gaps_us, top)
+
+
+def _gaps_waited_for(trace: Trace, rank: int, calls: list[MatchedCall], steps: list[int] | None):
+    """Each of ``rank``'s own calls at which it arrived last, with the gap before its kernel (lo, hi) on its clock."""
+    mine = {c.key: c for c in collective_calls(trace, rank)}
     for m in calls:
         if len(m.kernels) < 2 or m.last_rank != rank or (steps is not None and m.step not in steps):
             continue
@@ -341,9 +355,21 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
         if call is None or call.kernel_start_us is None or m.max_wait_us <= 0:
             continue
         hi = call.kernel_start_us
-        lo = hi - m.max_wait_us
-        gaps_us += hi - lo
-        i = bisect.bisect_left(starts, lo - longest)
+        yield call, hi - m.max_wait_us, hi
+
+
+class _DeviceInGaps:
+    """The device work (not collectives) of a rank inside a gap, found by bisection on start times."""
+
+    def __init__(self, device: list[DeviceEvent]):
+        self.device = device
+        self.starts = [ev.start_us for ev in device]
+        self.longest = max((ev.dur_us for ev in device), default=0.0)
+
+    def add(self, lo: float, hi: float, totals: dict) -> float:
+        """Add each event's time in [lo, hi) to ``totals`` by its launching op and label; the GPU's busy time."""
+        device = self.device
+        i = bisect.bisect_left(self.starts, lo - self.longest)
         busy = []
         while i < len(device) and device[i].start_us < hi:
             ev = device[i]
@@ -356,23 +382,25 @@ def straggler_activity(trace: Trace, rank: int, calls: list[MatchedCall], steps:
             entry = totals["gpu", op, label]
             entry[0].add(id(ev.launch.op) if ev.launch is not None and ev.launch.op is not None else id(ev))
             entry[1] += us
-        gpu_us = _union(busy, lo, hi)
-        idle = totals["idle", "no device work", None]
-        idle[1] += (hi - lo) - gpu_us
-        if gpu_us < 0.5 * (hi - lo):
-            # The GPU idled: the CPU issued the call late. Its thread's ops before the call, over as long a gap.
-            cpu_op = comms_ops.get(call.cpu_start_us)
-            if cpu_op is not None:
-                cpu_hi, cpu_lo = cpu_op.start_us, cpu_op.start_us - (hi - lo - gpu_us)
-                for op in ops_by_thread[cpu_op.tid]:
-                    if op.annotation or op.parent is not None and not op.parent.annotation:
-                        continue  # outermost ops only: their time contains their children's
-                    us = max(0.0, min(op.end_us, cpu_hi) - max(op.start_us, cpu_lo))
-                    if us > 0 and op is not cpu_op and cpu_op not in op.walk():
-                        name, label = _label(op)
-                        entry = totals["cpu", name, label]
-                        entry[0].add(id(op))
-                        entry[1] += us
+        return _union(busy, lo, hi)
+
+
+def _add_cpu_before(cpu_op: CpuOp, thread_ops: list[CpuOp], span_us: float, totals: dict) -> None:
+    """Add the time of the thread's outermost ops in the ``span_us`` before ``cpu_op`` to ``totals``."""
+    cpu_hi, cpu_lo = cpu_op.start_us, cpu_op.start_us - span_us
+    for op in thread_ops:
+        if op.annotation or op.parent is not None and not op.parent.annotation:
+            continue  # outermost ops only: their time contains their children's
+        us = max(0.0, min(op.end_us, cpu_hi) - max(op.start_us, cpu_lo))
+        if us > 0 and op is not cpu_op and cpu_op not in op.walk():
+            name, label = _label(op)
+            entry = totals["cpu", name, label]
+            entry[0].add(id(op))
+            entry[1] += us
+
+
+def _activity_table(totals: dict, gaps_us: float, top: int) -> pd.DataFrame:
+    """One row per (where, op, label) with time in the gaps, largest first; the gaps' total in ``attrs``."""
     rows = [{"where": where, "op": op, "label": label, "ops": len(ids), "us": us,
              "share": us / gaps_us if gaps_us else 0.0}
             for (where, op, label), (ids, us) in totals.items() if us > 0]

@@ -329,25 +329,8 @@ _VERSION_LABELS = {"torch": "torch", "cuda": "CUDA (torch built for)", "cublas":
 def environment(trace: Trace, run_record: dict | None = None) -> dict[str, str]:
     """The recording's GPU and versions, from the trace's top-level fields and the run record if any."""
     meta, env = trace.metadata, {}
-    devices = [d for d in meta.get("deviceProperties") or [] if isinstance(d, dict)]
-    if devices:
-        d = devices[0]
-        gpu = str(d.get("name", "?")) + (f" (×{len(devices)} visible)" if len(devices) > 1 else "")
-        env["GPU"] = gpu
-        if is_number(d.get("totalGlobalMem")) and d["totalGlobalMem"] > 0:
-            env["GPU memory"] = f"{d['totalGlobalMem'] / 2**30:.1f} GiB"
-        if "computeMajor" in d:
-            env["compute capability"] = f"{d['computeMajor']}.{d.get('computeMinor', 0)}"
-        if d.get("numSms"):
-            env["multiprocessors"] = str(d["numSms"])
-    elif run_record and isinstance(run_record.get("gpu"), dict):
-        env["GPU"] = str(run_record["gpu"].get("name", "?"))
-    for key, label in (("cuda_runtime_version", "CUDA runtime"), ("cuda_driver_version", "CUDA driver"),
-                       ("hip_runtime_version", "HIP runtime"), ("hip_driver_version", "HIP driver")):
-        if isinstance(meta.get(key), int):
-            env[label] = f"{meta[key] // 1000}.{meta[key] % 1000 // 10}"
-    if meta.get("cupti_version"):
-        env["CUPTI"] = str(meta["cupti_version"])
+    env.update(_gpu_fields(meta, run_record))
+    env.update(_runtime_versions(meta))
     for name, version in ((run_record or {}).get("versions") or {}).items():
         if version:
             env[_VERSION_LABELS.get(name, name)] = str(version)
@@ -358,11 +341,39 @@ def environment(trace: Trace, run_record: dict | None = None) -> dict[str, str]:
     options = [k for k in ("record_shapes", "profile_memory", "with_stack", "with_flops") if meta.get(k)]
     if options:
         env["profiler options"] = ", ".join(options)
-    date = _recorded_at(trace)
+    date = _recorded_at(trace) or (str(run_record["date"]) if run_record and run_record.get("date") else None)
     if date:
         env["recorded"] = date
-    elif run_record and run_record.get("date"):
-        env["recorded"] = str(run_record["date"])
+    return env
+
+
+def _gpu_fields(meta: dict, run_record: dict | None) -> dict[str, str]:
+    """The first GPU's name (and how many are visible), memory, compute capability and multiprocessors."""
+    devices = [d for d in meta.get("deviceProperties") or [] if isinstance(d, dict)]
+    if not devices:
+        if run_record and isinstance(run_record.get("gpu"), dict):
+            return {"GPU": str(run_record["gpu"].get("name", "?"))}
+        return {}
+    d = devices[0]
+    env = {"GPU": str(d.get("name", "?")) + (f" (×{len(devices)} visible)" if len(devices) > 1 else "")}
+    if is_number(d.get("totalGlobalMem")) and d["totalGlobalMem"] > 0:
+        env["GPU memory"] = f"{d['totalGlobalMem'] / 2**30:.1f} GiB"
+    if "computeMajor" in d:
+        env["compute capability"] = f"{d['computeMajor']}.{d.get('computeMinor', 0)}"
+    if d.get("numSms"):
+        env["multiprocessors"] = str(d["numSms"])
+    return env
+
+
+def _runtime_versions(meta: dict) -> dict[str, str]:
+    """The CUDA (or HIP) runtime and driver and the CUPTI version the trace states."""
+    env = {}
+    for key, label in (("cuda_runtime_version", "CUDA runtime"), ("cuda_driver_version", "CUDA driver"),
+                       ("hip_runtime_version", "HIP runtime"), ("hip_driver_version", "HIP driver")):
+        if isinstance(meta.get(key), int):
+            env[label] = f"{meta[key] // 1000}.{meta[key] % 1000 // 10}"
+    if meta.get("cupti_version"):
+        env["CUPTI"] = str(meta["cupti_version"])
     return env
 
 
@@ -404,8 +415,9 @@ def read_run_record(trace_path: str | Path) -> dict | None:
 def read_rates(path: str | Path) -> dict:
     """Reference rates from a JSON file: a ``profile`` run record or a chapter's references record.
 
-    Accepted: ``{"rates": {"gemm_tflops": {"median": ...}, "copy_tbps": {...}}}``
-    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes),
+    Accepted: ``{"rates": {"gemm_tflops": {"rate": ...}, "copy_tbps": {...}}}``
+    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes;
+    ``"median"`` in place of ``"rate"`` in older records),
     ``{"values": {"gemm_tflops": ..., "copy_tbps": ...}}`` (the guide's
     ``*.references.run.json``) or those two numbers at the top level. Each
     rate is a positive finite number (``true``, ``Infinity`` and strings are

@@ -23,9 +23,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 from profiling_guide.errors import GuideError
 
@@ -54,8 +56,6 @@ def naive_attention_inplace(q, k, v, mask):
 
 def sdpa_backend(name: str):
     """The :class:`torch.nn.attention.SDPBackend` a short name stands for."""
-    from torch.nn.attention import SDPBackend
-
     backends = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                 "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     if name not in backends:
@@ -63,6 +63,8 @@ def sdpa_backend(name: str):
     return backends[name]
 
 
+# Its imports stay in its body: chapter 9's recordings fingerprint this function's code, and moving them
+# would make those recordings stale.
 def sdpa(backend: str, *, causal: bool = True) -> Callable:
     """``scaled_dot_product_attention(q, k, v)`` with only ``backend`` allowed (it raises if that one cannot run)."""
     from torch.nn.attention import sdpa_kernel
@@ -82,6 +84,8 @@ def causal_mask_mod(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
+# Its imports stay in its body: chapter 9's recordings fingerprint this function's code, and moving them
+# would make those recordings stale.
 def flex_attention_causal(seq: int, device) -> Callable:
     """Compiled FlexAttention with :func:`causal_mask_mod` as a block mask for ``seq`` queries and keys."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -108,11 +112,10 @@ def load_fa4() -> tuple[Callable | None, str]:
     """
     if os.environ.get(FA4_ENV, "").strip() == "0":
         return None, f"left out ({FA4_ENV}=0)"
-    try:
+    try:  # optional, and slow to import: only when FlashAttention-4 is asked for
         from flash_attn.cute import flash_attn_func
     except Exception as exc:  # ImportError, or the DSL failing to find its libraries
         return None, f"flash-attn-4 is not usable here ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         where = f"flash-attn-4 {version('flash-attn-4')}"

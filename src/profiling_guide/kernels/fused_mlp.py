@@ -94,6 +94,7 @@ try:  # Triton comes with torch's CUDA builds, and with the liger extra; say so 
     import triton
 except ModuleNotFoundError as exc:
     raise missing_dependency(exc, "our fused MLP (profiling_guide.kernels.fused_mlp)") from None
+from profiling_guide.kernels.geglu_backward import geglu_backward
 from profiling_guide.kernels.geglu_kernels import (
     INTERPRETED,
     KERNELS,
@@ -389,8 +390,6 @@ class GeGLUFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         """The gradients of x2d, the gate, up and down weights (None where autograd needs none)."""
-        from profiling_guide.kernels.geglu_backward import geglu_backward
-
         x2d, stacked, w_down, gu, h = ctx.saved_tensors
         needs_x, needs_gate, needs_up, needs_down = ctx.needs_input_grad[:4]
         dy = dy.contiguous()

@@ -33,6 +33,8 @@ class HubGeGLUMLP(SimpleGeGLUMLP):
     """``SimpleGeGLUMLP`` with a hub layer name: unchanged until kernelized."""
 
 
+# kernels is optional (the liger extra); its import stays in the body also because chapter 4's
+# recordings fingerprint this function's code.
 def kernelize_with_liger(model: nn.Module, device_type: str = "cuda", repo: str | Path | None = None) -> nn.Module:
     """Map ``GeGLUMLP`` on ``device_type`` to Liger's forward and kernelize ``model`` for inference.
 

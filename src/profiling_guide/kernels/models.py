@@ -16,6 +16,7 @@ import socket
 import time
 import urllib.parse
 from dataclasses import dataclass
+from importlib.metadata import version
 from types import SimpleNamespace
 
 import torch
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from profiling_guide.errors import GuideError
+from profiling_guide.kernels.liger_repo import local_liger_repo
 
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1
@@ -124,9 +126,8 @@ def load_liger_geglu_mlp(
 
 def _liger_layer_class(use_hub: bool | None, offline: bool):
     # Every path ends in liger-kernel's code (the local repository imports it), so say first if it is missing.
+    # liger-kernel and kernels are optional (the liger extra): imported only when a Liger MLP is built.
     try:
-        from importlib.metadata import version
-
         from liger_kernel.transformers.geglu import LigerGEGLUMLP
     except ImportError as exc:
         raise GuideError(
@@ -159,8 +160,6 @@ def _liger_layer_class(use_hub: bool | None, offline: bool):
             )
         except Exception as exc:  # kernels raises ValueError/OSError/HTTP errors alike
             hub_error = f"Hub failed: {type(exc).__name__} after {time.perf_counter() - start:.1f} s"
-    from profiling_guide.kernels.liger_repo import local_liger_repo
-
     repo = local_liger_repo()
     liger = kernels.get_local_kernel(repo)
     return liger.layers.LigerGEGLUMLP, "local-repo", (

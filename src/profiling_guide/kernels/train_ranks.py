@@ -45,6 +45,8 @@ class Block(nn.Module):
 
 
 def wrap(model, strategy, bucket_mb, reshard):
+    # Each strategy imports only its own wrapper. (Chapter 10's recordings fingerprint this whole
+    # module's code: moving these imports would make them stale.)
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 

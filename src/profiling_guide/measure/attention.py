@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch._functorch.config as functorch_config
 
 from profiling_guide.measure.timing import REPEATS, cpu_issue_time, device_times
 
@@ -63,8 +64,6 @@ def keep_graphs_for_timing() -> None:
     this call); the kernels are the same, the backward's peak memory may be
     a little higher.
     """
-    import torch._functorch.config as functorch_config
-
     functorch_config.donated_buffer = False
 
 

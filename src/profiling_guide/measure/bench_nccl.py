@@ -170,6 +170,7 @@ def _agree_output_is_writable(torch, output: str, rank: int, device) -> None:
 
 def measure(args, rank: int, world: int, local: int) -> dict:
     """The sweep as a dict (every rank computes it; rank 0 writes it)."""
+    # Lazy: the command's --help and argument checks run without torch.
     import torch
     import torch.distributed as dist
 

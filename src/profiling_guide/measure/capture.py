@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import platform
 import statistics
 import time
 import warnings
@@ -151,8 +152,6 @@ def gpu_facts() -> dict:
 
 def software_versions() -> dict:
     """torch, CUDA, cuBLAS, Triton and Python versions of this process."""
-    import platform
-
     versions = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -160,7 +159,7 @@ def software_versions() -> dict:
         "cublas": _cublaslt_version(),
         "triton": None,
     }
-    try:
+    try:  # Triton is optional (torch's CPU builds come without it)
         import triton
 
         versions["triton"] = triton.__version__
@@ -172,7 +171,7 @@ def software_versions() -> dict:
 def _cublaslt_version() -> str | None:
     # cublasLtGetVersion() needs no handle: ask the library torch loaded.
     lib_dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
-    try:
+    try:  # the nvidia-* wheels' libraries, where pip installed CUDA; optional
         import nvidia
 
         lib_dirs += [os.path.join(p, "*", "lib") for p in nvidia.__path__]

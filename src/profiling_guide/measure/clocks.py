@@ -93,7 +93,7 @@ def summarize(samples: list[ClockSample]) -> dict:
 
 def gpu_id(device=None) -> str:
     """nvidia-smi's ``-i`` for torch's ``device``: its UUID, which names the same GPU whatever CUDA_VISIBLE_DEVICES says."""
-    import torch
+    import torch  # lazy: the pages read this module's summaries without torch
 
     return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
 
@@ -108,7 +108,7 @@ def clocks_while(fn: Callable[[], object], *, seconds: float = 1.5, settle: floa
     own timing loop as ``fn`` (and ``batch=1``): a loop of bare calls can
     keep the GPU busier, or less busy, than the benchmark did.
     """
-    import torch
+    import torch  # lazy, as in gpu_id
 
     smi = shutil.which("nvidia-smi")
     if smi is None:

@@ -37,6 +37,8 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
+
 from profiling_guide.errors import GuideError
 
 # What is asked of ncu, where it knows the metric (base name before the first "."), with the
@@ -143,14 +145,12 @@ def _run(command: list[str], what: str, timeout_s: int = 120) -> str:
 CUBLAS_BOTH = "cuBLAS gate + up GEMMs"
 
 
-def counter_table(measured: dict):
+def counter_table(measured: dict) -> pd.DataFrame:
     """One row per kernel of a :func:`measure_with_ncu` result, and one for cuBLAS's two GEMMs together.
 
     The two GEMMs' row adds their times and bytes; its percentages are the
     two kernels' weighted by their durations.
     """
-    import pandas as pd
-
     rows = {}
     for kernel in measured["kernels"]:
         values = kernel["metrics"]
@@ -198,6 +198,9 @@ def share_at_least(phase: str, limit: float):
     return _predicate
 
 
+# The functions below that import torch, triton and our kernels in their bodies do so because
+# chapter 6c's recordings fingerprint their code (moving an import would make them stale), and
+# this module's counter parsing runs without torch.
 # ---------------------------------------------------------------- the benchmark's way
 def gate_up_kernels(x, wg, wu, packed) -> dict:
     """The gate/up work four ways, each a callable of x: :data:`LABELS`, with cuBLAS's two GEMMs as one entry."""

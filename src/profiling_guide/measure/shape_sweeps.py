@@ -29,12 +29,14 @@ from collections.abc import Callable, Sequence
 import torch
 
 from profiling_guide.errors import GuideError
+from profiling_guide.kernels.models import SimpleGeGLUMLP
 
 SETTINGS = {"dynamic=False": False, "default": None, "dynamic=True": True}
 
 
 def dynamo_graphs_compiled() -> int:
     """How many graphs TorchDynamo has compiled in this process so far."""
+    # Lazy: importing TorchDynamo takes seconds, and only this function needs it.
     from torch._dynamo.utils import counters
 
     return int(counters["stats"]["unique_graphs"])
@@ -50,6 +52,8 @@ def triton_kernels_compiled(jit_function) -> Callable[[], int]:
     return count
 
 
+# liger-kernel is optional; its import stays in the body also because chapter 4's recordings
+# fingerprint this function's code.
 def liger_geglu_kernels_compiled() -> int:
     """How many variants of Liger's GeGLU forward kernel (``_geglu_tanh_forward_kernel``) Triton has compiled."""
     from liger_kernel.ops.geglu import _geglu_tanh_forward_kernel
@@ -57,6 +61,8 @@ def liger_geglu_kernels_compiled() -> int:
     return triton_kernels_compiled(_geglu_tanh_forward_kernel)()
 
 
+# Its imports stay in its body: chapters 3 and 4's recordings fingerprint this function's code, and moving them
+# would make those recordings stale.
 def shape_sweep(
     forward: Callable[[torch.Tensor], object],
     shapes: Sequence[tuple[int, ...]],
@@ -193,8 +199,6 @@ def recompile_in_fresh_processes(settings: Sequence[str], shapes: Sequence[tuple
 
 
 def _child(argv: Sequence[str] | None = None) -> None:
-    from profiling_guide.kernels.models import SimpleGeGLUMLP
-
     p = argparse.ArgumentParser(description="one torch.compile setting over several shapes (a fresh process)")
     p.add_argument("--setting", choices=list(SETTINGS), required=True)
     p.add_argument("--shapes", required=True, help="'B,S,D;B,S,D;...'")

@@ -197,6 +197,8 @@ def _best(candidates: dict) -> dict:
 _REFERENCE_CACHE: dict[tuple, dict] = {}
 
 
+# Its imports stay in its body: the chapters' reference-rate recordings fingerprint this function's
+# code, and moving them would make those recordings stale.
 def reference_rates(gemm_shapes: Sequence[tuple[int, int, int]] = (), *, dtype: torch.dtype = torch.bfloat16,
                     repeats: int = REPEATS) -> dict:
     """The GEMM and copy reference rates of this GPU, measured once per process; JSON-ready.

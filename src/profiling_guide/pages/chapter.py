@@ -21,14 +21,37 @@ import html
 import inspect
 import os
 import re
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import torch
+
 from profiling_guide.errors import GuideError
 from profiling_guide.files import move_into_place
-from profiling_guide.measure.timing import cost_key
+from profiling_guide.kernels import train_ranks
+from profiling_guide.measure import timing
+from profiling_guide.measure.capture import (
+    gpu_facts,
+    profile_to_trace,
+    require_cuda_memory,
+    software_versions,
+)
+from profiling_guide.measure.distributed import train_ranks as run_job
+from profiling_guide.measure.timing import (
+    cost_key,
+    cpu_issue_time,
+    device_time,
+    wall_time_per_call,
+)
 from profiling_guide.output import echo, to_console
+from profiling_guide.pages.args import (
+    DTYPES,
+    example_parser,
+    positive_int,
+    run_args,
+)
 from profiling_guide.pages.recordings import (
     DEFAULT_GPU,
     GPU_ENV,
@@ -90,16 +113,12 @@ class Chapter:
         self.page_depth = 0
         self._suffix = f"-x{ranks}" if ranks else ""
         if self.mode == "live" and ranks:
-            import torch
-
             visible = torch.cuda.device_count()
             if visible < ranks:
                 self.mode = "replay"
                 self.replay_note = (f"this machine has {visible} GPU{'s' if visible != 1 else ''} and the "
                                     f"chapter runs on {ranks}: it replays a recording")
         if self.mode == "live":
-            from profiling_guide.measure.capture import gpu_facts, software_versions
-
             self.gpu = gpu_facts()
             self.versions = software_versions()
             self.folder = self.root / (gpu_slug(self.gpu["name"]) + self._suffix)
@@ -126,13 +145,6 @@ class Chapter:
         Run as a script, an error of the guide's own (a missing recording, no
         GPU in live mode) prints as one line instead of a traceback.
         """
-        from profiling_guide.pages.args import (
-            DTYPES,
-            example_parser,
-            positive_int,
-            run_args,
-        )
-
         caller = inspect.currentframe().f_back
         doc = (caller.f_globals.get("__doc__") or "").strip().splitlines() if caller else []
         title = next((line for line in doc if line.strip() and set(line.strip()) != {"="}), example)
@@ -171,8 +183,6 @@ class Chapter:
         lesson's page wrote in this run, on this GPU: a deep dive never times anything again.
         Its one flag is ``--mode``.
         """
-        from profiling_guide.pages.args import example_parser
-
         caller = inspect.currentframe().f_back
         doc = (caller.f_globals.get("__doc__") or "").strip().splitlines() if caller else []
         title = next((line for line in doc if line.strip() and set(line.strip()) != {"="}), example)
@@ -203,8 +213,6 @@ class Chapter:
     @property
     def dtype(self):
         """The torch dtype of ``--dtype`` (``torch.bfloat16`` unless a flag says otherwise)."""
-        from profiling_guide.pages.args import DTYPES
-
         return DTYPES[getattr(self, "flags", argparse.Namespace(dtype="bfloat16")).dtype]
 
 
@@ -220,8 +228,6 @@ class Chapter:
     def require_memory(self, nbytes: int, what: str) -> None:
         """Live: fail in one line if ``what`` cannot fit on the GPU. Replay: nothing to check."""
         if self.live:
-            from profiling_guide.measure.capture import require_cuda_memory
-
             require_cuda_memory(nbytes, what)
 
     def _replay_folder(self) -> Path:
@@ -356,12 +362,6 @@ class Chapter:
 
     def _time_step(self, step: Callable[[], object], variant: str | None) -> dict:
         """``step``'s profiler-off timings, JSON-ready: device time, CPU issue time, wall time per call."""
-        from profiling_guide.measure.timing import (
-            cpu_issue_time,
-            device_time,
-            wall_time_per_call,
-        )
-
         key = cost_key(variant, self.args) if variant else None
         with to_console():
             return {
@@ -425,10 +425,6 @@ class Chapter:
         and the run record keeps what rank 0 wrote under ``job``. The
         script's source and ``args`` are fingerprinted with ``code``.
         """
-        import tempfile
-
-        from profiling_guide.kernels import train_ranks
-
         full, fp, all_args = self._name_and_fingerprint(name, [train_ranks, *code],
                                           {"script_args": list(args), "ranks": self.ranks})
         if not self.live:
@@ -437,8 +433,6 @@ class Chapter:
                 raise GuideError(f"recording {full} has {len(rec.rank_trace_paths)} rank traces in {self.folder}, "
                                  f"not {self.ranks}: re-record it on {self.ranks} GPUs")
             return rec
-        from profiling_guide.measure.distributed import train_ranks as run_job
-
         self.folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.folder, prefix=f".{full}.") as tmp:
             with to_console():
@@ -476,8 +470,6 @@ class Chapter:
         device-to-device copy: each a median of 7 repeats with its spread,
         measured once per process.
         """
-        from profiling_guide.measure import timing
-
         shapes = [tuple(shape) for shape in gemm_shapes]
 
         def measure_references():
@@ -506,8 +498,6 @@ class Chapter:
         same ``torch.profiler`` block the chapters show.
         """
         if self.live:
-            from profiling_guide.measure.capture import profile_to_trace
-
             with to_console():
                 profile_to_trace(step, Path(self.trace_file(name)), label=label)
         return self.record_trace(name, step, label=label, code=code, args=args, time_it=time_it, variant=variant)
@@ -547,8 +537,6 @@ class Banner:
     def _facts(self) -> tuple[str, str, str, bool]:
         ch = self.chapter
         if ch.live:
-            from profiling_guide.measure.capture import software_versions
-
             run = {"gpu": ch.gpu, "versions": software_versions(), "date": _dt.date.today().isoformat()}
         elif ch.recordings:
             run = ch.recordings[0].run

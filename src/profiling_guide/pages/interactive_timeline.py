@@ -45,6 +45,31 @@ def _dims(op) -> str:
     return "Input Dims " + json.dumps(dims, separators=(",", ":"))[:200]
 
 
+def _by_thread(items) -> dict:
+    """``items`` (CPU ops or runtime calls) by thread id, threads in order of first appearance."""
+    found: dict = {}
+    for item in items:
+        found.setdefault(item.tid, []).append(item)
+    return found
+
+
+def _device_info(ev) -> str:
+    """A device event's hover line: kind and library, who launched it, grid and block."""
+    k = ev.decoded
+    call = ev.launch
+    where = ""
+    if call is not None:
+        op = call.op.name if call.op is not None else "no op"
+        where = f"launched by {op} via {call.name}"
+    return " · ".join(x for x in (f"{k.kind} · {k.library}", where,
+                                  f"grid {'×'.join(map(str, ev.grid))}" if ev.grid else "",
+                                  f"block {'×'.join(map(str, ev.block))}" if ev.block else "") if x)
+
+
+def _stream_order(key):  # streams by number, where they are numbers
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in key)
+
+
 class _Lanes:
     """Lanes of one or more steps on one time axis, sharing the string and colour tables.
 
@@ -78,68 +103,67 @@ class _Lanes:
         ``shift`` is subtracted from every time (a rank's clock offset);
         ``prefix`` starts every lane's label (``"r3 "``).
         """
-        bar = self.bar
-        end = max([step.end_us, *(ev.end_us for ev in step.device_events)]) - shift
-        self.start = step.start_us - shift if self.start is None else min(self.start, step.start_us - shift)
-        self.end = end if self.end is None else max(self.end, end)
-        ops_by_thread: dict = {}
-        for op in step.ops:
-            ops_by_thread.setdefault(op.tid, []).append(op)
-        calls_by_thread: dict = {}
-        for call in step.runtime_calls:
-            calls_by_thread.setdefault(call.tid, []).append(call)
+        self._widen(step, shift)
+        ops_by_thread = _by_thread(step.ops)
+        calls_by_thread = _by_thread(step.runtime_calls)
         threads = list(dict.fromkeys([*ops_by_thread, *calls_by_thread]))
         named = len(threads) > 1  # name the thread only when there is more than one
         for tid in threads:
-            ops = ops_by_thread.get(tid, [])
-            base = min((op.depth for op in ops), default=0)
-            by_depth: dict[int, list] = {}
-            for op in ops:
-                depth = op.depth - base
-                if max_depth is not None and depth > max_depth:
-                    continue
-                color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
-                kind = "annotation (record_function)" if op.annotation else "CPU op"
-                info = " · ".join(x for x in (kind, _dims(op)) if x)
-                by_depth.setdefault(depth, []).append(bar(op.start_us, op.dur_us, short_op(op.name), op.name, color,
-                                                          info=info, shift=shift))
             # Short labels fit the narrow gutter of a phone; the legend says what dN and tN mean.
             cpu = f"CPU t{tid}" if named else "CPU"
             self.lanes += [{"label": f"{prefix}{cpu} d{d}", "kind": "cpu", "bars": bars}
-                           for d, bars in sorted(by_depth.items())]
+                           for d, bars in self._cpu_bars(ops_by_thread.get(tid, []), max_depth, shift)]
         for tid in threads if runtime else ():
-            calls = []
-            for call in calls_by_thread.get(tid, []):
-                link = self.links.setdefault(id(call), len(self.links)) if call.device_events else -1
-                op = call.op.name if call.op is not None else "no op"
-                calls.append(bar(call.start_us, call.dur_us, call.name, call.name, RUNTIME_COLOR, link,
-                                 f"runtime call · from {op}", shift=shift))
+            calls = self._runtime_bars(calls_by_thread.get(tid, []), shift)
             if calls:
                 label = f"runtime t{tid}" if named else "CUDA runtime"
                 self.lanes.append({"label": prefix + label, "kind": "runtime", "bars": calls})
+        self._add_streams(step, prefix, shift, runtime)
+
+    def _widen(self, step: Step, shift: float) -> None:
+        """Stretch the axis to hold ``step`` and its device work."""
+        end = max([step.end_us, *(ev.end_us for ev in step.device_events)]) - shift
+        self.start = step.start_us - shift if self.start is None else min(self.start, step.start_us - shift)
+        self.end = end if self.end is None else max(self.end, end)
+
+    def _cpu_bars(self, ops: list, max_depth: int | None, shift: float) -> list[tuple[int, list]]:
+        """One thread's CPU ops as bars, by depth below its outermost op (down to ``max_depth``), shallowest first."""
+        base = min((op.depth for op in ops), default=0)
+        by_depth: dict[int, list] = {}
+        for op in ops:
+            depth = op.depth - base
+            if max_depth is not None and depth > max_depth:
+                continue
+            color = ANNOTATION_COLOR if op.annotation else OP_COLORS[min(depth, len(OP_COLORS) - 1)]
+            kind = "annotation (record_function)" if op.annotation else "CPU op"
+            info = " · ".join(x for x in (kind, _dims(op)) if x)
+            by_depth.setdefault(depth, []).append(self.bar(op.start_us, op.dur_us, short_op(op.name), op.name, color,
+                                                           info=info, shift=shift))
+        return sorted(by_depth.items())
+
+    def _runtime_bars(self, calls: list, shift: float) -> list[list]:
+        """One thread's runtime calls as bars, each launch given a link to the device work it started."""
+        bars = []
+        for call in calls:
+            link = self.links.setdefault(id(call), len(self.links)) if call.device_events else -1
+            op = call.op.name if call.op is not None else "no op"
+            bars.append(self.bar(call.start_us, call.dur_us, call.name, call.name, RUNTIME_COLOR, link,
+                                 f"runtime call · from {op}", shift=shift))
+        return bars
+
+    def _add_streams(self, step: Step, prefix: str, shift: float, runtime: bool) -> None:
+        """One lane per GPU stream (and device, where there are several), streams in number order."""
         streams: dict = {}
         for ev in step.device_events:
             k = ev.decoded
             call = ev.launch
-            where = ""
-            if call is not None:
-                op = call.op.name if call.op is not None else "no op"
-                where = f"launched by {op} via {call.name}"
-            info = " · ".join(x for x in (f"{k.kind} · {k.library}", where,
-                                          f"grid {'×'.join(map(str, ev.grid))}" if ev.grid else "",
-                                          f"block {'×'.join(map(str, ev.block))}" if ev.block else "") if x)
             link = self.links.get(id(call), -1) if call is not None and runtime else -1
-            device = ev.args.get("device")
-            key = (str(device), str(ev.stream))
-            streams.setdefault(key, []).append(bar(ev.start_us, ev.dur_us, k.short, ev.name,
-                                                   KIND_COLORS.get(k.kind, KIND_COLORS["other"]), link, info,
-                                                   shift=shift))
+            key = (str(ev.args.get("device")), str(ev.stream))
+            streams.setdefault(key, []).append(self.bar(ev.start_us, ev.dur_us, k.short, ev.name,
+                                                        KIND_COLORS.get(k.kind, KIND_COLORS["other"]), link,
+                                                        _device_info(ev), shift=shift))
         many_devices = len({d for d, _ in streams}) > 1
-
-        def stream_order(key):  # streams by number, where they are numbers
-            return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in key)
-
-        for (device, stream), bars in sorted(streams.items(), key=lambda kv: stream_order(kv[0])):
+        for (device, stream), bars in sorted(streams.items(), key=lambda kv: _stream_order(kv[0])):
             label = f"GPU {device} stream {stream}" if many_devices else f"GPU stream {stream}"
             self.lanes.append({"label": prefix + label, "kind": "gpu", "bars": bars})
 

@@ -55,7 +55,7 @@ class StaleRecordingError(GuideError):
 
 def resolve_mode(requested: str | None = None) -> str:
     """``live`` or ``replay`` from ``requested`` or ``$PROFILING_GUIDE_MODE``."""
-    import torch
+    import torch  # lazy: reading recordings (the report, the tests) needs no torch
 
     mode = (requested or os.environ.get(MODE_ENV) or "auto").strip().lower()
     if mode not in MODES:
@@ -179,7 +179,7 @@ class Recording:
     def timings(self) -> dict:
         """The profiler-off timings of a capture, as :class:`~profiling_guide.spread.Spread`: ``device_us``,
         ``cpu_issue_us``, ``wall_us_per_call``."""
-        return {k: Spread.from_dict(v) for k, v in self.run.get("timings", {}).items() if isinstance(v, dict)}
+        return {k: Spread.from_dict(v) for k, v in self.run.get("timings", {}).items()}
 
     @property
     def values(self) -> dict:

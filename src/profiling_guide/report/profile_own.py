@@ -43,6 +43,7 @@ from pathlib import Path
 
 from profiling_guide.errors import GuideError, missing_dependency
 from profiling_guide.files import check_writable, write_json_atomic
+from profiling_guide.report.html import write_report
 
 TIMING_REPEATS = 7  # unprofiled runs of the step timed for the profiler-overhead check
 
@@ -155,20 +156,15 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
         the step runs.
     """
     spec = target if isinstance(target, str) else None
-    if steps < 1:
-        raise GuideError(f"--steps must be at least 1, not {steps}")
-    if name is not None and (not name or name != Path(name).name or name in (".", "..") or "\0" in name):
-        raise GuideError(f"--name {name!r} is not a file name: give a name without folders, e.g. my_step")
+    _check_arguments(steps, name)
     out = check_out_dir(out_dir)
     fn = load_target(target) if isinstance(target, str) else target
     if not callable(fn):
         raise GuideError(f"{fn!r} is not callable: give a step function or a factory returning one")
     stem = name or _name_of(fn, spec) + (".compiled" if compile else "")
-    # The three outputs are checked before any work; none may be the file the step came from.
-    module_file = spec.rpartition(":")[0] if spec and spec.rpartition(":")[0].endswith(".py") else None
-    paths = {kind: out / f"{stem}.{kind}" for kind in ("trace.json.gz", "run.json", "report.html")}
-    for path in paths.values():
-        check_writable(path, inputs=[module_file])
+    module_file = _module_file(spec)
+    paths = _output_paths(out, stem, module_file)
+    # Lazy, torch and the modules that import it: importing this module (and the CPU-only commands) never pays for it.
     import torch
 
     if not torch.cuda.is_available():
@@ -176,17 +172,8 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
                          "machine, then `profiling-guide report` reads its trace anywhere")
     from profiling_guide.measure import capture
     from profiling_guide.measure import timing as measure
-    from profiling_guide.report.html import write_report
 
-    try:
-        step = make_step(fn)
-    except ModuleNotFoundError as exc:  # the step's own imports (chapter 8's transformers)
-        raise missing_dependency(exc, spec or getattr(fn, "__qualname__", "the step")) from None
-    if compile:
-        step = torch.compile(step)
-    for _ in range(2):  # compilation, autotuning and lazy initialisation happen here, not in the trace
-        step()
-    torch.cuda.synchronize()
+    step = _warm_step(fn, spec, compile)
     cpu_issue = measure.cpu_issue_time(step, repeats=5, calls=TIMING_REPEATS)
     trace_path = capture.profile_to_trace(step, paths["trace.json.gz"], label=stem, active=steps)
     if rates is True:
@@ -202,3 +189,39 @@ def profile_callable(target: Callable | str, out_dir: str | Path, *, steps: int 
     write_json_atomic(run_path, record, inputs=[module_file])
     report_path = write_report(trace_path, paths["report.html"])
     return ProfileResult(trace_path, run_path, report_path, rates)
+
+
+def _check_arguments(steps: int, name: str | None) -> None:
+    if steps < 1:
+        raise GuideError(f"--steps must be at least 1, not {steps}")
+    if name is not None and (not name or name != Path(name).name or name in (".", "..") or "\0" in name):
+        raise GuideError(f"--name {name!r} is not a file name: give a name without folders, e.g. my_step")
+
+
+def _module_file(spec: str | None) -> str | None:
+    """The file the step came from, where ``spec`` names one (``path/to/train.py:make_step``)."""
+    return spec.rpartition(":")[0] if spec and spec.rpartition(":")[0].endswith(".py") else None
+
+
+def _output_paths(out: Path, stem: str, module_file: str | None) -> dict[str, Path]:
+    """The three outputs, each checked before any work; none may be the file the step came from."""
+    paths = {kind: out / f"{stem}.{kind}" for kind in ("trace.json.gz", "run.json", "report.html")}
+    for path in paths.values():
+        check_writable(path, inputs=[module_file])
+    return paths
+
+
+def _warm_step(fn: Callable, spec: str | None, compile: bool) -> Callable[[], object]:
+    """The step, compiled if asked, after the two calls that compile, autotune and initialise it."""
+    import torch  # lazy, as in profile_callable
+
+    try:
+        step = make_step(fn)
+    except ModuleNotFoundError as exc:  # the step's own imports (chapter 8's transformers)
+        raise missing_dependency(exc, spec or getattr(fn, "__qualname__", "the step")) from None
+    if compile:
+        step = torch.compile(step)
+    for _ in range(2):  # compilation, autotuning and lazy initialisation happen here, not in the trace
+        step()
+    torch.cuda.synchronize()
+    return step

@@ -55,50 +55,68 @@ def _op_name(name: str) -> str:
 
 # ------------------------------------------------------------------ sections
 def _who_waits(run: RunAnalysis, activity) -> str:
-    s = run.stragglers
     if run.straggler is None:
-        if not len(s) or s["late_us"].iloc[0] <= 0:
-            return "<p>No collective was matched on two or more ranks, so no rank can be said to wait for another.</p>"
-        top = s.iloc[0]
-        return (f"<p class=\"pg-verdict\">No rank kept the others waiting for long: the longest lateness, rank "
-                f"{int(top['rank'])}'s, came to {html.escape(fmt_us(top['late_us']))} per step, less than "
-                "5% of a step.</p>")
-    row = s[s["rank"] == run.straggler].iloc[0]
-    waiters = run.per_rank[run.per_rank["waited_for"] == run.straggler]
-    per = waiters.groupby("rank")["wait_us"].mean() if len(waiters) else None
-    waited = ""
-    if per is not None and len(per):
-        lo, hi = per.min(), per.max()
-        span = fmt_us(lo) if abs(hi - lo) < 1 else f"{fmt_us(lo)} to {fmt_us(hi)}"
-        waited = f"; {_ranks_text([int(r) for r in per.index])} waited {span} per step, most of it for it"
+        return _no_straggler(run.stragglers)
+    row = run.stragglers[run.stragglers["rank"] == run.straggler].iloc[0]
     text = (f"Rank {run.straggler} keeps the others waiting: it arrived last at {int(row['arrived_last'])} of "
             f"{int(row['calls'])} collectives, {fmt_us(row['late_us'])} per step after the first rank to "
-            f"arrive{waited}.")
+            f"arrive{_who_waited(run)}.") + _behind_before_the_step(row, activity)
+    out = f'<p class="pg-verdict pg-v-collectives">{html.escape(text)}</p>'
+    if activity is not None and len(activity):
+        out += _straggler_activity_table(run, activity)
+    return out
+
+
+def _no_straggler(stragglers) -> str:
+    """Why no rank is named: no collective matched across ranks, or the latest rank was late by little."""
+    if not len(stragglers) or stragglers["late_us"].iloc[0] <= 0:
+        return "<p>No collective was matched on two or more ranks, so no rank can be said to wait for another.</p>"
+    top = stragglers.iloc[0]
+    return (f"<p class=\"pg-verdict\">No rank kept the others waiting for long: the longest lateness, rank "
+            f"{int(top['rank'])}'s, came to {html.escape(fmt_us(top['late_us']))} per step, less than "
+            "5% of a step.</p>")
+
+
+def _who_waited(run: RunAnalysis) -> str:
+    """The clause naming the ranks that waited for the straggler, and how long per step ("" where none did)."""
+    waiters = run.per_rank[run.per_rank["waited_for"] == run.straggler]
+    per = waiters.groupby("rank")["wait_us"].mean() if len(waiters) else None
+    if per is None or not len(per):
+        return ""
+    lo, hi = per.min(), per.max()
+    span = fmt_us(lo) if abs(hi - lo) < 1 else f"{fmt_us(lo)} to {fmt_us(hi)}"
+    return f"; {_ranks_text([int(r) for r in per.index])} waited {span} per step, most of it for it"
+
+
+def _behind_before_the_step(row, activity) -> str:
+    """The sentence saying the straggler's GPU idled, waiting for its CPU, which began its steps late ("" if not so)."""
     gaps = activity.attrs.get("gaps_us", 0.0) if activity is not None else 0.0
     idle = float(activity.loc[activity["where"] == "idle", "us"].sum()) if activity is not None else 0.0
     lag = float(row["start_lag_us"])
-    if gaps and idle >= 0.5 * gaps and lag > 0:
-        text += (f" Its GPU sat idle through {idle / gaps:.0%} of those waits, waiting for work from its CPU, which "
-                 f"began its steps {fmt_us(lag)} after the earliest rank's (mean per step, clocks aligned): it falls "
-                 "behind before the step begins, where the trace does not look.")
-    out = f'<p class="pg-verdict pg-v-collectives">{html.escape(text)}</p>'
-    if activity is not None and len(activity):
-        n = max(len(run.steps), 1)
-        gaps = activity.attrs.get("gaps_us", 0.0) / n
-        rows = []
-        for r in activity.itertuples():
-            where = {"gpu": "its GPU ran", "idle": "its GPU idled", "cpu": "meanwhile its CPU ran"}[r.where]
-            label = "–" if r.label is None or (isinstance(r.label, float) and math.isnan(r.label)) else r.label
-            ops = "–" if r.where == "idle" else f"{r.ops / n:,.1f}"
-            rows.append(_cell(where) + _cell(_op_name(r.op), title=r.op, cls="name") + _cell(label, cls="name")
-                        + _cell(ops, num=True) + _cell(_ms(r.us / n), num=True)
-                        + _cell(f"{r.share:.0%}", num=True))
-        out += (f"<p>While the others waited for it ({html.escape(fmt_us(gaps))} per step in all: for each "
-                "collective, from the first rank's arrival to its own), rank "
-                f"{run.straggler} was doing this, by the op that launched the work and the "
-                "<code>record_function</code> label around it:</p>"
-                + _table(["where", "op", "label", "ops / step", "ms / step in the gaps", "share of the gaps"], rows))
-    return out
+    if not (gaps and idle >= 0.5 * gaps and lag > 0):
+        return ""
+    return (f" Its GPU sat idle through {idle / gaps:.0%} of those waits, waiting for work from its CPU, which "
+            f"began its steps {fmt_us(lag)} after the earliest rank's (mean per step, clocks aligned): it falls "
+            "behind before the step begins, where the trace does not look.")
+
+
+def _straggler_activity_table(run: RunAnalysis, activity) -> str:
+    """What the straggler did while the others waited for it: a sentence and a table per step."""
+    n = max(len(run.steps), 1)
+    gaps = activity.attrs.get("gaps_us", 0.0) / n
+    rows = []
+    for r in activity.itertuples():
+        where = {"gpu": "its GPU ran", "idle": "its GPU idled", "cpu": "meanwhile its CPU ran"}[r.where]
+        label = "–" if r.label is None or (isinstance(r.label, float) and math.isnan(r.label)) else r.label
+        ops = "–" if r.where == "idle" else f"{r.ops / n:,.1f}"
+        rows.append(_cell(where) + _cell(_op_name(r.op), title=r.op, cls="name") + _cell(label, cls="name")
+                    + _cell(ops, num=True) + _cell(_ms(r.us / n), num=True)
+                    + _cell(f"{r.share:.0%}", num=True))
+    return (f"<p>While the others waited for it ({html.escape(fmt_us(gaps))} per step in all: for each "
+            "collective, from the first rank's arrival to its own), rank "
+            f"{run.straggler} was doing this, by the op that launched the work and the "
+            "<code>record_function</code> label around it:</p>"
+            + _table(["where", "op", "label", "ops / step", "ms / step in the gaps", "share of the gaps"], rows))
 
 
 def _verdicts(run: RunAnalysis) -> str:

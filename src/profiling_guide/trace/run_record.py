@@ -134,19 +134,40 @@ def check_run_record(record, path: Path, fix: str) -> None:
     """Raise a one-line GuideError where ``record`` is not a run record the guide can read."""
     if not isinstance(record, dict):
         raise GuideError(f"{path}: a run record is a JSON object, got {_kind(record)}: {fix}")
+    _check_field_types(record, path, fix)
+    _check_versions(record.get("versions") or {}, path, fix)
+    _check_gpu_name(record.get("gpu") or {}, path, fix)
+    _check_timings(record.get("timings", {}), path, fix)
+    _check_rates(record, path, fix)
+
+
+def _check_field_types(record: dict, path: Path, fix: str) -> None:
+    """Each field the guide reads has one of the JSON types of :data:`FIELD_TYPES`."""
     for key, types in FIELD_TYPES.items():
         if key in record and not isinstance(record[key], types):
             expected = " or ".join(_JSON_NAMES[t] for t in types)
             raise GuideError(f"{path}: {key!r} must be {expected}, got {_kind(record[key])}: {fix}")
-    for name, version in (record.get("versions") or {}).items():
+
+
+def _check_versions(versions: dict, path: Path, fix: str) -> None:
+    """Each version is a string, a number or null."""
+    for name, version in versions.items():
         if not (version is None or isinstance(version, str) or is_number(version)):
             raise GuideError(f"{path}: 'versions.{name}' must be a string, got {_kind(version)}: {fix}")
-    gpu = record.get("gpu") or {}
+
+
+def _check_gpu_name(gpu: dict, path: Path, fix: str) -> None:
     if "name" in gpu and not isinstance(gpu["name"], str):
         raise GuideError(f"{path}: 'gpu.name' must be a string, got {_kind(gpu['name'])}: {fix}")
-    for name, spread in record.get("timings", {}).items():
+
+
+def _check_timings(timings: dict, path: Path, fix: str) -> None:
+    """Each timing is a spread (median, q1, q3: numbers or null), or an older record's bare median."""
+    for name, spread in timings.items():
         if not isinstance(spread, dict):
-            if is_number(spread):  # an older record's bare median
+            # An older record's bare median: the sample records of tests/data/gpu_samples (the site's
+            # sample reports) hold one, and re-recording them needs a GPU.
+            if is_number(spread):
                 continue
             raise GuideError(f"{path}: 'timings.{name}' must be an object (median, q1, q3), "
                              f"got {_kind(spread)}: {fix}")
@@ -154,6 +175,10 @@ def check_run_record(record, path: Path, fix: str) -> None:
             if stat_name in spread and not (spread[stat_name] is None or is_number(spread[stat_name])):
                 raise GuideError(f"{path}: 'timings.{name}.{stat_name}' must be a number, "
                                  f"got {_kind(spread[stat_name])}: {fix}")
+
+
+def _check_rates(record: dict, path: Path, fix: str) -> None:
+    """Each reference rate, under ``rates``, under ``values`` or at the top, is one :func:`rate_of` reads."""
     for where, source in (("rates.", record.get("rates")), ("values.", record.get("values")), ("", record)):
         if not isinstance(source, dict):
             continue
@@ -167,7 +192,7 @@ def rate_of(value, where: str, path: Path, fix: str) -> float | None:
 
     ``null`` (not measured) is None; anything else is a one-line GuideError.
     """
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # "median": an older record's (tests/data/gpu_samples), as in _check_timings
         inner = value.get("rate", value.get("median"))
         where += ".rate" if "rate" in value else ".median"
         value = inner

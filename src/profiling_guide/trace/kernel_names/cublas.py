@@ -102,33 +102,38 @@ _XMMA_TYPES = re.compile(r"bf16|tf32|f16|f32|f64|e4m3|e5m2|s8|i8|u8|s32|i32")
 _XMMA_TYPE_GROUP = re.compile(r"(?:bf16|tf32|f16|f32|f64|e4m3|e5m2|s8|i8|u8|s32|i32)+")
 
 
+def _xmma_dtype(words: list[str]) -> str | None:
+    """The input type from the first two words made only of type names: (A, B) then (C or math type,
+    accumulator); ``in->out`` where they differ."""
+    groups = [_XMMA_TYPES.findall(w) for w in words if _XMMA_TYPE_GROUP.fullmatch(w)][:2]
+    if not (groups and groups[0]):
+        return None
+    dtype_in = _DTYPE_WORDS.get(groups[0][0])
+    second = groups[1] if len(groups) > 1 and groups[1] else []
+    if second and second[0] == "tf32":
+        # fp32 tensors multiplied on tensor cores as tf32: the precision that matters.
+        return "tf32"
+    return _in_out(dtype_in, _DTYPE_WORDS.get(second[0]) if second else None)
+
+
 def _xmma(name: str) -> dict | None:
     m = _XMMA.match(name)
     if not m:
         return None
     words = m["rest"].split("_")
-    # The first two words made only of type names: (A, B) then (C or math type, accumulator).
-    groups = [_XMMA_TYPES.findall(w) for w in words if _XMMA_TYPE_GROUP.fullmatch(w)][:2]
-    dtype = None
-    if groups and groups[0]:
-        dtype_in = _DTYPE_WORDS.get(groups[0][0])
-        second = groups[1] if len(groups) > 1 and groups[1] else []
-        if second and second[0] == "tf32":
-            # fp32 tensors multiplied on tensor cores as tf32: the precision that matters.
-            dtype = "tf32"
-        else:
-            dtype = _in_out(dtype_in, _DTYPE_WORDS.get(second[0]) if second else None)
+    dtype = _xmma_dtype(words)
     tile_m = re.search(r"tilesize(\d+x\d+x\d+)", m["rest"])
+    tile = tile_m[1] if tile_m else None
     layout = next((w for w in words if re.fullmatch(r"[nt]{2}", w)), None)
     is_conv = m["op"] != "gemm"
     library = "cudnn" if is_conv or m["rest"].endswith("cudnn") else "cublas"
     fused = (f"conv_{m['op']}",) if is_conv else ()
-    parts = [library, m["arch"], f"conv {m['op']}" if is_conv else "xmma", dtype, tile_m[1] if tile_m else None, layout]
+    parts = [library, m["arch"], f"conv {m['op']}" if is_conv else "xmma", dtype, tile, layout]
     return {
         "kind": "gemm",  # a convolution here is an implicit GEMM on tensor cores
         "library": library,
         "arch": m["arch"],
-        "tile": tile_m[1] if tile_m else None,
+        "tile": tile,
         "layout": None if is_conv else layout,
         "dtype": dtype,
         "epilogue": _epilogue(words),

@@ -51,21 +51,25 @@ def _cutlass2(name: str) -> dict | None:
 _CUTLASS3 = re.compile(r"\bcutlass3x_(?P<arch>sm\d+)_(?P<rest>\w+)")
 
 
+def _cutlass3_dtype(words: list[str]) -> str | None:
+    """The input type (``in->out`` where the output differs), or tf32 where the name says so."""
+    if any(w.startswith("tf32") or w.endswith("tf32gemm") for w in words):
+        return "tf32"  # fp32 tensors fed to the tensor cores as tf32
+    dtypes = [_DTYPE_WORDS.get(w) for w in words if w in _DTYPE_WORDS or w == "void"]
+    return _in_out(dtypes[0], dtypes[-1]) if dtypes else None
+
+
 def _cutlass3(name: str) -> dict | None:
     m = _CUTLASS3.search(name)
     if not m:
         return None
     words = m["rest"].split("_")
-    dtypes = [_DTYPE_WORDS.get(w) for w in words if w in _DTYPE_WORDS or w == "void"]
     tile = next((w for w in words if _TILE_3D.match(w)), None)
     layout = next((w for w in words if re.fullmatch(r"[nt]{3}", w)), None)
-    dtype = _in_out(dtypes[0], dtypes[-1]) if dtypes else None
-    if any(w.startswith("tf32") or w.endswith("tf32gemm") for w in words):
-        dtype = "tf32"  # fp32 tensors fed to the tensor cores as tf32
-    is_conv = any(w in ("fprop", "dgrad", "wgrad") for w in words)
+    dtype = _cutlass3_dtype(words)
     conv_op = next((w for w in words if w in ("fprop", "dgrad", "wgrad")), None)
     epilogue = _epilogue(words)
-    parts = ["cutlass3x", m["arch"], f"conv {conv_op}" if is_conv else None, dtype, tile, layout]
+    parts = ["cutlass3x", m["arch"], f"conv {conv_op}" if conv_op else None, dtype, tile, layout]
     short = " ".join(p for p in parts if p) + (f" +{epilogue}" if epilogue else "")
     return {
         "kind": "gemm",
@@ -75,6 +79,6 @@ def _cutlass3(name: str) -> dict | None:
         "layout": layout,
         "dtype": dtype,
         "epilogue": epilogue,
-        "fused_ops": (f"conv_{conv_op}",) if is_conv else (),
+        "fused_ops": (f"conv_{conv_op}",) if conv_op else (),
         "short": _clip(short),
     }

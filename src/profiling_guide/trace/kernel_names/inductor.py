@@ -150,38 +150,51 @@ def split_inductor_ops(joined: str) -> tuple[str, ...]:
     return tuple(ops)
 
 
+def _inductor_ops(body: str) -> tuple[str, ...] | None:
+    """The ops in a kernel name's body after ``fused_``; None where the body is a user's own word."""
+    if body.startswith("fused"):
+        return split_inductor_ops(body[len("fused") :].removeprefix("_"))
+    if body == "":
+        return ()
+    return None  # e.g. a user kernel named triton_per_token_quant
+
+
+def _template_kind(op_set: set[str]) -> tuple[str, str | None]:
+    """A template kernel's kind and epilogue: Inductor's own Triton GEMM (or attention), with
+    the ops after the matmul fused into its epilogue."""
+    if op_set & _GEMM_OPS:
+        words = (["bias"] if op_set & {"addmm", "baddbmm"} else []) + [a for a in _ACTIVATION_OPS if a in op_set]
+        return "gemm", "_".join(words) or None
+    if op_set & _ATTENTION_OPS:
+        return "attention", None  # FlexAttention's template: one kernel for softmax(q·kᵀ + mask)·v or its gradients
+    return "other", None
+
+
+def _inductor_kind(tk: str, op_set: set[str]) -> tuple[str, str | None]:
+    """The kernel's kind and (for a template) its epilogue, from its Triton kind word and its ops."""
+    if tk == "tem":
+        return _template_kind(op_set)
+    if tk == "unk":
+        return ("gemm" if op_set & _GEMM_OPS else ("reduction" if op_set & _REDUCTION_OPS else "pointwise")), None
+    return _TRITON_KIND[tk], None
+
+
+def _attention_direction(kind: str, op_set: set[str]) -> str | None:
+    if kind != "attention":
+        return None
+    return "bwd" if any(op.endswith("_backward") for op in op_set & _ATTENTION_OPS) else "fwd"
+
+
 def _inductor(name: str) -> dict | None:
     m = _INDUCTOR.match(name)
     if not m:
         return None
-    body = m["body"]
-    if body.startswith("fused"):
-        ops = split_inductor_ops(body[len("fused") :].removeprefix("_"))
-    elif body == "":
-        ops = ()
-    else:
-        return None  # e.g. a user kernel named triton_per_token_quant
+    ops = _inductor_ops(m["body"])
+    if ops is None:
+        return None
     tk = m["tk"]
-    op_set = set(ops)
-    epilogue = None
-    if tk == "tem":
-        # A template kernel: Inductor's own Triton GEMM (or attention), with
-        # the ops after the matmul fused into its epilogue.
-        if op_set & _GEMM_OPS:
-            kind = "gemm"
-            words = (["bias"] if op_set & {"addmm", "baddbmm"} else []) + [a for a in _ACTIVATION_OPS if a in op_set]
-            epilogue = "_".join(words) or None
-        elif op_set & _ATTENTION_OPS:
-            kind = "attention"  # FlexAttention's template: one kernel for softmax(q·kᵀ + mask)·v or its gradients
-        else:
-            kind = "other"
-    elif tk == "unk":
-        kind = "gemm" if op_set & _GEMM_OPS else ("reduction" if op_set & _REDUCTION_OPS else "pointwise")
-    else:
-        kind = _TRITON_KIND[tk]
+    kind, epilogue = _inductor_kind(tk, set(ops))
     label_ops = [op for op in ops if op not in _VIEW_OPS and op not in _CAST_OPS] or list(ops)
     short = f"triton {tk}" + (": " + "·".join(label_ops) if label_ops else "")
-    direction = ("bwd" if any(op.endswith("_backward") for op in op_set & _ATTENTION_OPS) else "fwd") \
-        if kind == "attention" else None
     return {"kind": kind, "library": "triton", "epilogue": epilogue, "fused_ops": ops, "triton_kind": tk,
-            "direction": direction, "short": _clip(short)}
+            "direction": _attention_direction(kind, set(ops)), "short": _clip(short)}
