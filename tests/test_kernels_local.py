@@ -5,7 +5,8 @@ import json
 import pytest
 
 # the liger extra (kernels, liger-kernel); a GPU machine running `nox -s tests_gpu` may not have it
-kernels = pytest.importorskip("kernels")
+pytest.importorskip("kernels")
+import kernels  # noqa: E402
 import kernels.layer.repos  # noqa: E402
 import torch
 from liger_kernel.transformers.geglu import LigerGEGLUMLP
