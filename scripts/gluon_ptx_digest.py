@@ -1,0 +1,132 @@
+"""The Gluon kernels' PTX, compiled for sm_90 on the CPU, as one digest per variant: to show a rewrite changed no instruction.
+
+    python scripts/gluon_ptx_digest.py [--dump DIR]
+
+Compiles every variant the compile tests compile (``tests/test_pingpong.py``,
+``tests/test_pingpong_backward.py``): the forward with one and two consumers,
+each without and with g and u stored; the backward with two consumers, one
+consumer, and 128-column tiles holding two of four chunks. Each at the guide's
+shape, launched as ``launch_plan`` launches it, compiled by this Triton as
+``tests/hopper.py`` compiles (no GPU needed).
+
+Prints, per variant, a SHA-256 of its PTX normalized only where a rewrite of
+the source may change the text without changing the code: the kernel's
+mangled name, ``.loc``/``.file`` debug lines and ``//`` comments (the debug
+section's line numbers follow the source). Run it before and after a change:
+the same digest is the same PTX. Where they differ, ``--dump DIR`` writes
+each variant's normalized PTX and its instruction counts by opcode
+(``<variant>.ptx``, ``<variant>.opcodes``) to compare.
+Prints progress on stderr; each compile takes a few seconds to a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "0"  # a Gluon kernel compiles only outside Triton's interpreter
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+import torch  # noqa: E402
+from hopper import H100_SHARED, compile_gluon_for_h100  # noqa: E402
+
+from profiling_guide.kernels import geglu_backward_pingpong as bp  # noqa: E402
+from profiling_guide.kernels import geglu_pingpong as gp  # noqa: E402
+
+ROWS, DIM, HIDDEN = 8192, 768, 3072  # the guide's shape, as the compile tests use
+SMS = 132
+
+
+def _empty(*shape):
+    return torch.empty(shape, dtype=torch.bfloat16)
+
+
+def forward(consumers: int, save_gu: bool):
+    config = triton_config(gp.DEFAULT_CONFIG, CONSUMERS=consumers)
+    x, w, h, gu = _empty(ROWS, DIM), _empty(2 * HIDDEN, DIM), _empty(ROWS, HIDDEN), _empty(ROWS, 2 * HIDDEN)
+    _, args, meta = gp.launch_plan(x, w, h, config, H100_SHARED, SMS, gu=gu if save_gu else None)
+    return compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
+
+
+def backward(config):
+    dy, wd = _empty(ROWS, DIM), _empty(DIM, HIDDEN)
+    gu, dgu = _empty(ROWS, 2 * HIDDEN), _empty(ROWS, 2 * HIDDEN)
+    _, args, meta = bp.launch_plan(dy, wd, gu, dgu, config, H100_SHARED, SMS)
+    return compile_gluon_for_h100(bp._geglu_backward_pingpong_gemm_kernel, args, meta)
+
+
+def triton_config(config, **changes):
+    import triton
+
+    return triton.Config({**config.kwargs, **changes}, num_warps=config.num_warps)
+
+
+def _backward_config(block_n: int, stages: int, consumers: int, gu_bufs: int | None):
+    # as the compile tests' configs: 128×block_n×64 tiles, GROUP_M 1, 32-column chunks
+    kwargs = {**bp.DEFAULT_CONFIG.kwargs, "BLOCK_N": block_n, "GROUP_M": 1, "NUM_STAGES": stages,
+              "CONSUMERS": consumers, "GU_BUFS": block_n // 32 if gu_bufs is None else gu_bufs}  # fmt: skip
+    return triton_config(bp.DEFAULT_CONFIG, **kwargs)
+
+
+VARIANTS = {
+    "forward consumers=2": lambda: forward(2, False),
+    "forward consumers=1": lambda: forward(1, False),
+    "forward consumers=2 save_gu": lambda: forward(2, True),
+    "forward consumers=1 save_gu": lambda: forward(1, True),
+    "backward default": lambda: backward(bp.DEFAULT_CONFIG),
+    "backward consumers=1": lambda: backward(_backward_config(64, 6, 1, None)),
+    "backward 128x128 gu_bufs=2": lambda: backward(_backward_config(128, 5, 2, 2)),
+}
+
+
+def normalized(ptx: str, kernel_name: str) -> str:
+    """``ptx`` without its debug lines and comments, the kernel's mangled name replaced by ``KERNEL``."""
+    lines = []
+    for line in ptx.replace(kernel_name, "KERNEL").splitlines():
+        line = re.sub(r"\s*//.*$", "", line)
+        if re.match(r"\s*\.(loc|file)\b", line) or not line.strip():
+            continue
+        lines.append(line)
+    # the DWARF sections carry line numbers and file names: dropped whole
+    text = "\n".join(lines)
+    return re.sub(r"\.section\s+\.debug_\w+\s*\{.*?\n\s*\}", "", text, flags=re.S)
+
+
+def opcode_counts(ptx: str) -> collections.Counter:
+    """Instructions by opcode (``mov.u32``, ``wgmma.mma_async...``): what a renumbering of registers leaves alone."""
+    counts = collections.Counter()
+    for line in ptx.splitlines():
+        m = re.match(r"\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)\s", line)
+        if m and not line.lstrip().startswith("."):
+            counts[m.group(1)] += 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dump", type=Path, help="write each variant's normalized PTX and opcode counts here")
+    parser.add_argument("--only", help="compile only the variants whose name contains this")
+    options = parser.parse_args()
+    for name, build in VARIANTS.items():
+        if options.only and options.only not in name:
+            continue
+        print(f"compiling {name} ...", file=sys.stderr, flush=True)
+        compiled = build()
+        ptx = normalized(compiled.asm["ptx"], compiled.metadata.name)
+        print(f"{hashlib.sha256(ptx.encode()).hexdigest()[:16]}  {name}", flush=True)
+        if options.dump:
+            options.dump.mkdir(parents=True, exist_ok=True)
+            stem = options.dump / name.replace(" ", "_").replace("=", "")
+            stem.with_suffix(".ptx").write_text(ptx + "\n")
+            counts = sorted(opcode_counts(ptx).items())
+            stem.with_suffix(".opcodes").write_text("".join(f"{n:6d} {op}\n" for op, n in counts))
+
+
+if __name__ == "__main__":
+    main()
