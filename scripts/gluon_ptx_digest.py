@@ -1,4 +1,4 @@
-"""The Gluon kernels' PTX, compiled for sm_90 on the CPU, as one digest per variant: to show a rewrite changed no instruction.
+"""One digest per variant of the Gluon kernels' PTX for sm_90, compiled on the CPU: to check a rewrite changed no instruction.
 
     python scripts/gluon_ptx_digest.py [--dump DIR]
 
