@@ -19,8 +19,8 @@ producer, the ring and the turns):
   tiles, on its own mbarrier), then waits for its turn and runs its K loop;
   the copies arrive meanwhile. Its epilogue, while the other consumer's
   ``wgmma`` run, goes chunk by chunk: the GeGLU's derivative on the chunk of
-  the fp32 dh tile (``_geglu_grads``, the same formulas as the Triton
-  designs), dg and du written over g and u in shared memory, TMA stores from
+  the fp32 dh tile (``geglu_common.geglu_grads``, the function the Triton
+  designs call), dg and du written over g and u in shared memory, TMA stores from
   there, and, once those stores have read the chunk's tiles, a copy of a
   later chunk's g and u into them (a *refill*), which lands while the next
   chunk is computed.
@@ -56,11 +56,17 @@ hanging over column ``hidden`` is clipped at its own half's edge, as in the
 Triton designs. bf16 and fp16 only (``wgmma``'s 16-bit inputs); the hardware
 tanh, as the forward's epilogue uses.
 
+The code is laid out as the forward's: the consumers read one bundle
+(``GradPartitions``, with g and u's tiles, descriptors and mbarriers in
+``GateUpChunks``), and the producer, the ring and the launch of the
+partitions are the forward's own (``geglu_common``).
+
 Gluon has no interpreter: the numbers are tested on Hopper GPUs
 (``tests/test_fused_mlp_gpu.py``), the launch plan and the compiled kernel's
 shape on the CPU (``tests/test_pingpong_backward.py``).
 """
 
+# No `from __future__ import annotations`: the aggregates below need real annotations (geglu_common says why).
 import torch
 import triton
 from triton.experimental import gluon

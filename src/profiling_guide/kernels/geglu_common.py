@@ -20,7 +20,9 @@ in the newer one and only ``triton.language.core._aggregate`` in 3.6 (where
 Gluon's own tutorials import it from), and the TMA copies were renamed. An
 aggregate here sets its fields once, in a plain ``__init__`` (3.6 calls the
 class's own; the newer one forbids changing a field afterwards): a counter
-moves on by making a new one.
+moves on by making a new one. The modules that define aggregates do without
+``from __future__ import annotations``: Triton 3.6 checks a field against its
+annotation as written, which must then be a class, not a string.
 """
 
 import contextlib

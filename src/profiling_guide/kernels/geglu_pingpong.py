@@ -40,6 +40,13 @@ staging tiles and the TMA unit as h goes, which kept the tensor pipe idle
 half the time. The measurements behind this and the default config, dated,
 with their GPU and versions, are in ``docs/notes/gluon_kernels_2026_11.md``.
 
+The code follows Gluon's tutorials: the consumer partition (``_consumer``)
+reads everything through one ``@aggregate`` bundle (``GateUpPartitions``:
+the tile shape, the operand ring and its mbarriers, the turns, where h goes)
+and counts its ring steps with a ``RingCounter``; the producer partition,
+the ring and the launch of the partitions (``ping_pong``) are shared with
+the backward's kernel in :mod:`~profiling_guide.kernels.geglu_common`.
+
 Gluon has no interpreter: this design runs on Hopper GPUs only and its
 numbers are tested there (``tests/test_fused_mlp_gpu.py``); what needs no GPU
 (the design choice, the ring depth, the launch plan) is tested on the CPU, and
@@ -47,6 +54,7 @@ there the kernel is also compiled for sm_90, to PTX and a cubin
 (``tests/test_pingpong.py``).
 """
 
+# No `from __future__ import annotations`: the aggregates below need real annotations (geglu_common says why).
 import torch
 import triton
 import triton.profiler.language as pl
