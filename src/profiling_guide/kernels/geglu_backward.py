@@ -45,10 +45,10 @@ from profiling_guide.kernels.geglu_common import geglu_grads, tile_coordinates
 from profiling_guide.kernels.geglu_kernels import (
     CONFIGS,
     INTERPRETED,
-    _even_k,
-    _fast_tanh,
-    _input_precision,
-    _launch,
+    even_k,
+    fast_tanh,
+    input_precision,
+    launch,
     pinned_config,
 )
 
@@ -69,7 +69,7 @@ def _with_prefetch(configs: list[triton.Config]) -> list[triton.Config]:
 
 
 @triton.autotune(configs=_with_prefetch(CONFIGS), key=["M", "N", "K"])
-@triton.heuristics({"EVEN_K": _even_k})
+@triton.heuristics({"EVEN_K": even_k})
 @triton.jit
 def _geglu_backward_gemm_kernel(
     dy_ptr, wd_ptr, gu_ptr, dgu_ptr,  #
@@ -221,13 +221,13 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
     if config is not None and "PREFETCH" not in config.kwargs:  # a pinned config of the forward's kind
         config = triton.Config({**config.kwargs, "PREFETCH": False}, num_warps=config.num_warps,
                                num_stages=config.num_stages)  # fmt: skip
-    constants = {"INPUT_PRECISION": _input_precision(dy2d.dtype), "FAST_TANH": _fast_tanh(dy2d.dtype)}
+    constants = {"INPUT_PRECISION": input_precision(dy2d.dtype), "FAST_TANH": fast_tanh(dy2d.dtype)}
     if design == "packed":
 
         def grid(META):
             return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
-        _launch(_geglu_backward_gemm_kernel, grid, config,
+        launch(_geglu_backward_gemm_kernel, grid, config,
                 dy2d, w_down, gu, dgu,  #
                 M, N, K,  #
                 dy2d.stride(0), dy2d.stride(1),  #
@@ -243,7 +243,7 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
         tiles = triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])
         return (min(META["PROGRAMS_PER_SM"] * sms, tiles),)
 
-    _launch(_geglu_backward_tma_kernel, grid, None if config is None else _tma_config(config),
+    launch(_geglu_backward_tma_kernel, grid, None if config is None else _tma_config(config),
             *descs, M, N, K, **constants)  # fmt: skip
     return dgu
 

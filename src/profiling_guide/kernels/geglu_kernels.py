@@ -110,8 +110,8 @@ INTERPRETER_CONFIG = _config(16, 16, 16, 2, warps=1, stages=1)
 CONFIGS = [INTERPRETER_CONFIG] if INTERPRETED else GPU_CONFIGS
 
 
-def _even_k(args) -> bool:
-    # When K is a multiple of BLOCK_K the K mask is always true: compile it away.
+def even_k(args) -> bool:
+    """Whether K is a multiple of BLOCK_K (the heuristic EVEN_K): then the K mask is always true and compiled away."""
     return args["K"] % args["BLOCK_K"] == 0
 
 
@@ -174,7 +174,7 @@ def _check_gate_up_out(gu: torch.Tensor | None, M: int, N: int, x2d: torch.Tenso
 
 # ---------------------------------------------------------------- design "dual"
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
-@triton.heuristics({"EVEN_K": _even_k})
+@triton.heuristics({"EVEN_K": even_k})
 @triton.jit
 def _geglu_dual_gemm_kernel(
     x_ptr, wg_ptr, wu_ptr, h_ptr,  #
@@ -239,20 +239,20 @@ def geglu_dual(x2d: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, *,
     def grid(META):
         return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
-    _launch(_geglu_dual_gemm_kernel, grid, pinned_config(config, x2d.dtype),
+    launch(_geglu_dual_gemm_kernel, grid, pinned_config(config, x2d.dtype),
             x2d, w_gate, w_up, h,  #
             M, N, K,  #
             x2d.stride(0), x2d.stride(1),  #
             w_gate.stride(0), w_gate.stride(1),  #
             w_up.stride(0), w_up.stride(1),  #
             h.stride(0), h.stride(1),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
+            INPUT_PRECISION=input_precision(x2d.dtype), FAST_TANH=fast_tanh(x2d.dtype))  # fmt: skip
     return h
 
 
 # ---------------------------------------------------------------- design "packed"
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
-@triton.heuristics({"EVEN_K": _even_k})
+@triton.heuristics({"EVEN_K": even_k})
 @triton.jit
 def _geglu_packed_gemm_kernel(
     x_ptr, w_ptr, h_ptr, gu_ptr,  #
@@ -322,14 +322,14 @@ def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Co
         return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
     _check_gate_up_out(gu, M, N, x2d)
-    _launch(_geglu_packed_gemm_kernel, grid, pinned_config(config, x2d.dtype),
+    launch(_geglu_packed_gemm_kernel, grid, pinned_config(config, x2d.dtype),
             x2d, w_packed, h, gu,  #
             M, N, K,  #
             x2d.stride(0), x2d.stride(1),  #
             w_packed.stride(0), w_packed.stride(1),  #
             h.stride(0), h.stride(1),  #
             0 if gu is None else gu.stride(0),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype),  #
+            INPUT_PRECISION=input_precision(x2d.dtype), FAST_TANH=fast_tanh(x2d.dtype),  #
             SAVE_GU=gu is not None)  # fmt: skip
     return h
 
@@ -409,11 +409,11 @@ def geglu_packed_tma(x2d: torch.Tensor, w_packed: torch.Tensor, *,
 
     config = pinned_config(config, x2d.dtype)
     _check_gate_up_out(gu, M, N, x2d)
-    _launch(_geglu_packed_tma_gemm_kernel, grid, None if config is None else tma_config(config),
+    launch(_geglu_packed_tma_gemm_kernel, grid, None if config is None else tma_config(config),
             x_desc, w_desc, h_desc, gu,  #
             M, N, K, 0 if gu is None else gu.stride(0),  #
-            NUM_PROGRAMS=num_programs, INPUT_PRECISION=_input_precision(x2d.dtype),  #
-            FAST_TANH=_fast_tanh(x2d.dtype), SAVE_GU=gu is not None)  # fmt: skip
+            NUM_PROGRAMS=num_programs, INPUT_PRECISION=input_precision(x2d.dtype),  #
+            FAST_TANH=fast_tanh(x2d.dtype), SAVE_GU=gu is not None)  # fmt: skip
     return h
 
 
@@ -423,19 +423,24 @@ KERNELS = {"dual": _geglu_dual_gemm_kernel, "packed": _geglu_packed_gemm_kernel,
 
 
 # ---------------------------------------------------------------- launching
-def _input_precision(dtype: torch.dtype) -> str:
-    # fp32 inputs: true fp32 products, as torch's matmul does by default (no TF32).
-    # For 16-bit inputs the setting is unused: the MMA takes them as they are.
+def input_precision(dtype: torch.dtype) -> str:
+    """The kernels' INPUT_PRECISION: true fp32 products for fp32 inputs, as torch's matmul by default (no TF32).
+
+    For 16-bit inputs the setting is unused: the MMA takes them as they are.
+    """
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def _fast_tanh(dtype: torch.dtype) -> bool:
-    # The hardware tanh for 16-bit inputs on a GPU; fp32 inputs keep the exact
-    # formula (their check is 1e-5), and the interpreter cannot run inline PTX.
+def fast_tanh(dtype: torch.dtype) -> bool:
+    """The kernels' FAST_TANH: the hardware tanh for 16-bit inputs on a GPU.
+
+    fp32 inputs keep the exact formula (their check is 1e-5), and the
+    interpreter cannot run inline PTX.
+    """
     return dtype != torch.float32 and not INTERPRETED
 
 
-def _launch(kernel, grid, config: triton.Config | None, *args, **constants) -> None:
+def launch(kernel, grid, config: triton.Config | None, *args, **constants) -> None:
     """``kernel[grid](*args, **constants)``: autotuned per (M, N, K) and dtypes, or with ``config``'s tiles."""
     device = args[0].base.device if isinstance(args[0], TensorDescriptor) else args[0].device
     with on_device(device):
