@@ -53,8 +53,8 @@ def on_device(device: torch.device):
 # dz/dg = √(2/π)·(1 + 3·0.044715·g²) = SQRT_2_OVER_PI + DZ_SQUARE·g².
 SQRT_2_OVER_PI = tl.constexpr(math.sqrt(2 / math.pi))  # 0.7978845608028654
 GELU_CUBIC = tl.constexpr(0.044715)
-Z_CUBIC = tl.constexpr(math.sqrt(2 / math.pi) * 0.044715)  # 0.035677408136300125
-DZ_SQUARE = tl.constexpr(3 * 0.044715 * math.sqrt(2 / math.pi))  # 0.10703222440890037
+Z_CUBIC = tl.constexpr(SQRT_2_OVER_PI.value * GELU_CUBIC.value)  # 0.035677408136300125
+DZ_SQUARE = tl.constexpr(3 * GELU_CUBIC.value * SQRT_2_OVER_PI.value)  # 0.10703222440890037
 
 
 @triton.jit
