@@ -5,8 +5,9 @@
 Compiles every variant the compile tests compile (``tests/test_pingpong.py``,
 ``tests/test_pingpong_backward.py``): the forward with one and two consumers,
 each without and with g and u stored; the backward with two consumers, one
-consumer, and 128-column tiles holding two of four chunks. Each at the guide's
-shape, launched as ``launch_plan`` launches it, compiled by this Triton as
+consumer, and 128-column tiles holding two of four chunks; and the default
+forward and backward for one row, which a launch passes as a constant. Each at
+the guide's shape, launched as ``launch_plan`` launches it, compiled by this Triton as
 ``tests/hopper.py`` compiles (no GPU needed). Then the Triton designs that
 share their device helpers (``geglu_common``: tile order, GELU-tanh and its
 derivative) with the Gluon kernels, in bf16 with the hardware tanh and in fp32
@@ -60,16 +61,16 @@ def _empty(*shape):
     return torch.empty(shape, dtype=torch.bfloat16)
 
 
-def forward(consumers: int, save_gu: bool):
+def forward(consumers: int, save_gu: bool, rows: int = ROWS):
     config = triton_config(gp.DEFAULT_CONFIG, CONSUMERS=consumers)
-    x, w, h, gu = _empty(ROWS, DIM), _empty(2 * HIDDEN, DIM), _empty(ROWS, HIDDEN), _empty(ROWS, 2 * HIDDEN)
+    x, w, h, gu = _empty(rows, DIM), _empty(2 * HIDDEN, DIM), _empty(rows, HIDDEN), _empty(rows, 2 * HIDDEN)
     _, args, meta = gp.launch_plan(x, w, h, config, H100_SHARED, SMS, gu=gu if save_gu else None)
     return compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
 
 
-def backward(config):
-    dy, wd = _empty(ROWS, DIM), _empty(DIM, HIDDEN)
-    gu, dgu = _empty(ROWS, 2 * HIDDEN), _empty(ROWS, 2 * HIDDEN)
+def backward(config, rows: int = ROWS):
+    dy, wd = _empty(rows, DIM), _empty(DIM, HIDDEN)
+    gu, dgu = _empty(rows, 2 * HIDDEN), _empty(rows, 2 * HIDDEN)
     _, args, meta = bp.launch_plan(dy, wd, gu, dgu, config, H100_SHARED, SMS)
     return compile_gluon_for_h100(bp._geglu_backward_pingpong_gemm_kernel, args, meta)
 
@@ -135,6 +136,9 @@ VARIANTS = {
     "backward default": lambda: backward(bp.DEFAULT_CONFIG),
     "backward consumers=1": lambda: backward(_backward_config(64, 6, 1, None)),
     "backward 128x128 gu_bufs=2": lambda: backward(_backward_config(128, 5, 2, 2)),
+    # one row: a launch passes M = 1 as a constant (tests/hopper.py specializes as a launch does)
+    "forward consumers=2 rows=1": lambda: forward(2, False, rows=1),
+    "backward default rows=1": lambda: backward(bp.DEFAULT_CONFIG, rows=1),
     **{f"triton {design}{' save_gu' * save} {dtype_name}": (
         lambda design=design, dtype=dtype, save=save: triton_design(design, dtype, save))
        for design, save in [("dual", False), ("packed", False), ("packed", True), ("backward", False)]
