@@ -175,17 +175,6 @@ class GateUpChunks:
     ready: gl.shared_memory_descriptor
     refilled: gl.shared_memory_descriptor
 
-    @gluon.constexpr_function
-    def __init__(self, g_desc, u_desc, dg_desc, du_desc, g_tiles, u_tiles, ready, refilled):
-        self.g_desc = g_desc
-        self.u_desc = u_desc
-        self.dg_desc = dg_desc
-        self.du_desc = du_desc
-        self.g_tiles = g_tiles
-        self.u_tiles = u_tiles
-        self.ready = ready
-        self.refilled = refilled
-
     @gluon.jit
     def load(self, first, bar, off_m, off_n, COUNT: gl.constexpr):
         """Ask the TMA unit for COUNT chunks of g and u from (off_m, off_n) on, into tiles first, first + 1, …
@@ -242,15 +231,6 @@ class GradPartitions:
     chunks: GateUpChunks
     CONSUMERS: gl.constexpr
     GU_BUFS: gl.constexpr  # chunks of g and u each consumer holds
-
-    @gluon.constexpr_function
-    def __init__(self, tiles, ring, turn, chunks, CONSUMERS, GU_BUFS):
-        self.tiles = tiles
-        self.ring = ring
-        self.turn = turn
-        self.chunks = chunks
-        self.CONSUMERS = gl.constexpr(CONSUMERS)
-        self.GU_BUFS = gl.constexpr(GU_BUFS)
 
 
 @gluon.jit

@@ -14,13 +14,15 @@ Gluon's tutorials: the partitions take ``@aggregate`` bundles
 ring slot and mbarrier phase a step uses, one :func:`producer` partition
 feeds both kernels, and :func:`ping_pong` launches the partitions.
 
-Everything here exists in Triton 3.6 (what the GPU machines run) and in the
-newer Triton the CPU tests compile with: ``aggregate`` is ``triton.aggregate``
-in the newer one and only ``triton.language.core._aggregate`` in 3.6 (where
-Gluon's own tutorials import it from), and the TMA copies were renamed. An
-aggregate here sets its fields once, in a plain ``__init__`` (3.6 calls the
-class's own; the newer one forbids changing a field afterwards): a counter
-moves on by making a new one. The modules that define aggregates do without
+Everything here works in Triton 3.6 (what the GPU machines run) and in the
+newer Triton the CPU tests compile with (``scripts/gluon_ptx_digest.py``
+compiles both ways). Where they differ: Triton's ``aggregate`` is
+``triton.aggregate`` in the newer one and only
+``triton.language.core._aggregate`` in 3.6 (where Gluon's own tutorials
+import it from); 3.6 needs the class to write its ``__init__``, which
+:func:`aggregate` here writes for it; the newer one forbids changing a field
+after ``__init__``, so a counter moves on by making a new one; and the TMA
+copies were renamed. The modules that define aggregates do without
 ``from __future__ import annotations``: Triton 3.6 checks a field against its
 annotation as written, which must then be a class, not a string.
 """
@@ -36,7 +38,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-aggregate = getattr(triton, "aggregate", None) or triton.language.core._aggregate
+_triton_aggregate = getattr(triton, "aggregate", None) or triton.language.core._aggregate
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
@@ -46,6 +48,24 @@ def on_device(device: torch.device):
     if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
         return torch.cuda.device(device)
     return contextlib.nullcontext()
+
+
+def aggregate(cls):
+    """Triton's ``@aggregate``, given the ``__init__`` Triton 3.6 needs: one argument per field, in order.
+
+    Newer Tritons write that ``__init__`` themselves; 3.6 calls the class's
+    own. Fields annotated ``gl.constexpr`` are stored as constants.
+    """
+    names = tuple(cls.__annotations__)
+    constants = {name for name, kind in cls.__annotations__.items() if kind is gl.constexpr}
+
+    @gluon.constexpr_function
+    def __init__(self, *values):
+        for name, value in zip(names, values, strict=True):
+            setattr(self, name, gl.constexpr(value) if name in constants else value)
+
+    cls.__init__ = __init__
+    return _triton_aggregate(cls)
 
 
 # ---------------------------------------------------------------- device math of every design
@@ -169,16 +189,6 @@ class Tiles:
     BLOCK_K: gl.constexpr
     GROUP_M: gl.constexpr  # tile rows taken together (tile_coordinates)
 
-    @gluon.constexpr_function
-    def __init__(self, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M):
-        self.M = M
-        self.N = N
-        self.K = K
-        self.BLOCK_M = gl.constexpr(BLOCK_M)
-        self.BLOCK_N = gl.constexpr(BLOCK_N)
-        self.BLOCK_K = gl.constexpr(BLOCK_K)
-        self.GROUP_M = gl.constexpr(GROUP_M)
-
     @gluon.jit
     def count(self):
         """How many output tiles."""
@@ -206,11 +216,6 @@ class RingCounter:
 
     count: gl.tensor
     SLOTS: gl.constexpr
-
-    @gluon.constexpr_function
-    def __init__(self, count, SLOTS):
-        self.count = count
-        self.SLOTS = gl.constexpr(SLOTS)
 
     @gluon.jit
     def index(self):
@@ -250,16 +255,6 @@ class OperandRing:
     full: gl.shared_memory_descriptor
     empty: gl.shared_memory_descriptor
     B_KN: gl.constexpr  # B's tiles are [BLOCK_K, n] (the down weight as stored), not [n, BLOCK_K]
-
-    @gluon.constexpr_function
-    def __init__(self, a_desc, b_desc, a, b, full, empty, B_KN):
-        self.a_desc = a_desc
-        self.b_desc = b_desc
-        self.a = a
-        self.b = b
-        self.full = full
-        self.empty = empty
-        self.B_KN = gl.constexpr(B_KN)
 
     @gluon.jit
     def allocate(a_desc, b_desc, NUM_STAGES: gl.constexpr, B_KN: gl.constexpr):

@@ -147,16 +147,6 @@ class GateUpPartitions:
     CONSUMERS: gl.constexpr
     SAVE_GU: gl.constexpr
 
-    @gluon.constexpr_function
-    def __init__(self, tiles, ring, turn, h_desc, gu_ptr, CONSUMERS, SAVE_GU):
-        self.tiles = tiles
-        self.ring = ring
-        self.turn = turn
-        self.h_desc = h_desc
-        self.gu_ptr = gu_ptr
-        self.CONSUMERS = gl.constexpr(CONSUMERS)
-        self.SAVE_GU = gl.constexpr(SAVE_GU)
-
 
 @gluon.jit
 def _consumer(p, WHICH: gl.constexpr):
