@@ -35,8 +35,8 @@ bytes does that save, and is the MLP then faster than every other variant?
 # the fp32 accumulators of one tile (for bf16 the tanh is the hardware's
 # ``tanh.approx.f32``, one instruction per element):
 #
-# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_kernels.py
-#    :pyobject: _gelu_tanh_times
+# .. literalinclude:: ../../src/profiling_guide/kernels/geglu_common.py
+#    :pyobject: gelu_tanh_times
 #
 # :class:`~profiling_guide.kernels.fused_mlp.FusedGeGLUMLP` wraps the fused
 # gate/up kernel and cuBLAS's down GEMM in a module with the eager MLP's

@@ -31,7 +31,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 sys.path.insert(0, "src")
 from profiling_guide.kernels.fused_mlp import max_rel_error, pack_gate_up  # noqa: E402
-from profiling_guide.kernels.geglu_kernels import _gelu_tanh_times, _tile_coordinates  # noqa: E402
+from profiling_guide.kernels.geglu_common import gelu_tanh_times, tile_coordinates  # noqa: E402
 from profiling_guide.measure.capture import median_rotating_us  # noqa: E402
 from profiling_guide.spread import Spread  # noqa: E402
 
@@ -47,7 +47,7 @@ def gate_up_kernel(x_desc, w_desc, h_desc, M, N, K,
     tile_c = start - NUM_PROGRAMS
     for tile_id in tl.range(start, num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
                             warp_specialize=WARP_SPECIALIZE):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_w = pid_n * 2 * BLOCK_N
         acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
@@ -56,9 +56,9 @@ def gate_up_kernel(x_desc, w_desc, h_desc, M, N, K,
             w = w_desc.load([off_w, ki * BLOCK_K])
             acc = tl.dot(x, w.T, acc)
         tile_c += NUM_PROGRAMS
-        pid_m, pid_n = _tile_coordinates(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
-        h = _gelu_tanh_times(g, u, TANH).to(h_desc.dtype)
+        h = gelu_tanh_times(g, u, TANH).to(h_desc.dtype)
         if SUBTILE:
             # two stores of half the width: half the staging buffer in shared memory
             h0, h1 = tl.split(tl.permute(tl.reshape(h, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))

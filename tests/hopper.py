@@ -33,7 +33,10 @@ def compile_gluon_for_h100(kernel, args, meta):
     signature, constants = {}, {}
     for i, name in enumerate(kernel.arg_names):
         if i < len(args):
-            signature[name] = mangle_type(args[i])
+            # specialized as a launch does: an integer argument of 1 becomes a constant
+            signature[name] = mangle_type(args[i], specialize=True)
+            if signature[name] == "constexpr":
+                constants[(i,)] = args[i]
         else:
             signature[name], constants[(i,)] = "constexpr", meta[name]
     source = GluonASTSource(kernel, signature, constants)

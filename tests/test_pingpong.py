@@ -16,6 +16,7 @@ from conftest import run_pytest_in_fresh_process
 from hopper import H100_SHARED, compile_gluon_for_h100, cuda_like, ptxas_report
 
 import profiling_guide.kernels.fused_mlp as fm
+from profiling_guide.errors import GuideError
 from profiling_guide.kernels import geglu_pingpong as gp
 from profiling_guide.kernels.geglu_kernels import INTERPRETED
 
@@ -58,6 +59,28 @@ def test_storing_g_and_u_keeps_room_for_a_tile_more_per_consumer():
 
 
 GUIDE = (8192, 768, 3072)  # rows, dim, hidden
+
+
+def bf16(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("x,w,gu,says", [
+    (bf16(64, 768), bf16(6144, 512), None, "packed weight [2·hidden, dim]"),  # dim 768 against 512
+    (bf16(64, 768), bf16(6143, 768), None, "packed weight [2·hidden, dim]"),  # an odd row count: not packed
+    (bf16(768), bf16(6144, 768), None, "x [M, dim]"),
+    (bf16(64, 768, dtype=torch.float32), bf16(6144, 768, dtype=torch.float32), None, "use design 'packed-tma'"),
+    (bf16(64, 768), bf16(6144, 768, dtype=torch.float16), None, "of one dtype"),
+    (bf16(0, 768), bf16(6144, 768), None, "non-empty"),
+    (bf16(64, 768), bf16(6144, 768), bf16(64, 3072), "gu [64, 6144]"),  # h's shape, not [g | u]'s
+    (bf16(64, 768), bf16(6144, 768), bf16(64, 6144, dtype=torch.float32), "in torch.bfloat16"),
+    (bf16(64, 768), bf16(6144, 768), bf16(6144, 64).t(), "not contiguous"),
+])  # fmt: skip
+def test_the_kernel_refuses_operands_it_cannot_take_in_one_line_saying_what_it_needs(x, w, gu, says):
+    # checked before anything touches a GPU: these are CPU tensors
+    with pytest.raises(GuideError, match=re.escape(says)) as refusal:
+        gp.geglu_pingpong(x, w, gu=gu)
+    assert "\n" not in str(refusal.value)
 
 
 def guide_operands():
@@ -142,6 +165,18 @@ def test_the_kernel_compiles_for_an_h100_with_its_partitions_and_fits_its_shared
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+\d+;", ptx)
     assert len(compiled.asm["cubin"]) > 0, "ptxas assembled it for sm_90a"
+
+
+@pytest.mark.compiled
+@pytest.mark.skipif(INTERPRETED, reason="Triton's interpreter is on in this process: run in a fresh one (above)")
+def test_the_kernel_compiles_for_one_row_which_a_launch_passes_as_a_constant():
+    # Triton specializes an integer argument of 1 into a constant: the kernel's tile bundle takes it as a tensor
+    x, w, h, _ = guide_operands()
+    config = gp._config(128, 64, 64, 4, stages=6, consumers=1)
+    _, args, meta = gp.launch_plan(x[:1], w, h[:1], config, H100_SHARED, 132)
+    assert args[4] == 1
+    compiled = compile_gluon_for_h100(gp._geglu_pingpong_gemm_kernel, args, meta)
+    assert len(re.findall(r"wgmma\.mma_async", compiled.asm["ptx"])) == 8
 
 
 @pytest.mark.compiled

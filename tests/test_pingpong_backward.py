@@ -18,6 +18,7 @@ from conftest import run_pytest_in_fresh_process
 from hopper import H100_SHARED, compile_gluon_for_h100, cuda_like, ptxas_report
 
 import profiling_guide.kernels.fused_mlp as fm
+from profiling_guide.errors import GuideError
 from profiling_guide.kernels import geglu_backward_pingpong as bp
 from profiling_guide.kernels.geglu_kernels import INTERPRETED
 
@@ -99,12 +100,12 @@ def test_a_config_naming_only_tiles_runs_with_the_backward_s_own_ring_chunks_and
 
 
 def test_a_config_holding_no_chunk_of_g_and_u_is_refused():
-    with pytest.raises(ValueError, match="at least one chunk"):
+    with pytest.raises(GuideError, match="at least one chunk"):
         plan(bp._config(128, 128, 64, 1, 5, gu_bufs=-1))
 
 
 def test_a_tile_split_into_other_than_1_2_or_4_chunks_is_refused():
-    with pytest.raises(ValueError, match="1, 2 or 4 chunks"):
+    with pytest.raises(GuideError, match="1, 2 or 4 chunks"):
         plan(bp._config(128, 64, 64, 1, 6, sub_n=8))
 
 

@@ -46,8 +46,8 @@ chapter.banner()
 # <https://docs.nvidia.com/cuda/parallel-thread-execution/#floating-point-instructions-tanh>`_),
 # is far below the bf16 rounding of the result:
 #
-# .. literalinclude:: ../../../src/profiling_guide/kernels/geglu_kernels.py
-#    :pyobject: _gelu_tanh_times
+# .. literalinclude:: ../../../src/profiling_guide/kernels/geglu_common.py
+#    :pyobject: gelu_tanh_times
 #
 # Two Hopper features sit under ``x_desc.load``/``h_desc.store``: the **TMA**
 # copy engine fetches whole tiles described once on the host (no address
@@ -80,8 +80,14 @@ chapter.banner()
 # .. literalinclude:: ../../../src/profiling_guide/kernels/geglu_pingpong.py
 #    :pyobject: _consumer
 #
-# The kernel itself is the ring, its mbarriers, and the three partitions
-# (:mod:`profiling_guide.kernels.geglu_pingpong`). ``design="auto"`` runs it
+# As in Gluon's own tutorials, a partition takes one bundle, ``p`` (an
+# ``@aggregate``: the tile shape, the ring of operand tiles and its
+# mbarriers, the turns, where h goes), and a small counter, ``read``, says
+# which ring slot and which mbarrier phase each K step uses. The kernel
+# itself allocates the ring and its mbarriers and hands the partitions to a
+# launch helper it shares with the backward's kernel
+# (:mod:`profiling_guide.kernels.geglu_pingpong`,
+# :mod:`profiling_guide.kernels.geglu_common`). ``design="auto"`` runs it
 # on Hopper GPUs (compute capability 9.x: the ``wgmma`` instruction is
 # Hopper's) for bf16 and fp16; chapter 6c looks inside it with Nsight
 # Compute. What else was tried for it and for the backward's kernel, and what

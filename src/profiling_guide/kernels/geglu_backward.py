@@ -41,39 +41,16 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from profiling_guide.kernels.geglu_backward_pingpong import geglu_backward_pingpong
+from profiling_guide.kernels.geglu_common import geglu_grads, tile_coordinates
 from profiling_guide.kernels.geglu_kernels import (
     CONFIGS,
     INTERPRETED,
-    _even_k,
-    _fast_tanh,
-    _input_precision,
-    _launch,
-    _tile_coordinates,
+    even_k,
+    fast_tanh,
+    input_precision,
+    launch,
     pinned_config,
 )
-
-@triton.jit
-def _geglu_grads(g, u, dh, FAST_TANH: tl.constexpr):
-    """``(dh · u · gelu_tanh'(g), dh · gelu_tanh(g))`` on fp32 values: the backward's epilogue.
-
-    With t = tanh(z), z = √(2/π)·(g + 0.044715·g³):
-    gelu_tanh(g) = 0.5·g·(1 + t) and
-    gelu_tanh'(g) = 0.5·(1 + t) + 0.5·g·(1 - t²)·√(2/π)·(1 + 3·0.044715·g²).
-    ``FAST_TANH`` uses the hardware's ``tanh.approx.f32`` as the forward does;
-    otherwise t = 2·sigmoid(2z) - 1 from exp alone (the interpreter, fp32).
-    """
-    z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)
-    if FAST_TANH:
-        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=tl.float32,
-                                      is_pure=True, pack=1)  # fmt: skip
-    else:
-        t = 2.0 / (1.0 + tl.exp(-2.0 * z)) - 1.0
-    half_one_plus_t = 0.5 + 0.5 * t
-    gelu = g * half_one_plus_t
-    # d z / d g = √(2/π)·(1 + 3·0.044715·g²) = 0.7978… + 0.1070…·g²
-    dgelu = half_one_plus_t + 0.5 * g * (1.0 - t * t) * (0.7978845608028654 + 0.10703222440890037 * g * g)
-    return dh * u * dgelu, dh * gelu
-
 
 # ---------------------------------------------------------------- design "packed": pointers, one program per tile
 def _with_prefetch(configs: list[triton.Config]) -> list[triton.Config]:
@@ -92,7 +69,7 @@ def _with_prefetch(configs: list[triton.Config]) -> list[triton.Config]:
 
 
 @triton.autotune(configs=_with_prefetch(CONFIGS), key=["M", "N", "K"])
-@triton.heuristics({"EVEN_K": _even_k})
+@triton.heuristics({"EVEN_K": even_k})
 @triton.jit
 def _geglu_backward_gemm_kernel(
     dy_ptr, wd_ptr, gu_ptr, dgu_ptr,  #
@@ -104,7 +81,7 @@ def _geglu_backward_gemm_kernel(
     EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """dgu = [dg | du] ``[M, 2N]`` from dh = dy[M, K] @ Wd[K, N] and the saved gu = [g | u]."""
-    pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # columns of dh
     offs_k = tl.arange(0, BLOCK_K)
@@ -135,7 +112,7 @@ def _geglu_backward_gemm_kernel(
     if not PREFETCH:
         g = tl.load(gu_ptrs, mask=mask, other=0.0)
         u = tl.load(gu_ptrs + N, mask=mask, other=0.0)
-    dg, du = _geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
+    dg, du = geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
     dgu_ptrs = dgu_ptr + offs_m[:, None] * stride_dgum + offs_n[None, :]
     tl.store(dgu_ptrs, dg.to(dgu_ptr.dtype.element_ty), mask=mask)
     tl.store(dgu_ptrs + N, du.to(dgu_ptr.dtype.element_ty), mask=mask)
@@ -193,7 +170,7 @@ def _geglu_backward_tma_kernel(
     k_steps = tl.cdiv(K, BLOCK_K)
     tile_id_c = start_pid - num_programs  # the epilogue's own counter: see the forward's packed-tma kernel
     for tile_id in tl.range(start_pid, num_tiles, num_programs, flatten=FLATTEN):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         dh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -203,12 +180,12 @@ def _geglu_backward_tma_kernel(
             dh = tl.dot(a, b, dh, input_precision=INPUT_PRECISION)
 
         tile_id_c += num_programs
-        pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         g = g_desc.load([off_m, off_n])
         u = u_desc.load([off_m, off_n])
-        dg, du = _geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
+        dg, du = geglu_grads(g.to(tl.float32), u.to(tl.float32), dh, FAST_TANH)
         dg_desc.store([off_m, off_n], dg.to(dg_desc.dtype))
         du_desc.store([off_m, off_n], du.to(du_desc.dtype))
 
@@ -244,13 +221,13 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
     if config is not None and "PREFETCH" not in config.kwargs:  # a pinned config of the forward's kind
         config = triton.Config({**config.kwargs, "PREFETCH": False}, num_warps=config.num_warps,
                                num_stages=config.num_stages)  # fmt: skip
-    constants = {"INPUT_PRECISION": _input_precision(dy2d.dtype), "FAST_TANH": _fast_tanh(dy2d.dtype)}
+    constants = {"INPUT_PRECISION": input_precision(dy2d.dtype), "FAST_TANH": fast_tanh(dy2d.dtype)}
     if design == "packed":
 
         def grid(META):
             return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
-        _launch(_geglu_backward_gemm_kernel, grid, config,
+        launch(_geglu_backward_gemm_kernel, grid, config,
                 dy2d, w_down, gu, dgu,  #
                 M, N, K,  #
                 dy2d.stride(0), dy2d.stride(1),  #
@@ -266,7 +243,7 @@ def geglu_backward(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.Tensor, *
         tiles = triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])
         return (min(META["PROGRAMS_PER_SM"] * sms, tiles),)
 
-    _launch(_geglu_backward_tma_kernel, grid, None if config is None else _tma_config(config),
+    launch(_geglu_backward_tma_kernel, grid, None if config is None else _tma_config(config),
             *descs, M, N, K, **constants)  # fmt: skip
     return dgu
 

@@ -19,8 +19,8 @@ producer, the ring and the turns):
   tiles, on its own mbarrier), then waits for its turn and runs its K loop;
   the copies arrive meanwhile. Its epilogue, while the other consumer's
   ``wgmma`` run, goes chunk by chunk: the GeGLU's derivative on the chunk of
-  the fp32 dh tile (``_geglu_grads``, the same formulas as the Triton
-  designs), dg and du written over g and u in shared memory, TMA stores from
+  the fp32 dh tile (``geglu_common.geglu_grads``, the function the Triton
+  designs call), dg and du written over g and u in shared memory, TMA stores from
   there, and, once those stores have read the chunk's tiles, a copy of a
   later chunk's g and u into them (a *refill*), which lands while the next
   chunk is computed.
@@ -56,13 +56,17 @@ hanging over column ``hidden`` is clipped at its own half's edge, as in the
 Triton designs. bf16 and fp16 only (``wgmma``'s 16-bit inputs); the hardware
 tanh, as the forward's epilogue uses.
 
+The code is laid out as the forward's: the consumers read one bundle
+(``GradPartitions``, with g and u's tiles, descriptors and mbarriers in
+``GateUpChunks``), and the producer, the ring and the launch of the
+partitions are the forward's own (``geglu_common``).
+
 Gluon has no interpreter: the numbers are tested on Hopper GPUs
 (``tests/test_fused_mlp_gpu.py``), the launch plan and the compiled kernel's
 shape on the CPU (``tests/test_pingpong_backward.py``).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the aggregates below need real annotations (geglu_common says why).
 import torch
 import triton
 from triton.experimental import gluon
@@ -75,18 +79,21 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from profiling_guide.kernels.geglu_kernels import _on_device
-from profiling_guide.kernels.geglu_pingpong import (
-    PRODUCER_REGISTERS,
-    _producer,
-    _tile_coordinates,
-    _tma_load,
-    _tma_store,
+from profiling_guide.errors import GuideError
+from profiling_guide.kernels.geglu_common import (
+    OperandRing,
+    RingCounter,
+    Tiles,
+    aggregate,
     descriptor,
-    full_config,
+    geglu_grads,
+    on_device,
+    ping_pong,
     ring_slots,
+    tma_load,
+    tma_store,
 )
-
+from profiling_guide.kernels.geglu_pingpong import full_config
 
 # Registers per thread for each consumer warpgroup (setmaxnreg). Eight more than
 # the forward's: a 128×128 fp32 accumulator and a chunk's epilogue need them,
@@ -142,17 +149,6 @@ def _launch_dependents():
 
 
 @gluon.jit
-def _geglu_grads(g, u, dh):
-    """``(dh · u · gelu_tanh'(g), dh · gelu_tanh(g))`` on fp32 values: geglu_backward._geglu_grads's FAST_TANH branch."""
-    z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)
-    t = gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=gl.float32, is_pure=True, pack=1)
-    half_one_plus_t = 0.5 + 0.5 * t
-    gelu = g * half_one_plus_t
-    dgelu = half_one_plus_t + 0.5 * g * (1.0 - t * t) * (0.7978845608028654 + 0.10703222440890037 * g * g)
-    return dh * u * dgelu, dh * gelu
-
-
-@gluon.jit
 def _halves(t):
     """Columns [0, n/2) and [n/2, n) of a [BLOCK_M, n] accumulator: each thread holds both, so no data moves."""
     BLOCK_M: gl.constexpr = t.shape[0]
@@ -160,21 +156,54 @@ def _halves(t):
     return t.reshape([BLOCK_M, 2, HALF]).permute((0, 2, 1)).split()
 
 
-@gluon.jit
-def _epilogue_chunk(dh, g_tile, u_tile, dg_desc, du_desc, off_m, off_n):
-    """One chunk of SUB_N columns: g and u from shared memory, dg and du over them, stored by the TMA unit.
+@aggregate
+class GateUpChunks:
+    """The saved g and u, read in SUB_N-column chunks, and dg and du written over them: descriptors, tiles, mbarriers.
 
-    Each thread reads and then overwrites the same elements (one layout for
-    both), so no thread can clobber another's g or u before it is read.
+    Per consumer, GU_BUFS shared-memory tiles of g and of u (consumer c's tile
+    j is index c·GU_BUFS + j); ``ready[c]`` completes when consumer c's first
+    chunks of a tile have landed, ``refilled[c·CHUNKS + k]`` when chunk k,
+    copied in as a refill, has.
     """
-    g = g_tile.load(dh.type.layout).to(gl.float32)
-    u = u_tile.load(dh.type.layout).to(gl.float32)
-    dg, du = _geglu_grads(g, u, dh)
-    g_tile.store(dg.to(dg_desc.dtype))
-    u_tile.store(du.to(du_desc.dtype))
-    fence_async_shared()
-    _tma_store(dg_desc, [off_m, off_n], g_tile)
-    _tma_store(du_desc, [off_m, off_n], u_tile)
+
+    g_desc: tma.tensor_descriptor
+    u_desc: tma.tensor_descriptor
+    dg_desc: tma.tensor_descriptor
+    du_desc: tma.tensor_descriptor
+    g_tiles: gl.shared_memory_descriptor
+    u_tiles: gl.shared_memory_descriptor
+    ready: gl.shared_memory_descriptor
+    refilled: gl.shared_memory_descriptor
+
+    @gluon.jit
+    def load(self, first, bar, off_m, off_n, COUNT: gl.constexpr):
+        """Ask the TMA unit for COUNT chunks of g and u from (off_m, off_n) on, into tiles first, first + 1, …
+
+        One ``expect`` for all of them: ``bar`` completes when every chunk has landed.
+        """
+        SUB_N: gl.constexpr = self.g_desc.block_type.shape[1]
+        mbarrier.expect(bar, 2 * COUNT * self.g_desc.block_type.nbytes)
+        for c in gl.static_range(COUNT):
+            tma_load(self.g_desc, [off_m, off_n + c * SUB_N], bar, self.g_tiles.index(first + c))
+            tma_load(self.u_desc, [off_m, off_n + c * SUB_N], bar, self.u_tiles.index(first + c))
+
+    @gluon.jit
+    def store_grads(self, dh, buf, off_m, off_n):
+        """One chunk: g and u from tiles ``buf``, dg and du over them, stored by the TMA unit.
+
+        Each thread reads and then overwrites the same elements (one layout for
+        both), so no thread can clobber another's g or u before it is read.
+        """
+        g_tile = self.g_tiles.index(buf)
+        u_tile = self.u_tiles.index(buf)
+        g = g_tile.load(dh.type.layout).to(gl.float32)
+        u = u_tile.load(dh.type.layout).to(gl.float32)
+        dg, du = geglu_grads(g, u, dh, True)  # the hardware tanh: 16-bit inputs only
+        g_tile.store(dg.to(self.dg_desc.dtype))
+        u_tile.store(du.to(self.du_desc.dtype))
+        fence_async_shared()
+        tma_store(self.dg_desc, [off_m, off_n], g_tile)
+        tma_store(self.du_desc, [off_m, off_n], u_tile)
 
 
 @gluon.jit
@@ -192,76 +221,78 @@ def _chunk_of(acc, c: gl.constexpr, CHUNKS: gl.constexpr):
     return chunk
 
 
+@aggregate
+class GradPartitions:
+    """What the backward kernel's consumers read: the tiles, the operand ring, the turns, and g/u's chunks."""
+
+    tiles: Tiles
+    ring: OperandRing
+    turn: gl.shared_memory_descriptor
+    chunks: GateUpChunks
+    CONSUMERS: gl.constexpr
+    GU_BUFS: gl.constexpr  # chunks of g and u each consumer holds
+
+
 @gluon.jit
-def _load_chunks(g_desc, u_desc, g_tiles, u_tiles, first, ready, off_m, off_n, COUNT: gl.constexpr):
-    """Ask the TMA unit for COUNT SUB_N-column chunks of g and u from (off_m, off_n) on, into tiles first, first + 1, …
-
-    One ``expect`` for all of them: ``ready`` completes when every chunk has landed.
-    """
-    SUB_N: gl.constexpr = g_desc.block_type.shape[1]
-    mbarrier.expect(ready, 2 * COUNT * g_desc.block_type.nbytes)
-    for c in gl.static_range(COUNT):
-        _tma_load(g_desc, [off_m, off_n + c * SUB_N], ready, g_tiles.index(first + c))
-        _tma_load(u_desc, [off_m, off_n + c * SUB_N], ready, u_tiles.index(first + c))
-
-
-@gluon.jit
-def _consumer(dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc, dg_desc,
-              du_desc, M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-              GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr,
-              GU_BUFS: gl.constexpr):  # fmt: skip
+def _consumer(p, WHICH: gl.constexpr):
     """One warpgroup: tiles WHICH, WHICH + CONSUMERS, … of this program: g/u copies, K loop, epilogue."""
+    BLOCK_M: gl.constexpr = p.tiles.BLOCK_M
+    BLOCK_N: gl.constexpr = p.tiles.BLOCK_N
+    GU_BUFS: gl.constexpr = p.GU_BUFS
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])  # fmt: skip
-    SUB_N: gl.constexpr = g_desc.block_type.shape[1]
+    SUB_N: gl.constexpr = p.chunks.g_desc.block_type.shape[1]
     CHUNKS: gl.constexpr = BLOCK_N // SUB_N
-    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
-    k_steps = gl.cdiv(K, BLOCK_K)
+    num_tiles = p.tiles.count()
+    k_steps = p.tiles.k_steps()
     first = gl.program_id(0)
     programs = gl.num_programs(0)
-    ready = gu_ready.index(WHICH)
+    ready = p.chunks.ready.index(WHICH)
     base = WHICH * GU_BUFS  # this consumer's first g/u tile
     i = 0  # how many tiles this consumer has taken
-    for tile_id in range(first + WHICH * programs, num_tiles, CONSUMERS * programs):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    for tile_id in range(first + WHICH * programs, num_tiles, p.CONSUMERS * programs):
+        pid_m, pid_n = p.tiles.coordinates(tile_id)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        step = (tile_id - first) // programs * k_steps
+        read = RingCounter((tile_id - first) // programs * k_steps, p.ring.a.shape[0])
         # This tile's first GU_BUFS chunks of g and u, copied in while we wait for
         # our turn and run the K loop. The previous tile's dg and du stores read
         # the same shared tiles: wait until they have.
         tma.store_wait(0)
-        _load_chunks(g_desc, u_desc, g_tiles, u_tiles, base, ready, off_m, off_n, GU_BUFS)
-        if CONSUMERS == 2:
-            mbarrier.wait(turn.index(WHICH), (i & 1) ^ (1 - WHICH))  # see geglu_pingpong._consumer
+        p.chunks.load(base, ready, off_m, off_n, GU_BUFS)
+        if p.CONSUMERS == 2:
+            mbarrier.wait(p.turn.index(WHICH), (i & 1) ^ (1 - WHICH))  # see geglu_pingpong's _consumer
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
         for ki in range(k_steps):
-            slot = step % NUM_STAGES
-            mbarrier.wait(full.index(slot), (step // NUM_STAGES) & 1)
-            acc = warpgroup_mma(dy_ring.index(slot), wd_ring.index(slot), acc, is_async=True)
-            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, dy_ring.index(slot), wd_ring.index(slot)))
-            mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
-            step += 1
-        if CONSUMERS == 2:
-            mbarrier.arrive(turn.index(1 - WHICH))
+            slot = read.index()
+            mbarrier.wait(p.ring.full.index(slot), read.phase())
+            dy_tile, wd_tile = p.ring.a.index(slot), p.ring.b.index(slot)
+            acc = warpgroup_mma(dy_tile, wd_tile, acc, is_async=True)
+            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, dy_tile, wd_tile))
+            mbarrier.arrive(p.ring.empty.index(read.previous_index()), pred=ki > 0)
+            read = read.next()
+        if p.CONSUMERS == 2:
+            mbarrier.arrive(p.turn.index(1 - WHICH))
         acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES))
+        mbarrier.arrive(p.ring.empty.index(read.previous_index()))
 
         mbarrier.wait(ready, i & 1)
         for c in gl.static_range(CHUNKS):
             buf = base + c % GU_BUFS
             if c >= GU_BUFS:  # this chunk's g and u came in as a refill (below): each mbarrier serves one chunk
-                mbarrier.wait(refilled.index(WHICH * CHUNKS + c), i & 1)
-            _epilogue_chunk(_chunk_of(acc, c, CHUNKS), g_tiles.index(buf), u_tiles.index(buf), dg_desc, du_desc,
-                            off_m, off_n + c * SUB_N)  # fmt: skip
+                mbarrier.wait(p.chunks.refilled.index(WHICH * CHUNKS + c), i & 1)
+            p.chunks.store_grads(_chunk_of(acc, c, CHUNKS), buf, off_m, off_n + c * SUB_N)
             if c + GU_BUFS < CHUNKS:
                 # refill: once this chunk's dg and du stores have read its tiles, chunk
                 # c + GU_BUFS's g and u go into them, landing while chunk c + 1 is computed
                 tma.store_wait(0)
-                _load_chunks(g_desc, u_desc, g_tiles, u_tiles, buf, refilled.index(WHICH * CHUNKS + c + GU_BUFS),
-                             off_m, off_n + (c + GU_BUFS) * SUB_N, 1)
+                p.chunks.load(buf, p.chunks.refilled.index(WHICH * CHUNKS + c + GU_BUFS),
+                              off_m, off_n + (c + GU_BUFS) * SUB_N, 1)
         i += 1
     tma.store_wait(0)
+
+
+_partitions = ping_pong(_consumer)
 
 
 @gluon.jit
@@ -272,16 +303,12 @@ def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_de
     """dg, du ``[M, N]`` from dh = dy[M, K] @ Wd[K, N] and the saved g, u; persistent, ping-pong scheduled."""
     dtype: gl.constexpr = dy_desc.dtype
     CHUNKS: gl.constexpr = BLOCK_N // g_desc.block_type.shape[1]
-    dy_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + dy_desc.block_type.shape, dy_desc.layout)
-    wd_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + wd_desc.block_type.shape, wd_desc.layout)
+    # a size of 1 arrives as a constant (Triton specializes it): the bundle holds tensors
+    tiles = Tiles(gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K), BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+    ring = OperandRing.allocate(dy_desc, wd_desc, NUM_STAGES, True)  # Wd read as stored, [BLOCK_K, BLOCK_N]
     # per consumer, GU_BUFS SUB_N-column tiles of g and of u: consumer c's tile j is index c·GU_BUFS + j
     g_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * GU_BUFS] + g_desc.block_type.shape, g_desc.layout)
     u_tiles = gl.allocate_shared_memory(dtype, [CONSUMERS * GU_BUFS] + u_desc.block_type.shape, u_desc.layout)
-    full = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(full.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     gu_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
@@ -298,22 +325,9 @@ def _geglu_backward_pingpong_gemm_kernel(dy_desc, wd_desc, g_desc, u_desc, dg_de
     # kernel after this one do the same, if it was launched asking for it.
     _grid_dependency_wait()
     _launch_dependents()
-    if CONSUMERS == 2:
-        gl.warp_specialize([
-            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
-                         dg_desc, du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2, GU_BUFS)),
-            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
-                         dg_desc, du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2, GU_BUFS)),
-            (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, True)),
-        ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
-    else:
-        gl.warp_specialize([
-            (_consumer, (dy_ring, wd_ring, full, empty, turn, gu_ready, refilled, g_tiles, u_tiles, g_desc, u_desc,
-                         dg_desc, du_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1, GU_BUFS)),
-            (_producer, (dy_desc, wd_desc, dy_ring, wd_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, True)),
-        ], [1], [PRODUCER_REGISTERS])  # fmt: skip
+    chunks = GateUpChunks(g_desc, u_desc, dg_desc, du_desc, g_tiles, u_tiles, gu_ready, refilled)
+    p = GradPartitions(tiles, ring, turn, chunks, CONSUMERS, GU_BUFS)
+    _partitions(p, CONSUMERS, CONSUMER_REGISTERS)
 
 
 # ---------------------------------------------------------------- the wrapper
@@ -331,7 +345,7 @@ def geglu_backward_pingpong(dy2d: torch.Tensor, w_down: torch.Tensor, gu: torch.
     grid, args, meta = launch_plan(dy2d, w_down, gu, dgu, full_config(config, DEFAULT_CONFIG),
                                    props.shared_memory_per_block_optin, props.multi_processor_count,
                                    dependent=dependent)  # fmt: skip
-    with _on_device(dy2d.device):
+    with on_device(dy2d.device):
         _geglu_backward_pingpong_gemm_kernel[grid](*args, **meta)
     return dgu
 
@@ -345,11 +359,11 @@ def launch_plan(dy2d, w_down, gu, dgu, config: triton.Config, shared_bytes: int,
             "num_warps": config.num_warps, "launch_pdl": dependent}
     bm, bn, bk, sub_n = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta.pop("SUB_N")
     if bn // sub_n not in (1, 2, 4) or bn % sub_n:
-        raise ValueError(f"the backward's ping-pong kernel runs its epilogue in 1, 2 or 4 chunks of a tile, "
-                         f"got BLOCK_N {bn} in chunks of {sub_n}")  # fmt: skip
+        raise GuideError(f"the backward's ping-pong kernel runs its epilogue in 1, 2 or 4 chunks of a tile, got "
+                         f"BLOCK_N {bn} in chunks of SUB_N {sub_n}: use SUB_N = BLOCK_N, BLOCK_N/2 or BLOCK_N/4")  # fmt: skip
     if meta["GU_BUFS"] < 1:
-        raise ValueError(f"the backward's ping-pong kernel holds at least one chunk of g and u per consumer, "
-                         f"got GU_BUFS {meta['GU_BUFS']}")  # fmt: skip
+        raise GuideError(f"the backward's ping-pong kernel holds at least one chunk of g and u per consumer, "
+                         f"got GU_BUFS {meta['GU_BUFS']}: use GU_BUFS 1 or more")  # fmt: skip
     meta["GU_BUFS"] = held_chunks(config)
     halves = (gu[:, :N], gu[:, N:], dgu[:, :N], dgu[:, N:])
     args = (descriptor(dy2d, [bm, bk]), descriptor(w_down, [bk, bn]),

@@ -44,13 +44,14 @@ was set before triton was imported (Triton's interpreter, used by the tests).
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+
+from profiling_guide.kernels.geglu_common import gelu_tanh_times, on_device, tile_coordinates
 
 # Whether the kernels run in Triton's interpreter is decided when triton and
 # this module are imported (triton.jit reads TRITON_INTERPRET as it decorates).
@@ -109,8 +110,8 @@ INTERPRETER_CONFIG = _config(16, 16, 16, 2, warps=1, stages=1)
 CONFIGS = [INTERPRETER_CONFIG] if INTERPRETED else GPU_CONFIGS
 
 
-def _even_k(args) -> bool:
-    # When K is a multiple of BLOCK_K the K mask is always true: compile it away.
+def even_k(args) -> bool:
+    """Whether K is a multiple of BLOCK_K (the heuristic EVEN_K): then the K mask is always true and compiled away."""
     return args["K"] % args["BLOCK_K"] == 0
 
 
@@ -158,56 +159,6 @@ def autotuned_config(kernel, M: int, N: int, K: int, dtype: torch.dtype) -> trit
 
 # ---------------------------------------------------------------- device code shared by the designs
 @triton.jit
-def _tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """Program id → (tile row, tile column), GROUP_M rows of tiles at a time.
-
-    Launched in plain row-major order, consecutive programs would walk along one
-    row of output tiles and each would need a different weight tile. Grouped
-    ("swizzled") order walks down GROUP_M tile rows first, so programs running
-    at the same time share weight tiles and x tiles in L2.
-    """
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
-
-
-@triton.jit
-def _gelu_tanh_times(g, u, FAST_TANH: tl.constexpr):
-    """``gelu_tanh(g) * u`` on fp32 values: the GeGLU epilogue.
-
-    gelu_tanh(g) = 0.5·g·(1 + tanh(z)) with z = √(2/π)·(g + 0.044715·g³).
-
-    With ``FAST_TANH`` (16-bit inputs on a GPU), tanh is the hardware's
-    ``tanh.approx.f32``: one instruction of the SM's special-function unit per
-    element. Its maximum relative error, 2⁻¹¹ (PTX ISA, "tanh"), is far below
-    the bf16 rounding of the result (2⁻⁸), and the epilogue, which the tensor
-    cores wait for, runs on half the special-function instructions and fewer
-    FMAs: it took the gate/up kernel from 1.02× to 0.94× the time of cuBLAS's
-    gate and up GEMMs at the guide's shape on an H100
-    (``scripts/probe_gate_up.py``).
-    Otherwise (fp32 inputs, and Triton's interpreter, which cannot run inline
-    PTX) the same function is written with exp only:
-    0.5·(1 + tanh(z)) = sigmoid(2z), so gelu_tanh(g) = g / (1 + exp(-2z)),
-    with no overflow trouble (exp → inf gives -0).
-    """
-    if FAST_TANH:
-        z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)  # √(2/π)·(g + 0.044715·g³)
-        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=tl.float32,
-                                      is_pure=True, pack=1)  # fmt: skip
-        half_g = 0.5 * g
-        return (half_g + half_g * t) * u
-    else:
-        two_z = 1.5957691216057308 * (g + 0.044715 * g * g * g)  # 2·√(2/π) = 1.5957…
-        return g / (1.0 + tl.exp(-two_z)) * u
-
-
-@triton.jit
 def _store_gate_up(gu_ptr, g, u, offs_m, offs_n, M, N, stride_gum):
     """Store this tile's g and u to gu ``[M, 2·N]`` = ``[g | u]``: g in columns [0, N), u in [N, 2N); masked."""
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -223,7 +174,7 @@ def _check_gate_up_out(gu: torch.Tensor | None, M: int, N: int, x2d: torch.Tenso
 
 # ---------------------------------------------------------------- design "dual"
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
-@triton.heuristics({"EVEN_K": _even_k})
+@triton.heuristics({"EVEN_K": even_k})
 @triton.jit
 def _geglu_dual_gemm_kernel(
     x_ptr, wg_ptr, wu_ptr, h_ptr,  #
@@ -236,7 +187,7 @@ def _geglu_dual_gemm_kernel(
     EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, FAST_TANH: tl.constexpr,
 ):
     """h[M, N] = gelu_tanh(x @ Wg.T) * (x @ Wu.T), two accumulators, two dots per K step."""
-    pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -270,7 +221,7 @@ def _geglu_dual_gemm_kernel(
         wu_ptrs += BLOCK_K * stride_uk
 
     # The epilogue: GeGLU on the fp32 accumulators, one rounding, one store.
-    h = _gelu_tanh_times(acc_g, acc_u, FAST_TANH)
+    h = gelu_tanh_times(acc_g, acc_u, FAST_TANH)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -288,20 +239,20 @@ def geglu_dual(x2d: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, *,
     def grid(META):
         return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
-    _launch(_geglu_dual_gemm_kernel, grid, pinned_config(config, x2d.dtype),
+    launch(_geglu_dual_gemm_kernel, grid, pinned_config(config, x2d.dtype),
             x2d, w_gate, w_up, h,  #
             M, N, K,  #
             x2d.stride(0), x2d.stride(1),  #
             w_gate.stride(0), w_gate.stride(1),  #
             w_up.stride(0), w_up.stride(1),  #
             h.stride(0), h.stride(1),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype))  # fmt: skip
+            INPUT_PRECISION=input_precision(x2d.dtype), FAST_TANH=fast_tanh(x2d.dtype))  # fmt: skip
     return h
 
 
 # ---------------------------------------------------------------- design "packed"
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
-@triton.heuristics({"EVEN_K": _even_k})
+@triton.heuristics({"EVEN_K": even_k})
 @triton.jit
 def _geglu_packed_gemm_kernel(
     x_ptr, w_ptr, h_ptr, gu_ptr,  #
@@ -318,7 +269,7 @@ def _geglu_packed_gemm_kernel(
     Packed row 2j is gate row j and row 2j+1 is up row j, so the tile of h
     columns [n0, n0 + BLOCK_N) needs packed rows [2·n0, 2·n0 + 2·BLOCK_N).
     """
-    pid_m, pid_n = _tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # columns of h
     offs_w = pid_n * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)  # rows of the packed weight
@@ -347,7 +298,7 @@ def _geglu_packed_gemm_kernel(
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
     if SAVE_GU:  # training: keep g and u for the backward
         _store_gate_up(gu_ptr, g, u, offs_m, offs_n, M, N, stride_gum)
-    h = _gelu_tanh_times(g, u, FAST_TANH)
+    h = gelu_tanh_times(g, u, FAST_TANH)
     h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_n[None, :] * stride_hn
     tl.store(h_ptrs, h.to(h_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -371,14 +322,14 @@ def geglu_packed(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Co
         return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
 
     _check_gate_up_out(gu, M, N, x2d)
-    _launch(_geglu_packed_gemm_kernel, grid, pinned_config(config, x2d.dtype),
+    launch(_geglu_packed_gemm_kernel, grid, pinned_config(config, x2d.dtype),
             x2d, w_packed, h, gu,  #
             M, N, K,  #
             x2d.stride(0), x2d.stride(1),  #
             w_packed.stride(0), w_packed.stride(1),  #
             h.stride(0), h.stride(1),  #
             0 if gu is None else gu.stride(0),  #
-            INPUT_PRECISION=_input_precision(x2d.dtype), FAST_TANH=_fast_tanh(x2d.dtype),  #
+            INPUT_PRECISION=input_precision(x2d.dtype), FAST_TANH=fast_tanh(x2d.dtype),  #
             SAVE_GU=gu is not None)  # fmt: skip
     return h
 
@@ -419,7 +370,7 @@ def _geglu_packed_tma_gemm_kernel(
     # tile's epilogue).
     tile_id_c = start_pid - NUM_PROGRAMS
     for tile_id in tl.range(start_pid, num_tiles, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_w = pid_n * 2 * BLOCK_N  # packed rows: 2 per column of h
         acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
@@ -429,13 +380,13 @@ def _geglu_packed_tma_gemm_kernel(
             acc = tl.dot(x, w.T, acc, input_precision=INPUT_PRECISION)
 
         tile_id_c += NUM_PROGRAMS
-        pid_m, pid_n = _tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
         if SAVE_GU:  # training: g and u for the backward, stored from registers (no staging tiles)
             offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
             offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
             _store_gate_up(gu_ptr, g, u, offs_m, offs_n, M, N, stride_gum)
-        h = _gelu_tanh_times(g, u, FAST_TANH)
+        h = gelu_tanh_times(g, u, FAST_TANH)
         h_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], h.to(h_desc.dtype))
 
 
@@ -458,11 +409,11 @@ def geglu_packed_tma(x2d: torch.Tensor, w_packed: torch.Tensor, *,
 
     config = pinned_config(config, x2d.dtype)
     _check_gate_up_out(gu, M, N, x2d)
-    _launch(_geglu_packed_tma_gemm_kernel, grid, None if config is None else tma_config(config),
+    launch(_geglu_packed_tma_gemm_kernel, grid, None if config is None else tma_config(config),
             x_desc, w_desc, h_desc, gu,  #
             M, N, K, 0 if gu is None else gu.stride(0),  #
-            NUM_PROGRAMS=num_programs, INPUT_PRECISION=_input_precision(x2d.dtype),  #
-            FAST_TANH=_fast_tanh(x2d.dtype), SAVE_GU=gu is not None)  # fmt: skip
+            NUM_PROGRAMS=num_programs, INPUT_PRECISION=input_precision(x2d.dtype),  #
+            FAST_TANH=fast_tanh(x2d.dtype), SAVE_GU=gu is not None)  # fmt: skip
     return h
 
 
@@ -472,22 +423,27 @@ KERNELS = {"dual": _geglu_dual_gemm_kernel, "packed": _geglu_packed_gemm_kernel,
 
 
 # ---------------------------------------------------------------- launching
-def _input_precision(dtype: torch.dtype) -> str:
-    # fp32 inputs: true fp32 products, as torch's matmul does by default (no TF32).
-    # For 16-bit inputs the setting is unused: the MMA takes them as they are.
+def input_precision(dtype: torch.dtype) -> str:
+    """The kernels' INPUT_PRECISION: true fp32 products for fp32 inputs, as torch's matmul by default (no TF32).
+
+    For 16-bit inputs the setting is unused: the MMA takes them as they are.
+    """
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def _fast_tanh(dtype: torch.dtype) -> bool:
-    # The hardware tanh for 16-bit inputs on a GPU; fp32 inputs keep the exact
-    # formula (their check is 1e-5), and the interpreter cannot run inline PTX.
+def fast_tanh(dtype: torch.dtype) -> bool:
+    """The kernels' FAST_TANH: the hardware tanh for 16-bit inputs on a GPU.
+
+    fp32 inputs keep the exact formula (their check is 1e-5), and the
+    interpreter cannot run inline PTX.
+    """
     return dtype != torch.float32 and not INTERPRETED
 
 
-def _launch(kernel, grid, config: triton.Config | None, *args, **constants) -> None:
+def launch(kernel, grid, config: triton.Config | None, *args, **constants) -> None:
     """``kernel[grid](*args, **constants)``: autotuned per (M, N, K) and dtypes, or with ``config``'s tiles."""
     device = args[0].base.device if isinstance(args[0], TensorDescriptor) else args[0].device
-    with _on_device(device):
+    with on_device(device):
         if config is None:
             kernel[grid](*args, **constants)
             return
@@ -495,10 +451,3 @@ def _launch(kernel, grid, config: triton.Config | None, *args, **constants) -> N
             config.pre_hook({**dict(zip(kernel.arg_names, args)), **constants, **config.all_kwargs()})
         # kernel.fn skips the autotuner (for dual/packed it is the heuristics wrapper: EVEN_K still derived)
         kernel.fn[grid](*args, **constants, **config.all_kwargs())
-
-
-def _on_device(device: torch.device):
-    """Launch on ``device``'s GPU; the common case (already current, or the CPU) costs nothing."""
-    if device.type == "cuda" and device.index is not None and device.index != torch.cuda.current_device():
-        return torch.cuda.device(device)
-    return contextlib.nullcontext()

@@ -40,6 +40,13 @@ staging tiles and the TMA unit as h goes, which kept the tensor pipe idle
 half the time. The measurements behind this and the default config, dated,
 with their GPU and versions, are in ``docs/notes/gluon_kernels_2026_11.md``.
 
+The code follows Gluon's tutorials: the consumer partition (``_consumer``)
+reads everything through one ``@aggregate`` bundle (``GateUpPartitions``:
+the tile shape, the operand ring and its mbarriers, the turns, where h goes)
+and counts its ring steps with a ``RingCounter``; the producer partition,
+the ring and the launch of the partitions (``ping_pong``) are shared with
+the backward's kernel in :mod:`~profiling_guide.kernels.geglu_common`.
+
 Gluon has no interpreter: this design runs on Hopper GPUs only and its
 numbers are tested there (``tests/test_fused_mlp_gpu.py``); what needs no GPU
 (the design choice, the ring depth, the launch plan) is tested on the CPU, and
@@ -47,8 +54,7 @@ there the kernel is also compiled for sm_90, to PTX and a cubin
 (``tests/test_pingpong.py``).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the aggregates below need real annotations (geglu_common says why).
 import torch
 import triton
 import triton.profiler.language as pl
@@ -61,21 +67,25 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from profiling_guide.kernels.geglu_kernels import _on_device
+from profiling_guide.errors import GuideError
+from profiling_guide.kernels.geglu_common import (
+    OperandRing,
+    RingCounter,
+    Tiles,
+    aggregate,
+    descriptor,
+    gelu_tanh_times,
+    gluon_dtype,
+    on_device,
+    ping_pong,
+    ring_slots,
+    tma_store,
+)
 
-# The TMA copies were renamed after Triton 3.6 (async_load / async_store);
-# the GPU machines run 3.6, the CPU tests a newer Triton that compiles this
-# kernel for sm_90 without a GPU. Same operations, either name.
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
-
-# Registers per thread asked for each worker partition (setmaxnreg): the
-# second consumer warpgroup gets what the accumulator and the epilogue need,
-# the producer warp, which only issues copies, gives the rest back.
+# Registers per thread asked for the second consumer warpgroup (setmaxnreg): what
+# the accumulator and the epilogue need; the producer warp gives back the rest.
 CONSUMER_REGISTERS = gl.constexpr(232)
-PRODUCER_REGISTERS = gl.constexpr(24)
 
 
 # ---------------------------------------------------------------- configs
@@ -124,122 +134,70 @@ def fit_stages(config: triton.Config, element_bytes: int, shared_bytes: int, sav
     return ring_slots(k["NUM_STAGES"], slot, staging, shared_bytes)
 
 
-def ring_slots(stages: int, slot_bytes: int, reserved_bytes: int, shared_bytes: int) -> int:
-    """``stages`` ring slots of ``slot_bytes``, or as many as fit beside ``reserved_bytes``; never fewer than two.
-
-    Both Gluon kernels size their rings so (the backward's reserves its g/u tiles).
-    """
-    # 1 KiB for the mbarriers and what the compiler reserves
-    fits = (shared_bytes - reserved_bytes - 1024) // slot_bytes
-    return max(2, min(stages, fits))
-
-
-_GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
-
-
 # ---------------------------------------------------------------- device code
-@gluon.jit
-def _tile_coordinates(tile_id, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
-    """Tile id → (tile row, tile column), GROUP_M rows of tiles at a time (as geglu_kernels._tile_coordinates)."""
-    num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = gl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((tile_id % num_pid_in_group) % group_size_m)
-    pid_n = (tile_id % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
+@aggregate
+class GateUpPartitions:
+    """What the gate/up kernel's consumers read: the tiles, the operand ring, the turns, and where h (and g, u) go."""
+
+    tiles: Tiles
+    ring: OperandRing
+    turn: gl.shared_memory_descriptor  # consumer i may start its K loop when turn[i] completes
+    h_desc: tma.tensor_descriptor
+    gu_ptr: gl.tensor  # [M, 2N], [g | u], with SAVE_GU (otherwise unused)
+    CONSUMERS: gl.constexpr
+    SAVE_GU: gl.constexpr
 
 
 @gluon.jit
-def _gelu_tanh_times(g, u):
-    """``gelu_tanh(g) * u`` with the hardware tanh (``tanh.approx.f32``): geglu_kernels._gelu_tanh_times's FAST_TANH branch."""
-    z = g * (0.7978845608028654 + 0.035677408136300125 * g * g)  # √(2/π)·(g + 0.044715·g³)
-    t = gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=gl.float32, is_pure=True, pack=1)
-    half_g = 0.5 * g
-    return (half_g + half_g * t) * u
-
-
-@gluon.jit
-def _producer(a_desc, b_desc, a_ring, b_ring, full, empty, M, N, K,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr, B_KN: gl.constexpr):  # fmt: skip
-    """One warp: every K step of every tile of this program, in order, into the ring.
-
-    A's tiles are ``[BLOCK_M, BLOCK_K]`` (x here, dy in the backward's
-    kernel); B's are ``[n, BLOCK_K]`` as the packed weight stores them (n =
-    2·BLOCK_N) or, with B_KN, ``[BLOCK_K, n]`` as the down weight does.
-    """
-    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
-    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
-    b_cols: gl.constexpr = b_desc.block_type.shape[1 if B_KN else 0]  # B's tile extent along n
-    step = 0  # how many ring slots this program has filled
-    for tile_id in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        for k in range(0, K, BLOCK_K):
-            slot = step % NUM_STAGES
-            # Wait until the MMA that last read this slot is done. A fresh
-            # mbarrier counts as having completed the phase before its first,
-            # so the first pass over the ring (parity 1) does not wait.
-            mbarrier.wait(empty.index(slot), ((step // NUM_STAGES) & 1) ^ 1)
-            mbarrier.expect(full.index(slot), nbytes)
-            _tma_load(a_desc, [pid_m * BLOCK_M, k], full.index(slot), a_ring.index(slot))
-            if B_KN:
-                _tma_load(b_desc, [k, pid_n * b_cols], full.index(slot), b_ring.index(slot))
-            else:
-                _tma_load(b_desc, [pid_n * b_cols, k], full.index(slot), b_ring.index(slot))
-            step += 1
-
-
-@gluon.jit
-def _consumer(x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_STAGES: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr, SAVE_GU: gl.constexpr):
+def _consumer(p, WHICH: gl.constexpr):
     """One warpgroup: the program's tiles WHICH, WHICH + CONSUMERS, …: K loop of wgmma, then the GeGLU epilogue."""
-    dtype: gl.constexpr = h_desc.dtype
+    BLOCK_M: gl.constexpr = p.tiles.BLOCK_M
+    BLOCK_N: gl.constexpr = p.tiles.BLOCK_N
+    dtype: gl.constexpr = p.h_desc.dtype
     # The accumulator's register layout: one warpgroup (4 warps down M), one
     # wgmma of the whole tile width per K step of 16.
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, 2 * BLOCK_N, 16])  # fmt: skip
-    staging = gl.allocate_shared_memory(dtype, h_desc.block_type.shape, h_desc.layout)
+    staging = gl.allocate_shared_memory(dtype, p.h_desc.block_type.shape, p.h_desc.layout)
     # With SAVE_GU, g and u leave in rows: 8 elements (16 bytes) per thread, a warp's 32 threads on
     # 32·8/BLOCK_N rows of BLOCK_N columns, so each row of a tile is written by whole 16-byte stores.
     rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8], [4, 1], [1, 0])
-    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
-    k_steps = gl.cdiv(K, BLOCK_K)
+    num_tiles = p.tiles.count()
+    k_steps = p.tiles.k_steps()
     first = gl.program_id(0)
     programs = gl.num_programs(0)
     j = 0  # how many tiles this consumer has taken
-    for tile_id in range(first + WHICH * programs, num_tiles, CONSUMERS * programs):
-        pid_m, pid_n = _tile_coordinates(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        step = (tile_id - first) // programs * k_steps  # the ring slot this tile's first K step was loaded into
-        if CONSUMERS == 2:
+    for tile_id in range(first + WHICH * programs, num_tiles, p.CONSUMERS * programs):
+        pid_m, pid_n = p.tiles.coordinates(tile_id)
+        # the ring slot this tile's first K step was loaded into
+        read = RingCounter((tile_id - first) // programs * k_steps, p.ring.a.shape[0])
+        if p.CONSUMERS == 2:
             # Wait for our turn on the tensor cores: the other consumer has
             # issued its K loop's last wgmma (consumer 0's first turn is free:
             # a fresh mbarrier passes a wait on parity 1). Besides setting the
             # ping-pong's rhythm, the turns keep each consumer within one
             # phase of the ring's mbarriers, which a parity wait needs: without
             # them consumer 1 would wait on slots a whole tile ahead.
-            mbarrier.wait(turn.index(WHICH), (j & 1) ^ (1 - WHICH))
+            mbarrier.wait(p.turn.index(WHICH), (j & 1) ^ (1 - WHICH))
         # Proton's intra-kernel scopes (measure.inside_kernel.proton_phases): compiled
         # away unless Proton's instrumentation is on.
         pl.enter_scope("mma")
         acc = gl.zeros([BLOCK_M, 2 * BLOCK_N], gl.float32, acc_layout)
         for ki in range(k_steps):
-            slot = step % NUM_STAGES
-            mbarrier.wait(full.index(slot), (step // NUM_STAGES) & 1)
-            acc = warpgroup_mma(x_ring.index(slot), w_ring.index(slot).permute((1, 0)), acc, is_async=True)
+            slot = read.index()
+            mbarrier.wait(p.ring.full.index(slot), read.phase())
+            x_tile, w_tile = p.ring.a.index(slot), p.ring.b.index(slot)
+            acc = warpgroup_mma(x_tile, w_tile.permute((1, 0)), acc, is_async=True)
             # Keep one wgmma in flight: when this returns, the previous step's
             # is done and its slot can be refilled.
-            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, x_ring.index(slot), w_ring.index(slot)))
-            mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES), pred=ki > 0)
-            step += 1
-        if CONSUMERS == 2:  # the other consumer's turn: it issues its wgmmas while ours drain and we run the epilogue
-            mbarrier.arrive(turn.index(1 - WHICH))
+            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, x_tile, w_tile))
+            mbarrier.arrive(p.ring.empty.index(read.previous_index()), pred=ki > 0)
+            read = read.next()
+        if p.CONSUMERS == 2:  # the other consumer's turn: it issues its wgmmas while ours drain and we run the epilogue
+            mbarrier.arrive(p.turn.index(1 - WHICH))
         j += 1
         acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty.index((step + NUM_STAGES - 1) % NUM_STAGES))
+        mbarrier.arrive(p.ring.empty.index(read.previous_index()))
         pl.exit_scope("mma")
         pl.enter_scope("epilogue")
 
@@ -249,24 +207,28 @@ def _consumer(x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         tma.store_wait(0)  # the staging tile's store of this consumer's previous tile has left
-        if SAVE_GU:
+        if p.SAVE_GU:
             # g and u as the GEMM computed them, rounded to x's dtype, for the backward: regrouped
             # from the accumulator's layout into rows (through shared memory, by the compiler) and
             # stored from registers, faster than staging them for the TMA unit as h is. Streaming
             # stores (.cs): the backward reads g and u only after the down GEMM, so holding them in
-            # L2 serves nothing (docs/notes/gluon_kernels_2026_11.md).
+            # L2 serves nothing.
             rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, rows_layout))
             cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, rows_layout))
-            ptrs = gu_ptr + rows.to(gl.int64)[:, None] * (2 * N) + cols[None, :]
-            mask = (rows[:, None] < M) & (cols[None, :] < N)
+            N = p.tiles.N
+            ptrs = p.gu_ptr + rows.to(gl.int64)[:, None] * (2 * N) + cols[None, :]
+            mask = (rows[:, None] < p.tiles.M) & (cols[None, :] < N)
             gl.store(ptrs, gl.convert_layout(g.to(dtype), rows_layout), mask=mask, cache_modifier=".cs")
             gl.store(ptrs + N, gl.convert_layout(u.to(dtype), rows_layout), mask=mask, cache_modifier=".cs")
-        h = _gelu_tanh_times(g, u).to(dtype)
+        h = gelu_tanh_times(g, u, True).to(dtype)  # the hardware tanh: 16-bit inputs only
         staging.store(h)
         fence_async_shared()
-        _tma_store(h_desc, [off_m, off_n], staging)
+        tma_store(p.h_desc, [off_m, off_n], staging)
         pl.exit_scope("epilogue")
     tma.store_wait(0)
+
+
+_partitions = ping_pong(_consumer)
 
 
 @gluon.jit
@@ -279,42 +241,17 @@ def _geglu_pingpong_gemm_kernel(x_desc, w_desc, h_desc, gu_ptr, M, N, K,
     With SAVE_GU, g and u are stored too, to gu_ptr (``[M, 2N]``, ``[g | u]``;
     otherwise unused).
     """
-    dtype: gl.constexpr = x_desc.dtype
-    x_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + x_desc.block_type.shape, x_desc.layout)
-    w_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
-    full = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(full.index(i), count=1)  # the producer's expect + the TMA's bytes
-        mbarrier.init(empty.index(i), count=1)  # the consumer that read the slot
+    # a size of 1 arrives as a constant (Triton specializes it): the bundle holds tensors
+    tiles = Tiles(gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K), BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+    ring = OperandRing.allocate(x_desc, w_desc, NUM_STAGES, False)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)  # consumer i may start its K loop
-    if CONSUMERS == 2:  # ping-pong
-        gl.warp_specialize([
-            # The default partition is the kernel's own 4 warps: consumer 0.
-            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 2, SAVE_GU)),
-            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 1, 2, SAVE_GU)),
-            (_producer, (x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, False)),
-        ], [4, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])  # fmt: skip
-    else:  # one consumer and the producer: warp-specialized, without the ping-pong (to measure what it adds)
-        gl.warp_specialize([
-            (_consumer, (x_ring, w_ring, full, empty, turn, h_desc, gu_ptr, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, 0, 1, SAVE_GU)),
-            (_producer, (x_desc, w_desc, x_ring, w_ring, full, empty, M, N, K,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES, False)),
-        ], [1], [PRODUCER_REGISTERS])  # fmt: skip
+    p = GateUpPartitions(tiles, ring, turn, h_desc, gu_ptr, CONSUMERS, SAVE_GU)
+    _partitions(p, CONSUMERS, CONSUMER_REGISTERS)
 
 
 # ---------------------------------------------------------------- the wrapper
-def descriptor(t: torch.Tensor, block_shape: list[int]) -> TensorDescriptor:
-    """A Gluon tensor descriptor of ``t`` with the default swizzled shared layout for ``block_shape``."""
-    return TensorDescriptor.from_tensor(t, block_shape, gl.NVMMASharedLayout.get_default_for(block_shape, _GL_DTYPES[t.dtype]))
-
-
 def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.Config | None = None,
                    gu: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """h ``[M, hidden]`` from x ``[M, dim]`` and ``pack_gate_up(w_gate, w_up)``, ping-pong scheduled (Hopper).
@@ -322,19 +259,40 @@ def geglu_pingpong(x2d: torch.Tensor, w_packed: torch.Tensor, *, config: triton.
     Rows must be 16-byte aligned (the TMA unit's rule), inputs bf16 or fp16.
     With ``gu`` (``[M, 2·hidden]``, x's dtype), g and u are also stored there
     side by side, ``[g | u]``, as ``"packed-tma"`` stores them for the backward.
+    Raises :class:`~profiling_guide.errors.GuideError` for operands it cannot take.
     """
-    assert x2d.shape[1] == w_packed.shape[1] and w_packed.shape[0] % 2 == 0, "incompatible dimensions"
-    assert x2d.dtype == w_packed.dtype and x2d.dtype in _GL_DTYPES, "bf16 or fp16 inputs"
+    _check_operands(x2d, w_packed, gu)
     M, K = x2d.shape
     N = w_packed.shape[0] // 2
-    assert M > 0 and N > 0 and K > 0, "a tensor descriptor needs a non-empty tensor"
     h = torch.empty((M, N), device=x2d.device, dtype=x2d.dtype)
     props = torch.cuda.get_device_properties(x2d.device)
     grid, args, meta = launch_plan(x2d, w_packed, h, full_config(config),
                                    props.shared_memory_per_block_optin, props.multi_processor_count, gu=gu)
-    with _on_device(x2d.device):  # as the Triton designs launch: nothing to do when x's GPU is current
+    with on_device(x2d.device):  # as the Triton designs launch: nothing to do when x's GPU is current
         _geglu_pingpong_gemm_kernel[grid](*args, **meta)
     return h
+
+
+def _check_operands(x2d: torch.Tensor, w_packed: torch.Tensor, gu: torch.Tensor | None) -> None:
+    """Raise a one-line GuideError where x, the packed weight or gu are not what the kernel reads and writes."""
+    if x2d.dim() != 2 or w_packed.dim() != 2 or x2d.shape[1] != w_packed.shape[1] or w_packed.shape[0] % 2:
+        raise GuideError(f"geglu_pingpong needs x [M, dim] and the packed weight [2·hidden, dim] "
+                         f"(pack_gate_up), got {tuple(x2d.shape)} and {tuple(w_packed.shape)}")  # fmt: skip
+    if x2d.dtype != w_packed.dtype or gluon_dtype(x2d.dtype) is None:
+        raise GuideError(f"geglu_pingpong takes bf16 or fp16 x and weight of one dtype, got {x2d.dtype} and "
+                         f"{w_packed.dtype}: use design 'packed-tma' for other dtypes")  # fmt: skip
+    if 0 in x2d.shape or 0 in w_packed.shape:
+        raise GuideError(f"geglu_pingpong needs non-empty x and weight (a tensor descriptor cannot describe an "
+                         f"empty tensor), got {tuple(x2d.shape)} and {tuple(w_packed.shape)}")  # fmt: skip
+    if gu is not None:
+        _check_gate_up_out(gu, (x2d.shape[0], w_packed.shape[0]), x2d.dtype)
+
+
+def _check_gate_up_out(gu: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype) -> None:
+    if tuple(gu.shape) != shape or gu.dtype != dtype or not gu.is_contiguous():
+        layout = "" if gu.is_contiguous() else ", not contiguous"
+        raise GuideError(f"geglu_pingpong stores g and u to a contiguous gu {list(shape)} in {dtype}, got "
+                         f"{list(gu.shape)} in {gu.dtype}{layout}")  # fmt: skip
 
 
 def launch_plan(x2d, w_packed, h, config: triton.Config, shared_bytes: int, sms: int, gu=None):
