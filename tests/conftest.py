@@ -102,6 +102,23 @@ def once_per_run(tmp_path_factory, name: str, make) -> Path:
     return folder
 
 
+#: Files whose tests take seconds each (a whole README block, 512 ranks, an installed wheel, a compile), longest
+#: first. They run first, so that on ``-n N`` (pyproject's ``--dist worksteal``) no worker starts one as the
+#: others finish: the workers that finish their share of the rest take over the tests still waiting.
+STARTED_FIRST = ("test_readme.py", "test_run_scale.py", "test_installed.py", "test_pingpong_backward.py",
+                 "test_pingpong.py", "test_examples_visible.py", "test_examples.py", "test_hostile_inputs.py",
+                 "test_bench_nccl.py", "test_hta_crosscheck.py", "test_run_report.py")
+
+
+def pytest_collection_modifyitems(items):
+    # Whole files move, each keeping its order: a module-scoped fixture is made once.
+    def rank(item):
+        name = item.path.name
+        return STARTED_FIRST.index(name) if name in STARTED_FIRST else len(STARTED_FIRST)
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_quick_python_server_per_run(tmp_path_factory):
     root = tmp_path_factory.getbasetemp()
