@@ -95,4 +95,4 @@ def test_the_training_table_shows_the_clocks_where_they_were_sampled():
     table = format_training_step(bench).splitlines()
     assert "SM MHz" in table[0]
     assert table[2].split()[-2:] == ["1545", "691"]
-    assert numbers_in(table[-1]) == [1980, 700], "the note under the table gives the clock's maximum and the power limit"
+    assert numbers_in(table[-1]) == [1980, 700], "the note under the table: the clock's maximum, the power limit"
