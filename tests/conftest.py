@@ -126,6 +126,7 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: each file keeps its order
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, no -n and nothing to schedule
 def pytest_xdist_make_scheduler(config, log):
     """With ``-n N`` (pytest-xdist's default ``--dist load``): a free worker takes the next unit, in order."""
     if config.getoption("dist") != "load":  # another --dist asked for: pytest-xdist's own
