@@ -102,6 +102,48 @@ def once_per_run(tmp_path_factory, name: str, make) -> Path:
     return folder
 
 
+# ------------------------------------------------------------------ order on -n N workers
+#: Files of many seconds (a whole README block, 512 ranks, an installed wheel, a compile, every chapter, the
+#: interpreted kernels), longest first. They run first, and their tests go one at a time to whichever worker
+#: is free, so that no worker starts a long test as the others finish. Every other file goes whole to one
+#: worker, which makes its module's fixtures once.
+STARTED_FIRST = ("test_readme.py", "test_run_scale.py", "test_installed.py", "test_pingpong_backward.py",
+                 "test_pingpong.py", "test_examples_visible.py", "test_examples.py", "test_fused_mlp.py",
+                 "test_hostile_inputs.py", "test_trace_input.py", "test_bench_nccl.py", "test_hta_crosscheck.py",
+                 "test_run_report.py")
+#: Tests of those files that share a fixture of seconds (512 ranks reported, every chapter run without the
+#: extras, HTA's analysis of every rank): each group goes to one worker, which makes the fixture once.
+KEPT_TOGETHER = ("tests/test_run_scale.py::",
+                 "tests/test_installed.py::test_without_the_optional_packages",
+                 "tests/test_hta_crosscheck.py::test_time_breakdown_and_overlap_agree_with_hta_on_every_rank")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.name
+        return STARTED_FIRST.index(name) if name in STARTED_FIRST else len(STARTED_FIRST)
+
+    items.sort(key=rank)  # stable: each file keeps its order
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, no -n and nothing to schedule
+def pytest_xdist_make_scheduler(config, log):
+    """With ``-n N`` (pytest-xdist's default ``--dist load``): a free worker takes the next unit, in order."""
+    if config.getoption("dist") != "load":  # another --dist asked for: pytest-xdist's own
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class InOrder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            """The unit ``nodeid`` goes in: its group, itself (a file of STARTED_FIRST) or its file."""
+            group = next((group for group in KEPT_TOGETHER if nodeid.startswith(group)), None)
+            file = nodeid.split("::")[0]
+            return group or (nodeid if Path(file).name in STARTED_FIRST else file)
+
+    config.option.loadscopereorder = False  # the order above, not the largest unit first
+    return InOrder(config, log)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_quick_python_server_per_run(tmp_path_factory):
     root = tmp_path_factory.getbasetemp()

@@ -13,20 +13,20 @@ a GPU kernel of that name; its total for such a kernel exceeds ours by exactly
 the launchers' CPU time.
 """
 
+import functools
 import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import H100
+from conftest import H100, load_trace
 
 from profiling_guide.analysis.trace_report import (
     device_time_by_name,
     report_steps,
     top_kernels,
 )
-from profiling_guide.trace.model import Trace
 
 HTA_SAMPLES = sorted((Path(__file__).parent / "data" / "hta").glob("*.json.gz"))
 OURS = sorted(H100.glob("*.trace.json.gz"))
@@ -36,7 +36,9 @@ HTA_WARNINGS = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore:
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
+@functools.cache
 def _raw(path: Path) -> dict:
+    """The trace's JSON, read once per test process: the tests only read it."""
     with gzip.open(path, "rt") as f:
         return json.load(f)
 
@@ -51,7 +53,7 @@ def test_device_time_by_name_equals_a_plain_sum_of_the_json(path):
     for ev in _raw(path)["traceEvents"]:
         if ev.get("ph") == "X" and ev.get("cat") in DEVICE_CATS:
             plain[ev["name"]] += float(ev["dur"])
-    ours = _by_name(device_time_by_name(Trace.load(path).device_events))
+    ours = _by_name(device_time_by_name(load_trace(path).device_events))
     assert ours.keys() == plain.keys()
     for name, us in plain.items():
         assert ours[name] == pytest.approx(us, abs=1e-6), name
@@ -59,7 +61,7 @@ def test_device_time_by_name_equals_a_plain_sum_of_the_json(path):
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_the_reports_kernel_table_covers_all_device_time_of_its_steps(path):
-    trace = Trace.load(path)
+    trace = load_trace(path)
     steps = report_steps(trace)
     table = _by_name(top_kernels(steps, top=None))
     inside = _by_name(device_time_by_name([ev for s in steps for ev in s.device_events]))
@@ -96,7 +98,7 @@ def _inductor_launchers_us(path: Path) -> dict[str, float]:
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_per_kernel_totals_agree_with_holistic_trace_analysis(hta, path):
     theirs = _hta_kernel_totals(hta, path)
-    trace = Trace.load(path)
+    trace = load_trace(path)
     ours = _by_name(device_time_by_name([ev for ev in trace.device_events if ev.launch is not None]))
     launchers = _inductor_launchers_us(path)
     assert theirs.keys() == ours.keys()
@@ -108,7 +110,7 @@ def test_per_kernel_totals_agree_with_holistic_trace_analysis(hta, path):
 def test_hta_counts_inductors_launcher_op_as_a_kernel(hta):
     path = next(p for p in HTA_SAMPLES if p.name == "triton_example.json.gz")
     theirs = _hta_kernel_totals(hta, path)
-    (kernel,) = Trace.load(path).kernels
+    (kernel,) = load_trace(path).kernels
     assert theirs[kernel.name] == pytest.approx(kernel.dur_us + _inductor_launchers_us(path)[kernel.name])
     assert theirs[kernel.name] > 50 * kernel.dur_us  # a 1.8 µs kernel; the launcher took ~96 µs of CPU
 
@@ -157,7 +159,7 @@ def test_time_breakdown_and_overlap_agree_with_hta_on_every_rank(hta_runs, run, 
     from profiling_guide.analysis.overlap import time_breakdown
 
     temporal, overlap = hta_runs[run]
-    trace = Trace.load(H100X4 / run / f"rank{rank}.trace.json.gz")
+    trace = load_trace(H100X4 / run / f"rank{rank}.trace.json.gz")
     ours = time_breakdown([ev for step in trace.steps for ev in step.device_events])
     theirs = temporal.loc[rank]
     assert ours.span_us == pytest.approx(theirs["kernel_time(us)"], abs=BREAKDOWN_TOLERANCE_US)
@@ -172,7 +174,7 @@ def test_time_breakdown_and_overlap_agree_with_hta_on_every_rank(hta_runs, run, 
 def test_the_per_step_spans_leave_out_only_the_gaps_between_steps():
     from profiling_guide.analysis.overlap import time_breakdown
 
-    trace = Trace.load(H100X4 / "ddp" / "rank0.trace.json.gz")
+    trace = load_trace(H100X4 / "ddp" / "rank0.trace.json.gz")
     whole = time_breakdown([ev for step in trace.steps for ev in step.device_events])
     steps = [time_breakdown(step.device_events) for step in trace.steps]
     assert sum(s.busy_us for s in steps) == pytest.approx(whole.busy_us)

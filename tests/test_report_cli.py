@@ -1,5 +1,6 @@
 """``profiling-guide report``: one offline HTML page for any trace, and one-line errors."""
 
+import html
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ def run_cli(*args, cwd=None):
                           cwd=cwd, env=env)
 
 
-def test_the_report_is_one_offline_page_with_every_section(tmp_path, capsys):
+def test_the_report_is_one_offline_page_with_every_section(tmp_path, capsys, mlp_eager):
     out = tmp_path / "mlp.html"
     assert main(["report", str(recording("02_mlp_eager.eager")), "-o", str(out),
                  "--rates", str(H100 / "02_mlp_eager.references.run.json")]) == 0
@@ -33,7 +34,10 @@ def test_the_report_is_one_offline_page_with_every_section(tmp_path, capsys):
     page = out.read_text()
     for section in SECTIONS:
         assert f'<section id="{section}">' in page
-    assert "<canvas" in page and "NVIDIA H100 80GB HBM3" in page and "nvjet sm90" in page
+    gpu = mlp_eager.metadata["deviceProperties"][0]["name"]
+    gemms = {ev.decoded.short for ev in mlp_eager.device_events if ev.decoded.kind == "gemm"}
+    assert "<canvas" in page and gpu in page
+    assert gemms and all(html.escape(name) in page for name in gemms), "each GEMM by its decoded name"
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "the page must not load anything from elsewhere"
     assert "TFLOP/s" in page and "of measured reference" in page
     assert len(page) < 200_000
