@@ -195,8 +195,10 @@ def measure(args, rank: int, world: int, local: int) -> dict:
                 spread = Spread.of(times)
                 row = {"op": op, "bytes": nbytes, "us": round(spread.median, 3), "us_q1": round(spread.q1, 3),
                        "us_q3": round(spread.q3, 3), "repeats": spread.repeats,
-                       "algbw_GBps": round(algbw_gbps(nbytes, spread.median), 2),
-                       "busbw_GBps": round(busbw_gbps(op, world, nbytes, spread.median), 2)}
+                       # four significant figures, not two decimals: a slow gloo collective on a CPU is
+                       # well under 0.01 GB/s, and a rate written as 0 would be refused on reading
+                       "algbw_GBps": float(f"{algbw_gbps(nbytes, spread.median):.4g}"),
+                       "busbw_GBps": float(f"{busbw_gbps(op, world, nbytes, spread.median):.4g}")}
                 rows.append(row)
                 _say(rank, f"{op} {nbytes / 2**20:,.2f} MiB: {spread:.1f} µs per call, bus bandwidth "
                            f"{row['busbw_GBps']:,.1f} GB/s")
