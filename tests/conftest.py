@@ -20,10 +20,20 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import matplotlib
-import pytest
+# Each pytest-xdist worker shares the machine's cores with the others, but torch's and numpy's thread
+# pools size themselves to every core, in each worker and in each child it starts. Oversubscribed, their
+# threads spin while they wait for each other: on two cores with two workers that was a third of the
+# suite's CPU time. Each worker (and its children) gets its share of the cores, unless the caller chose.
+# Set before anything imports numpy or torch, which read these once.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_pool, str(max(1, len(os.sched_getaffinity(0)) // _WORKERS)))
 
-from quick_python import quick_python, share_servers_in
+import matplotlib  # noqa: E402 (after the thread pools' sizes)
+import pytest  # noqa: E402
+
+from quick_python import quick_python, share_servers_in  # noqa: E402
 
 matplotlib.use("Agg")
 os.environ.setdefault("PROFILING_GUIDE_MODE", "replay")
