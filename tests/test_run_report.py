@@ -1,5 +1,6 @@
 """``profiling-guide report`` over every rank of a run, on real 4-rank traces (``tests/data/h100x4``)."""
 
+import gc
 import gzip
 import json
 import re
@@ -258,6 +259,25 @@ def test_an_empty_folder_is_one_line(tmp_path, capsys):
 def test_read_run_needs_two_ranks():
     with pytest.raises(GuideError, match="two or more ranks"):
         read_run(trace_files([H100X4 / "ddp" / "rank0.trace.json.gz"]), lambda t, i: None)
+
+
+@pytest.mark.parametrize("caller_froze", [False, True], ids=["unfrozen", "frozen"])
+def test_reading_a_run_leaves_the_callers_frozen_objects_frozen_and_nothing_else(caller_froze):
+    paths = [H100X4 / "ddp" / f"rank{r}.trace.json.gz" for r in (0, 1)]
+    gc.unfreeze()
+    try:
+        if caller_froze:
+            gc.freeze()  # as a server does before it forks
+        frozen = gc.get_freeze_count()
+        kept = read_run(paths, lambda trace, info: len(trace.ops))[0]
+        assert kept and all(kept)
+        if caller_froze:
+            assert gc.get_freeze_count() >= frozen > 0
+        else:
+            assert gc.get_freeze_count() == 0
+    finally:
+        gc.collect()
+        gc.freeze()  # as tests/conftest.py keeps a test process
 
 
 def test_ranks_missing_from_the_world_are_said_not_refused(tmp_path):

@@ -171,7 +171,12 @@ def read_run(paths: list[Path], reduce: Callable[[Trace, RankInfo], object], *,
     seen: list[_Seen] = []
     results = []
     # What exists before the first trace is no garbage: frozen, the collections below walk only what
-    # the ranks left (without this, collecting cost more than reading a small trace).
+    # the ranks left (without this, collecting cost more than reading a small trace). A caller that froze
+    # its own objects (a server before it forks, a test runner) finds them frozen still at the end; what
+    # it made since its freeze is collected first, so no garbage stays frozen for good.
+    caller_froze = gc.get_freeze_count() > 0
+    if caller_froze:
+        gc.collect()
     gc.freeze()
     try:
         for i, path in enumerate(paths):
@@ -188,7 +193,8 @@ def read_run(paths: list[Path], reduce: Callable[[Trace, RankInfo], object], *,
             if i % 4 == 3:
                 gc.collect()
     finally:
-        gc.unfreeze()
+        if not caller_froze:
+            gc.unfreeze()
     world = seen[0].info.world_size or len(seen)
     missing = sorted(set(range(world)) - {s.info.rank for s in seen})
     results.sort(key=lambda pair: pair[0])
