@@ -119,3 +119,19 @@ def test_json_is_written_whole_or_not_at_all(tmp_path):
         recordings.write_json_atomic(target, {"a": object.__new__(type("Bad", (), {"__str__": None}))})
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.run.json"]
+
+
+def test_a_recording_read_twice_is_read_once_until_it_is_recorded_again(tmp_path):
+    source = recordings.default_root() / "nvidia-h100-80gb-hbm3"
+    for name in ("01_linear.eager", "02_mlp_eager.eager"):
+        shutil.copy(source / f"{name}.trace.json.gz", tmp_path / f"{name}.trace.json.gz")
+    first = recordings.Recording("01_linear.eager", tmp_path, {})
+    again = recordings.Recording("01_linear.eager", tmp_path, {})
+    assert first.trace is again.trace  # a page and its verdict read the same file: one Trace
+    assert recordings.recorded_trace(tmp_path / "01_linear.eager.trace.json.gz") is first.trace
+    # recorded again (here: another recording's trace moved into its place, as a live run moves its own)
+    (tmp_path / "02_mlp_eager.eager.trace.json.gz").replace(tmp_path / "01_linear.eager.trace.json.gz")
+    recorded = recordings.Recording("01_linear.eager", tmp_path, {}).trace
+    assert recorded is not first.trace and len(recorded.ops) != len(first.trace.ops)
+    with pytest.raises(GuideError, match="no trace file"):
+        recordings.recorded_trace(tmp_path / "missing.trace.json.gz")

@@ -175,6 +175,16 @@ def test_a_value_longer_than_many_chunks_is_read(tmp_path, monkeypatch):
     assert Trace.load(path).ops[1].name == big["name"]
 
 
+SURROGATE_TRACE = '{"traceEvents": [' + json.dumps({**OP, "name": "SURR"}).replace('"SURR"', '"a\\ud800b"') + "]}"
+
+
+@pytest.mark.parametrize("cut", range(1, 6))
+def test_a_lone_surrogate_escape_cut_by_a_chunk_boundary_is_still_replaced(tmp_path, monkeypatch, cut):
+    # The first chunk ends ``cut`` characters into the six of the escape.
+    monkeypatch.setattr(trace_reader, "_CHUNK", SURROGATE_TRACE.index("\\ud800") + cut)
+    assert Trace.load(write(tmp_path / "cut.json", SURROGATE_TRACE)).ops[0].name == "a\ufffdb"
+
+
 # ------------------------------------------------------------ the size limit
 def test_a_gzip_bomb_stops_at_the_limit_without_being_expanded(tmp_path, monkeypatch):
     path = tmp_path / "bomb.json.gz"

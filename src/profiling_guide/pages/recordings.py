@@ -33,7 +33,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 from glob import escape as glob_escape
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
@@ -147,6 +147,27 @@ def write_json_atomic(path: Path, data: dict) -> list[str]:
     return _write_json_atomic(path, data, sort_keys=True)
 
 
+def recorded_trace(path: Path) -> Trace:
+    """The trace at ``path``, read once per process while the file stays the same; shared, so read-only.
+
+    A page reads a recording more than once (its own analysis, its variant's
+    verdict among its siblings, the other GPU's), and a docs build runs every
+    chapter in one process. The last few traces read are kept, by path,
+    inode, size and modification time: a trace recorded again is read again.
+    """
+    path = Path(path).resolve()
+    try:
+        found = path.stat()
+    except OSError:
+        return Trace.load(path)  # which says in one line what is wrong
+    return _read_once(path, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
+@lru_cache(maxsize=16)  # a chapter reads at most a dozen traces; the GPU's recordings are a few MiB each
+def _read_once(path: Path, inode: int, size: int, mtime_ns: int) -> Trace:
+    return Trace.load(path)
+
+
 @dataclass
 class Recording:
     """One recorded run: its run record and (for captures) its trace."""
@@ -172,8 +193,8 @@ class Recording:
         return [found[r] for r in sorted(found)]
 
     @cached_property
-    def trace(self):
-        return Trace.load(self.trace_path)
+    def trace(self) -> Trace:
+        return recorded_trace(self.trace_path)
 
     @property
     def timings(self) -> dict:

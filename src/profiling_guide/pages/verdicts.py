@@ -24,6 +24,7 @@ from profiling_guide.analysis.gaps import Cause, Gaps, step_gaps
 from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
 from profiling_guide.errors import GuideError
 from profiling_guide.pages.facts import Facts
+from profiling_guide.pages.recordings import recorded_trace
 from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run_record import read_run_record
@@ -106,7 +107,7 @@ def measurements(folder: Path, variant: str) -> list[Measurement]:
         trace_path = folder / f"{name}.trace.json.gz"
         trace = None
         if "device_us" not in (run.get("timings") or {}) and trace_path.is_file():
-            trace = Trace.load(trace_path)
+            trace = recorded_trace(trace_path)
         m = measurement(run, name, trace)
         if m is not None:
             found.append(m)

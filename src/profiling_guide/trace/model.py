@@ -26,6 +26,7 @@ those pairs, and the backward op's :attr:`CpuOp.forward_op` its forward op.
 from __future__ import annotations
 
 import gc
+import marshal
 import re
 from bisect import bisect_right
 from collections import Counter
@@ -224,7 +225,7 @@ class _EventReader:
         self.memory_events: list[MemoryEvent] = []
         self.flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
         self._names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
-        self._shared: dict[str, list] = {}  # one list object per distinct list-valued arg, keyed by its repr
+        self._shared: dict[bytes, list] = {}  # one list object per distinct list-valued arg (see _share)
 
     def read(self, index: int, ev) -> None:
         """One event of the trace: kept as a typed event if the guide reads its kind, else skipped."""
@@ -280,7 +281,7 @@ class _EventReader:
         for key in _SHARED_OP_ARGS:
             value = args.get(key)
             if type(value) is list:
-                args[key] = self._shared.setdefault(repr(value), value)
+                args[key] = self._share(value)
         self.ops.append(CpuOp(name, ts, dur, tid, cat == "user_annotation", args))
 
     def _launch_or_work(self, index: int, name: str, ts: float, dur: float, tid, cat: str, args: dict) -> None:
@@ -295,8 +296,14 @@ class _EventReader:
         for key in _SHARED_DEVICE_ARGS:
             self.int_list(args, key, index)
             if key in args:
-                args[key] = self._shared.setdefault(repr(args[key]), args[key])
+                args[key] = self._share(args[key])
         self.device_events.append(DeviceEvent(name, ts, dur, stream, _DEVICE_KINDS[cat], correlation, args))
+
+    def _share(self, value: list) -> list:
+        """``value``, or the equal list read before it, which is kept once and shared (see ``_SHARED_OP_ARGS``)."""
+        # The key is marshal's bytes of the list: exact (1, 1.0 and True differ), the same for equal
+        # lists in format 2 (no back-references), and half the time of its repr.
+        return self._shared.setdefault(marshal.dumps(value, 2), value)
 
     # ------------------------------------------------------------ the checks
     def fail(self, index: int, message: str):

@@ -69,6 +69,7 @@ class _ValueTooLong(Exception):
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")  # how JSON writes a code point from U+D000 on, surrogates among them
 
 
 def without_surrogates(value):
@@ -119,7 +120,8 @@ class _Text:
             self.eof = True
         self.offset += self.pos
         self.buf, self.pos = "".join(parts), 0
-        if not self.surrogates and ("\\ud" in self.buf or "\\uD" in self.buf):
+        # Only the new text can hold a first surrogate escape (or finish one the old text began).
+        if not self.surrogates and _SURROGATE_ESCAPE.search(self.buf, max(len(rest) - 2, 0)):
             self.surrogates = True
         return got > 0
 
