@@ -166,6 +166,10 @@ def _collect_and_freeze() -> None:
     gc.freeze()
 
 
+def pytest_unconfigure(config):
+    gc.unfreeze()  # as the process ends, Python's last collection frees all (nanobind says "leaked" otherwise)
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, no -n and nothing to schedule
 def pytest_xdist_make_scheduler(config, log):
     """With ``-n N`` (pytest-xdist's default ``--dist load``): a free worker takes the next unit, in order."""

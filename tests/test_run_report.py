@@ -336,7 +336,7 @@ def test_summarize_and_the_kernel_table_read_nccl_kernels_as_collectives(capsys)
 
 def test_the_ranks_timeline_and_the_single_timeline_colour_collectives_apart():
     from profiling_guide.pages.interactive_timeline import RanksTimeline, timeline_data
-    from profiling_guide.pages.timeline import KIND_COLORS
+    from profiling_guide.pages.palette import KIND_COLORS
 
     steps = [Trace.load(H100X4 / "fsdp2" / f"rank{r}.trace.json.gz").steps[0] for r in (0, 1)]
     single = timeline_data(steps[0])

@@ -11,7 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from profiling_guide.pages.timeline import KIND_COLORS, WIDTH_IN
+from profiling_guide.pages.palette import KIND_COLORS
+from profiling_guide.pages.timeline import WIDTH_IN
 
 GAP_COLOR = "#d9d9d9"
 FLOOR_COLOR = "#444444"

@@ -25,13 +25,7 @@ import json
 import re
 
 from profiling_guide.analysis.trace_report import choose_step, report_steps
-from profiling_guide.pages.timeline import (
-    ANNOTATION_COLOR,
-    KIND_COLORS,
-    OP_COLORS,
-    RUNTIME_COLOR,
-    short_op,
-)
+from profiling_guide.pages.palette import ANNOTATION_COLOR, KIND_COLORS, OP_COLORS, RUNTIME_COLOR, short_op
 from profiling_guide.trace.model import Step, Trace
 
 _TITLE_MAX = 400  # characters of a raw kernel name kept for the tooltip (C++ names run to thousands)

@@ -15,21 +15,9 @@ from matplotlib.ticker import FuncFormatter
 
 from profiling_guide.analysis.backward import shapes_text
 from profiling_guide.analysis.training import kernel_owner
+from profiling_guide.pages.palette import ANNOTATION_COLOR, KIND_COLORS, OP_COLORS, RUNTIME_COLOR, short_op
 from profiling_guide.trace.model import Step, Trace
 
-KIND_COLORS = {
-    "gemm": "#7b4fa6",
-    "attention": "#d6742a",
-    "pointwise": "#2e9c6a",
-    "reduction": "#1f8a9c",
-    "memset": "#9a9a9a",
-    "memcpy": "#a0703c",
-    "collective": "#34495e",
-    "other": "#c24d6b",
-}
-ANNOTATION_COLOR = "#c9d3e0"
-OP_COLORS = ["#4c78a8", "#6b93c4", "#8fb0d9", "#b3cbe8", "#d2e0f2"]
-RUNTIME_COLOR = "#f0a03c"
 ARROW_COLOR = "#555555"
 LANE_HEIGHT = 0.7
 # The site shows a figure about 830 px wide on a desktop: at 100 dpi an 8.2-inch figure is
@@ -48,14 +36,6 @@ def _step(trace: Trace, step: int | None) -> Step:
         if s.number == step:
             return s
     raise ValueError(f"{trace.source} has no ProfilerStep#{step}; it has {[s.number for s in trace.steps]}")
-
-
-def short_op(name: str) -> str:
-    """An op's name as a timeline bar shows it (both the static and the interactive timeline)."""
-    # Inductor names its graph call after a 52-character hash; the hash says nothing on a plot.
-    if name.startswith("## Call CompiledFxGraph"):
-        return "call CompiledFxGraph"
-    return name.removeprefix("aten::")
 
 
 def lanes(trace: Trace, step: int | None = None) -> list[tuple[str, list[tuple[float, float, str, str]]]]:
