@@ -122,10 +122,11 @@ STARTED_FIRST = ("test_readme.py", "test_run_scale.py", "test_installed.py", "te
                  "test_pingpong.py", "test_examples_visible.py", "test_examples.py", "test_fused_mlp.py",
                  "test_hostile_inputs.py", "test_trace_input.py", "test_bench_nccl.py", "test_hta_crosscheck.py",
                  "test_run_report.py")
-#: Tests of those files that share a fixture of seconds (512 ranks reported, every chapter run without the
-#: extras, HTA's analysis of every rank): each group goes to one worker, which makes the fixture once.
+#: Tests of those files that share a fixture of seconds (512 ranks reported, the wheel installed and every
+#: chapter run without the extras, HTA's analysis of every rank): each group goes to one worker, which makes
+#: the fixture once while the others work, rather than wait for it.
 KEPT_TOGETHER = ("tests/test_run_scale.py::",
-                 "tests/test_installed.py::test_without_the_optional_packages",
+                 "tests/test_installed.py::",
                  "tests/test_hta_crosscheck.py::test_time_breakdown_and_overlap_agree_with_hta_on_every_rank")
 
 

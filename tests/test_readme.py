@@ -56,10 +56,11 @@ def test_the_readme_block_runs(block, tmp_path):
     bin_dir.mkdir()
     # Scripts, not links: a link to a virtual environment's python starts outside that environment.
     # The quick python (tests/quick_python.py) runs each command as a fresh one would, without
-    # importing torch and its compiler again.
+    # importing torch again, nor its compiler for a block that runs the chapters (some compile).
+    python = quick_python(compiler="examples/" in text)
     for name, command in (("python", ""), ("python3", ""), ("profiling-guide", " -m profiling_guide.cli")):
         shim = bin_dir / name
-        shim.write_text(f'#!/bin/sh\nexec "{quick_python(compiler=True)}"{command} "$@"\n')
+        shim.write_text(f'#!/bin/sh\nexec "{python}"{command} "$@"\n')
         shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
