@@ -129,6 +129,9 @@ def test_a_recording_read_twice_is_read_once_until_it_is_recorded_again(tmp_path
     again = recordings.Recording("01_linear.eager", tmp_path, {})
     assert first.trace is again.trace  # a page and its verdict read the same file: one Trace
     assert recordings.recorded_trace(tmp_path / "01_linear.eager.trace.json.gz") is first.trace
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+    linked = recordings.Recording("01_linear.eager", tmp_path / "link", {}).trace
+    assert linked.source == str(tmp_path / "link" / "01_linear.eager.trace.json.gz")  # the path as given
     # recorded again (here: another recording's trace moved into its place, as a live run moves its own)
     (tmp_path / "02_mlp_eager.eager.trace.json.gz").replace(tmp_path / "01_linear.eager.trace.json.gz")
     recorded = recordings.Recording("01_linear.eager", tmp_path, {}).trace

@@ -152,19 +152,20 @@ def recorded_trace(path: Path) -> Trace:
 
     A page reads a recording more than once (its own analysis, its variant's
     verdict among its siblings, the other GPU's), and a docs build runs every
-    chapter in one process. The last few traces read are kept, by path,
-    inode, size and modification time: a trace recorded again is read again.
+    chapter in one process. The last few traces read are kept, by the path
+    as given (the trace's source, which its messages name) and the file's
+    device, inode, size and modification time: a trace recorded again is read again.
     """
-    path = Path(path).resolve()
+    path = Path(path)
     try:
         found = path.stat()
     except OSError:
         return Trace.load(path)  # which says in one line what is wrong
-    return _read_once(path, found.st_ino, found.st_size, found.st_mtime_ns)
+    return _read_once(path, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
 
 
 @lru_cache(maxsize=16)  # a chapter reads at most a dozen traces; the GPU's recordings are a few MiB each
-def _read_once(path: Path, inode: int, size: int, mtime_ns: int) -> Trace:
+def _read_once(path: Path, device: int, inode: int, size: int, mtime_ns: int) -> Trace:
     return Trace.load(path)
 
 
