@@ -34,6 +34,7 @@ if _WORKERS > 1:
 import matplotlib  # noqa: E402 (after the thread pools' sizes)
 import pytest  # noqa: E402
 
+from interpreter_patch import skip_the_repeated_patch  # noqa: E402
 from quick_python import quick_python, share_servers_in  # noqa: E402
 
 matplotlib.use("Agg")
@@ -47,10 +48,14 @@ GPUS = [H100, H200]
 
 # ------------------------------------------------------------------ Triton's mode
 def pytest_configure(config):
-    if "TRITON_INTERPRET" in os.environ or re.search(r"(?<!not )\bgpu\b", config.option.markexpr or ""):
-        return
-    if not _cuda_gpu_visible():
-        os.environ["TRITON_INTERPRET"] = "1"
+    if "TRITON_INTERPRET" not in os.environ and not re.search(r"(?<!not )\bgpu\b", config.option.markexpr or ""):
+        if not _cuda_gpu_visible():
+            os.environ["TRITON_INTERPRET"] = "1"
+    # In a process that runs tests (not pytest-xdist's controller, which hands them out), interpreted
+    # kernels skip the interpreter's repeated work (tests/interpreter_patch.py).
+    runs_tests = os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "dist", "no") == "no"
+    if os.environ.get("TRITON_INTERPRET") == "1" and runs_tests:
+        skip_the_repeated_patch()
 
 
 def _cuda_gpu_visible() -> bool:
