@@ -189,9 +189,12 @@ def read_run(paths: list[Path], reduce: Callable[[Trace, RankInfo], object], *,
             results.append((entry.info.rank, reduce(trace, entry.info)))
             # A trace's ops link to each other both ways (parents, children), so dropping it leaves cycles only
             # the cycle collector frees: collect every few ranks, or hundreds of traces pile up until it runs.
+            # What survives is the reductions so far: frozen too, so each collection walks only the newest
+            # ranks' objects, not every rank's (512 ranks: 1.2 s of collecting otherwise).
             del trace
             if i % 4 == 3:
                 gc.collect()
+                gc.freeze()
     finally:
         if not caller_froze:
             gc.unfreeze()
