@@ -12,6 +12,7 @@ kept. Tests that need the other mode run in a fresh process
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import functools
 import gc
@@ -172,8 +173,9 @@ def _collect_and_freeze() -> None:
     gc.freeze()
 
 
-def pytest_unconfigure(config):
-    gc.unfreeze()  # as the process ends, Python's last collection frees all (nanobind says "leaked" otherwise)
+# As the process ends, Python's last collection frees all (nanobind says "leaked" otherwise). Unfrozen at
+# exit, not as pytest unconfigures: pytest's own collections after that would each walk everything again.
+atexit.register(gc.unfreeze)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, no -n and nothing to schedule
