@@ -75,6 +75,8 @@ def test_the_interpreter_s_shortcut_is_on_and_changes_no_result(monkeypatch):
     """tests/interpreter_patch.py skips a repeated patch of triton.language: the kernels compute the same bits."""
     from triton.runtime import interpreter
 
+    if not hasattr(interpreter, "_LangPatchScope"):
+        pytest.skip("this Triton's interpreter patches triton.language another way: the shortcut leaves it be")
     assert getattr(interpreter._patch_lang, "skips_repeats", False), "tests/conftest.py installs it"
     x, wg, wu = weights(33, 40, 72, torch.float16)
     shortcut = fm.geglu(x, wg, wu, design="packed", save_gate_up=True)
