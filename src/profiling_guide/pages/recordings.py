@@ -108,6 +108,12 @@ def _code_text(obj) -> str:
         # No source to read (built-ins, code typed at a prompt): fall back on the
         # name, never on repr(), which holds a memory address.
         return f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+    return _without_prose(source)
+
+
+@lru_cache(maxsize=128)  # a page fingerprints the same modules and functions at each recording it reads
+def _without_prose(source: str) -> str:
+    """``source`` less its comments, docstrings and blank lines (parsing it is most of a fingerprint's time)."""
     docstring_lines: set[int] = set()
     try:
         tree = ast.parse(source)
