@@ -49,9 +49,9 @@ GPUS = [H100, H200]
 
 # ------------------------------------------------------------------ Triton's mode
 def pytest_configure(config):
-    if "TRITON_INTERPRET" not in os.environ and not re.search(r"(?<!not )\bgpu\b", config.option.markexpr or ""):
-        if not _cuda_gpu_visible():
-            os.environ["TRITON_INTERPRET"] = "1"
+    gpu_tests = re.search(r"(?<!not )\bgpu\b", config.option.markexpr or "")
+    if "TRITON_INTERPRET" not in os.environ and not gpu_tests and not _cuda_gpu_visible():
+        os.environ["TRITON_INTERPRET"] = "1"
     # In a process that runs tests (not pytest-xdist's controller, which hands them out), interpreted
     # kernels skip the interpreter's repeated work (tests/interpreter_patch.py).
     runs_tests = os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "dist", "no") == "no"

@@ -25,7 +25,8 @@ def skip_the_repeated_patch() -> bool:
     try:
         import triton.language as tl
         from triton.runtime import interpreter
-        patch_lang, scope_class, executor = interpreter._patch_lang, interpreter._LangPatchScope, interpreter.GridExecutor
+        patch_lang, scope_class = interpreter._patch_lang, interpreter._LangPatchScope
+        executor = interpreter.GridExecutor
     except (ImportError, AttributeError):
         return False
     if getattr(patch_lang, "skips_repeats", False):
@@ -39,7 +40,7 @@ def skip_the_repeated_patch() -> bool:
     @functools.wraps(patch_lang)
     def patch_once(fn):
         wanted = languages(fn)
-        if launches and wanted <= launches[-1]:
+        if launches and wanted and wanted <= launches[-1]:
             return scope_class()  # patched since the launch began: nothing to do, nothing to undo
         scope = patch_lang(fn)
         if launches:  # the launch's own patch, or a helper's (which the interpreter never undoes)
