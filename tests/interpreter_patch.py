@@ -1,18 +1,18 @@
 """Triton's interpreter, without the work it repeats at every call of a ``@triton.jit`` helper.
 
-Launching a kernel, the interpreter (Triton 3.6 to 3.9, ``triton/runtime/interpreter.py``)
-patches ``triton.language`` so that its builtins run in numpy, and undoes the
-patch when the launch ends. It patches again at every call of a ``@triton.jit``
-helper inside the kernel (``InterpretedFunction.__call__``): each time it walks
-every member of ``triton.language`` and its tensor class, finds them patched
-already, and sets the same wrappers again. The tests' kernels call a helper a
-few times per program (``tile_coordinates``, ``tl.cdiv``, the GeLU): this
-repeated walk was about a quarter of their CPU time (with the shortcut, one
-training step of the tests takes 0.74 times the CPU time it takes without). :func:`skip_the_repeated_patch`
-makes a helper's patch a no-op when the language modules the helper sees were
-patched since the launch in progress began, by the launch or by an earlier
-helper (whose patches the interpreter never undoes); any other patch runs as
-before. What the kernels compute does not change: the same numpy code runs.
+Launching a kernel, the interpreter (Triton 3.6 to 3.9,
+``triton/runtime/interpreter.py``) patches ``triton.language`` so that its builtins run
+in numpy, and undoes the patch when the launch ends. It patches again at every call of a
+``@triton.jit`` helper inside the kernel (``InterpretedFunction.__call__``): each time
+it walks every member of ``triton.language`` and its tensor class, finds them patched
+already, and sets the same wrappers again. The tests' kernels call a helper a few times
+per program (``tile_coordinates``, ``tl.cdiv``, the GeLU): this repeated walk was about
+a quarter of their CPU time (with the shortcut, one training step of the tests takes
+0.74 times the CPU time it takes without). :func:`skip_the_repeated_patch` makes a
+helper's patch a no-op when the language modules the helper sees were patched since the
+launch in progress began, by the launch or by an earlier helper (whose patches the
+interpreter never undoes); any other patch runs as before. What the kernels compute does
+not change: the same numpy code runs.
 """
 
 from __future__ import annotations

@@ -172,8 +172,9 @@ def read_run(paths: list[Path], reduce: Callable[[Trace, RankInfo], object], *,
     results = []
     # What exists before the first trace is no garbage: frozen, the collections below walk only what
     # the ranks left (without this, collecting cost more than reading a small trace). A caller that froze
-    # its own objects (a server before it forks, a test runner) finds them frozen still at the end; what
-    # it made since its freeze is collected first, so no garbage stays frozen for good.
+    # its own objects (a server before it forks, a test runner) finds them frozen still at the end, and
+    # with them what it made since and the reductions returned here: all collected first, so no garbage
+    # is frozen (what becomes garbage later is freed when that caller unfreezes).
     caller_froze = gc.get_freeze_count() > 0
     if caller_froze:
         gc.collect()
