@@ -1,0 +1,251 @@
+"""Re-time a step's graph, find its critical path, and say what each stretch of the path was spent on.
+
+:func:`simulate` runs the :class:`~profiling_guide.analysis.step_graph.StepGraph`
+forward in time: each host stretch starts when the one before it ends (a
+blocking call ends when the work it waits for does, plus its return lag); each
+piece of device work starts when its launch, the work before it on its stream
+and the other stream's work it waited for allow. Durations come from a
+:class:`Timing` (the trace's, or a what-if's), so the same graph answers "what
+if this call did not block" by running again, not by subtracting.
+
+One profiled step is run three times back to back, the way a training loop
+repeats it: the host may run ahead of the GPU across steps, so the **period**
+(the time one step adds, from the second run to the third) is the step time of
+the loop, whichever side sets the pace. :func:`critical_path` walks back one
+period from the last run's end along what bound each start, and gives every
+microsecond of it one :class:`~profiling_guide.analysis.causes.Cause`; the
+host stretches that refill the GPU after a blocking call are the blocking
+call's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from profiling_guide.analysis.causes import Cause, Where
+from profiling_guide.analysis.step_graph import StepGraph
+
+REPLICAS = 3
+
+
+@dataclass
+class Timing:
+    """The durations a simulation uses (µs), one per host stretch and device node, and what blocks."""
+
+    host_us: list[float]
+    blocking: list[bool]
+    dev_us: list[float]
+    lag_us: list[float]  # launch → earliest start, per device node
+    gap_us: float  # between back-to-back work on a stream
+
+    def copy(self) -> Timing:
+        return Timing(list(self.host_us), list(self.blocking), list(self.dev_us), list(self.lag_us), self.gap_us)
+
+
+def observed_timing(g: StepGraph) -> Timing:
+    """The durations the trace shows."""
+    return Timing([s.dur_us for s in g.host], [s.sync is not None for s in g.host], [n.dur_us for n in g.dev],
+                  [n.lag_us for n in g.dev], g.stream_gap_us)
+
+
+@dataclass
+class Run:
+    """A simulation's result: start, end and binding predecessor of every host stretch and device node, per replica.
+
+    Index ``r * n + i`` is stretch (or node) ``i`` of replica ``r``; a
+    predecessor is ``("h", index)`` or ``("d", index)``, and ``kind`` says which
+    edge bound it: ``"host"`` (the stretch before), ``"launch"``, ``"stream"``,
+    ``"wait"`` (another stream), ``"sync"`` (a blocking call's awaited work).
+    """
+
+    graph: StepGraph
+    timing: Timing
+    hs: list[float]
+    he: list[float]
+    hpred: list
+    ds: list[float]
+    de: list[float]
+    dpred: list
+    ends: list[float]  # per replica: the later of its host end and its last device end
+    period_us: float
+
+
+def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
+    """Run ``replicas`` copies of the step back to back with ``timing`` (see the module docstring)."""
+    nh, nd = len(g.host), len(g.dev)
+    hs, he, hpred = [0.0] * (nh * replicas), [0.0] * (nh * replicas), [None] * (nh * replicas)
+    ds, de, dpred = [0.0] * (nd * replicas), [0.0] * (nd * replicas), [None] * (nd * replicas)
+    scheduled = [False] * (nd * replicas)
+    tail: dict = {}  # stream → global index of its last scheduled node
+    off_chain = sorted((i for i, n in enumerate(g.dev) if n.host < 0), key=lambda i: g.dev[i].ready_us)
+    ends = []
+    t = 0.0
+    prev = None
+
+    def place(r: int, i: int, ready: float, pred) -> None:
+        node = g.dev[i]
+        k = r * nd + i
+        start, why = ready, pred
+        last = tail.get(node.stream)
+        if last is not None and de[last] + timing.gap_us > start:
+            start, why = de[last] + timing.gap_us, ("stream", ("d", last))
+        if node.dep >= 0 and scheduled[r * nd + node.dep]:
+            dk = r * nd + node.dep
+            if de[dk] + node.dep_lag_us > start:
+                start, why = de[dk] + node.dep_lag_us, ("wait", ("d", dk))
+        start += node.extra_us
+        ds[k], de[k], dpred[k] = start, start + timing.dev_us[i], why
+        scheduled[k] = True
+        tail[node.stream] = k
+
+    for r in range(replicas):
+        step_start = t
+        j = 0
+        for i, seg in enumerate(g.host):
+            k = r * nh + i
+            while j < len(off_chain) and g.dev[off_chain[j]].ready_us <= t - step_start:
+                place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
+                j += 1
+            start = t
+            for d in seg.launches:
+                place(r, d, start + timing.lag_us[d], ("launch", ("h", k)))
+            end, why = start + timing.host_us[i], ("host", prev)
+            if timing.blocking[i]:
+                if seg.sync == "device":
+                    awaited = max(tail.values(), key=lambda x: de[x], default=None)
+                else:
+                    awaited = tail.get(seg.sync_stream)
+                if awaited is not None and de[awaited] + seg.wait_lag_us > end:
+                    end, why = de[awaited] + seg.wait_lag_us, ("sync", ("d", awaited))
+            hs[k], he[k], hpred[k] = start, end, why
+            prev = ("h", k)
+            t = end
+        while j < len(off_chain):
+            place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
+            j += 1
+        last_dev = max((de[r * nd + i] for i in range(nd)), default=t)
+        ends.append(max(t, last_dev))
+    period = (ends[-1] - ends[0]) / (replicas - 1) if replicas > 1 else ends[0]
+    return Run(g, timing, hs, he, hpred, ds, de, dpred, ends, period)
+
+
+@dataclass(frozen=True)
+class PathShare:
+    """Time of the critical path spent on one cause at one place (µs per step)."""
+
+    cause: Cause
+    where: Where
+    us: float
+
+
+def critical_path(run: Run) -> list[PathShare]:
+    """One period of the last replica's critical path, as time per (cause, where), largest first.
+
+    Walks back from the later of the last replica's host end and device end,
+    following what bound each start, until one period is covered. Lags between
+    a launch and its work are the launch's (``launch_overhead``); the wait from
+    awaited work to a blocking call's return is the call's; host stretches after
+    a blocking call, until the path reaches device work again, refill the queue
+    the call emptied and count as the call's cause.
+    """
+    g = run.graph
+    nh, nd = len(g.host), len(g.dev)
+    end = run.ends[-1]
+    lo = end - run.period_us
+    r = len(run.ends) - 1
+    host_end = run.he[r * nh + nh - 1] if nh else float("-inf")
+    last_dev = max(range(r * nd, r * nd + nd), key=lambda k: run.de[k], default=None)
+    node = ("d", last_dev) if last_dev is not None and run.de[last_dev] >= host_end else (("h", r * nh + nh - 1)
+                                                                                          if nh else None)
+    path = []  # (cause, where, µs, is_host, index of a blocking call that waited, or None), end first
+    t = end
+    while node is not None and t > lo:
+        kind, k = node
+        if kind == "h":
+            seg = g.host[k % nh]
+            s, e, pred = run.hs[k], run.he[k], run.hpred[k]
+            cause, where = seg.cause, seg.where
+        else:
+            dn = g.dev[k % nd]
+            s, e, pred = run.ds[k], run.de[k], run.dpred[k]
+            cause, where = dn.cause, dn.where
+        edge, nxt = pred if pred is not None else (None, None)
+        if kind == "h" and (edge != "sync" or run.de[nxt[1]] > t):
+            # reached before the awaited work ended (through a launch it made): the stretch before it bound it
+            edge, nxt = "host", (("h", k - 1) if k > 0 else None)
+        pend = None if nxt is None else (run.he[nxt[1]] if nxt[0] == "h" else run.de[nxt[1]])
+        # a blocking call bound by the work it waited for starts, on the path, when that work ends
+        eff = max(s, pend) if edge == "sync" else s
+        e = min(e, t)
+        if e > max(eff, lo):
+            blocked = k % nh if kind == "h" and edge == "sync" else None
+            path.append((cause, where, e - max(eff, lo), kind == "h", blocked))
+        t = min(t, max(eff, lo))
+        if nxt is None or t <= lo:
+            break
+        if pend < t:  # the lag between the predecessor's end and this start
+            lag = t - max(pend, lo)
+            if edge == "launch":
+                path.append((Cause.LAUNCH_OVERHEAD, g.host[nxt[1] % nh].where, lag, True, None))
+            else:
+                path.append((cause, where, lag, kind == "h", None))
+            t = max(pend, lo)
+        node = nxt
+    return _shares(_refills(path[::-1], g))
+
+
+def _refills(path: list, g: StepGraph) -> list:
+    """Host stretches after a blocking call that waited, until the path reaches device work: the call's cause."""
+    out, refill = [], None
+    for cause, where, us, is_host, blocked in path:
+        if blocked is not None:
+            refill = (g.host[blocked].cause, g.host[blocked].where)
+        elif not is_host:
+            refill = None
+        elif refill is not None and cause is Cause.LAUNCH_OVERHEAD:
+            cause, where = refill
+        out.append((cause, where, us))
+    return out
+
+
+def _shares(path: list) -> list[PathShare]:
+    totals: dict = defaultdict(float)
+    for cause, where, us in path:
+        totals[cause, where] += us
+    shares = [PathShare(c, w, us) for (c, w), us in totals.items() if us > 0]
+    return sorted(shares, key=lambda p: -p.us)
+
+
+def by_cause(shares: list[PathShare]) -> dict[Cause, float]:
+    """The path's µs per cause."""
+    out: dict[Cause, float] = defaultdict(float)
+    for p in shares:
+        out[p.cause] += p.us
+    return dict(out)
+
+
+def top_where(shares: list[PathShare], cause: Cause) -> Where | None:
+    """Where on the path ``cause`` took the most time, named as coarsely as the fix needs (:func:`coarse`)."""
+    best: dict = defaultdict(float)
+    for p in shares:
+        if p.cause is cause:
+            best[coarse(p.where, cause)] += p.us
+    return max(best, key=best.get) if best else None
+
+
+def coarse(where: Where, cause: Cause) -> Where:
+    """A place as the verdict names it for ``cause``.
+
+    Launch overhead is spread over every op of a region: its label names it. A
+    host gap is named by its label and what it leads to ("before 'forward'"),
+    or its op for a host-only op; device work by op, label and kernel kind;
+    the rest by op and label.
+    """
+    if cause is Cause.LAUNCH_OVERHEAD:
+        return Where(label=where.label, rank=where.rank)
+    if cause is Cause.HOST_GAP:
+        return Where(op=where.op, label=where.label, rank=where.rank, before=None if where.op else where.before)
+    if cause in (Cause.GPU_COMPUTE, Cause.EXPOSED_COMMUNICATION, Cause.MEMCPY):
+        return Where(op=where.op, label=where.label, kind=where.kind, rank=where.rank)
+    return Where(op=where.op, label=where.label, rank=where.rank)

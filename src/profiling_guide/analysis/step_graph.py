@@ -1,0 +1,561 @@
+"""A profiled step as a graph of dependencies, built from the trace alone.
+
+The verdict re-times a step with one cause removed (:mod:`.critical_path`), so it
+needs what each piece of the step waited for, not only when it ran. From the
+trace, :func:`step_graph` builds:
+
+* **the host chain**: the thread that ran the step (the one with its
+  ``ProfilerStep``), cut into stretches in time order: runtime calls
+  (``cudaLaunchKernel``, ``cudaStreamSynchronize``, ``cudaMalloc``...), time
+  inside recorded ops between those calls, and *untraced* time, where the
+  thread ran no recorded op (Python, a data pipeline, a sleep). Where the step's
+  thread waits while another thread works (the autograd engine runs the
+  backward on its own thread), that thread's stretches take the place of the
+  wait. Each stretch follows the one before it: the host does one thing at a
+  time.
+* **the device work**: every kernel, memset and memcpy the chain launched,
+  each after its launch (plus the launch latency the trace shows) and after the
+  work before it on its stream. A device event that started later than both
+  waited for something else: another stream's work that ended just before it
+  (``cudaStreamWaitEvent``, NCCL's streams) is taken as what it waited for.
+* **blocking calls**: a synchronizing call (``cudaStreamSynchronize``,
+  ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, ``.item()``'s copy, a
+  blocking ``cudaMemcpy``, a pageable ``cudaMemcpyAsync``, ``cudaFree``)
+  returns when the device work before it is done: the graph records which
+  stream (or the whole device) it waits for, and how long after that work's end
+  it returned.
+
+Everything is linear in the step's events. Times are µs from the step's start.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import statistics
+from dataclasses import dataclass, field
+
+from profiling_guide.analysis.causes import Cause, Where
+from profiling_guide.trace.model import CpuOp, DeviceEvent, RuntimeCall, Step, Trace
+
+#: Calls that wait for one stream's work: the stream of the work they are seen waiting for.
+STREAM_SYNC = re.compile(r"^(cudaStreamSynchronize|cudaEventSynchronize|cuStreamSynchronize|cuEventSynchronize"
+                         r"|cudaMemcpy|cudaMemcpy2D|cudaMemset|cuMemcpyDtoH(_v2)?|cuMemcpyHtoD(_v2)?)$")
+#: Calls that wait for the whole device.
+DEVICE_SYNC = re.compile(r"^(cudaDeviceSynchronize|cuCtxSynchronize|cudaFree|cuMemFree(_v2)?|cudaFreeHost"
+                         r"|cuMemFreeHost)$")
+ALLOCATOR_CALLS = re.compile(r"^(cudaMalloc|cudaFree|cuMemAlloc(_v2)?|cuMemFree(_v2)?|cudaMallocHost|cudaHostAlloc"
+                             r"|cudaFreeHost|cuMemAllocHost(_v2)?|cuMemFreeHost|cudaMallocAsync|cudaFreeAsync"
+                             r"|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemSetAccess|cuMemAddressReserve"
+                             r"|cuMemAddressFree)$")
+MEMCPY_CALLS = re.compile(r"^(cudaMemcpy\w*|cuMemcpy\w*)$")
+LAUNCH_CALLS = re.compile(r"Launch|^cu(da)?Memset|^cu(da)?Memcpy")
+#: The ops that read a device value back to the host (``.item()``, ``if tensor:``): their sync is theirs.
+SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
+COLLECTIVE = re.compile(r"^nccl|^rccl", re.IGNORECASE)
+#: An untraced stretch, or a recorded op that launched no device work, at least this long is host work of its
+#: own (a data pipeline, a sleep, Python work), not the framework stepping between two ops; or at least
+#: HOST_GAP_SHORT_US long and HOST_GAP_SHARE of the step. (The framework's own Python between two ops, an
+#: optimizer's or the autograd engine's, stays under both in the guide's recordings: 430 µs of a 8.6 ms step at most.)
+HOST_GAP_US = 1000.0
+HOST_GAP_SHORT_US, HOST_GAP_SHARE = 200.0, 0.1
+#: Host and device timestamps come from different clocks, aligned to about a microsecond.
+SLACK_US = 2.0
+#: A device event that starts this much later than its launch and its stream allow waited for something else.
+WAIT_SLACK_US = 5.0
+
+
+@dataclass(slots=True, eq=False)
+class HostSeg:
+    """A stretch of the host chain: ``"call"``, ``"op"`` (inside a recorded op) or ``"untraced"``."""
+
+    kind: str
+    dur_us: float
+    cause: Cause  # what this stretch is, on the critical path
+    where: Where
+    call: RuntimeCall | None = None
+    #: "stream", "device" or None: what a blocking call waits for
+    sync: str | None = None
+    sync_stream: object = None  # the stream a "stream" sync waits for
+    wait_lag_us: float = 0.0  # from the end of the awaited work to the call's return
+    waited: bool = False  # seen waiting in the trace
+    launches: list = field(default_factory=list)  # indices of the device nodes it launched
+    pageable: bool = False  # a copy from or to pageable host memory
+    owner: int = 0  # id() of the top-level op the stretch belongs to (0: none)
+    host_only: bool = False  # an op stretch of an op that launched no device work
+    #: the recorded ops and runtime calls whose profiler cost falls in this stretch (see :func:`profiler_units`)
+    prof_ops: float = 0.0
+    prof_calls: float = 0.0
+
+
+@dataclass(slots=True, eq=False)
+class DevNode:
+    """A kernel, memset or memcpy, with what it waits for."""
+
+    event: DeviceEvent
+    dur_us: float
+    stream: object
+    cause: Cause
+    where: Where
+    host: int  # index of the launching host stretch, or -1 (launched off the chain: ready at ``ready_us``)
+    lag_us: float  # launch start → earliest start
+    ready_us: float = 0.0  # for work launched off the chain: its launch's time in the step
+    dep: int = -1  # another stream's device node it waits for (same step)
+    dep_lag_us: float = 0.0
+    extra_us: float = 0.0  # a wait of unknown origin the trace shows (kept as it is)
+    nbytes: float = 0.0
+    pageable: bool = False
+    direction: str | None = None  # "h2d", "d2h", "d2d" for copies
+
+
+@dataclass
+class StepGraph:
+    """A step's host chain and device work (see the module docstring)."""
+
+    number: int
+    observed_us: float  # the ProfilerStep's length on the host
+    host: list[HostSeg]
+    dev: list[DevNode]
+    stream_gap_us: float  # median gap between back-to-back work on a stream
+    launch_lag_us: float  # median launch → start when the stream was idle
+    ops: int  # recorded CPU ops in the step
+    calls: int  # runtime calls in the step
+    threads: list = field(default_factory=list)  # the host threads the chain runs on
+
+
+# --------------------------------------------------------------- where
+def _label_of(op: CpuOp | None) -> str | None:
+    """The innermost ``record_function`` label around ``op`` (not a ProfilerStep, nor a collective's own
+    ``nccl:*`` annotation)."""
+    while op is not None:
+        if op.annotation and not op.name.startswith(("ProfilerStep#", "nccl:")):
+            return op.name
+        op = op.parent
+    return None
+
+
+def _collective_name(op: CpuOp | None) -> str | None:
+    """The ``nccl:all_reduce``-style annotation (or ``record_param_comms``) a collective's kernel was launched in."""
+    found = None
+    while op is not None:
+        if op.name.startswith("nccl:"):
+            return op.name
+        if op.name == "record_param_comms" and found is None:
+            found = op.name
+        op = op.parent
+    return found
+
+
+def _outermost_op(op: CpuOp | None) -> CpuOp | None:
+    """The outermost op above ``op`` that is not an annotation (``aten::linear`` for its ``aten::addmm``)."""
+    top = None
+    while op is not None:
+        if not op.annotation:
+            top = op
+        op = op.parent
+    return top
+
+
+def _scalar_op(op: CpuOp | None) -> str | None:
+    while op is not None:
+        if op.name in SCALAR_OPS:
+            return "aten::item" if op.name != "aten::is_nonzero" else op.name
+        op = op.parent
+    return None
+
+
+def _where_of_op(op: CpuOp | None, rank) -> Where:
+    top = _outermost_op(op)
+    return Where(op=top.name if top is not None else None, label=_label_of(op), rank=rank)
+
+
+# ----------------------------------------------------------- host chain
+class _Thread:
+    """One thread's events within a window, for cutting into stretches."""
+
+    def __init__(self, tid, ops: list[CpuOp], calls: list[RuntimeCall]):
+        self.tid = tid
+        self.calls = sorted(calls, key=lambda c: c.start_us)
+        self.tops = [op for op in ops if not op.annotation and _outermost_op(op) is op]
+        self.tops.sort(key=lambda o: o.start_us)
+        self.annotations = sorted((op for op in ops if op.annotation and not op.name.startswith("ProfilerStep#")),
+                                  key=lambda o: o.start_us)
+        # what starts next (an op or a label), for naming untraced stretches
+        self.starts = sorted(self.tops + self.annotations, key=lambda o: o.start_us)
+        self.start_times = [o.start_us for o in self.starts]
+        self.top_starts = [o.start_us for o in self.tops]
+
+
+def _label_at(thread: _Thread, t: float) -> str | None:
+    """The innermost label open at ``t`` on the thread (labels are few: a scan)."""
+    best = None
+    for ann in thread.annotations:
+        if ann.start_us > t:
+            break
+        if ann.end_us >= t and (best is None or ann.dur_us <= best.dur_us):
+            best = ann
+    return best.name if best is not None else None
+
+
+def _next_start(thread: _Thread, lo: float, hi: float) -> str | None:
+    """What the host stretch [lo, hi] leads to: the first label opened inside it, else the next op."""
+    i = bisect.bisect_left(thread.start_times, lo)
+    for item in thread.starts[i:]:
+        if item.start_us > hi + SLACK_US:
+            break
+        if item.annotation:
+            return item.name
+    i = bisect.bisect_left(thread.start_times, hi - SLACK_US)
+    return thread.starts[i].name if i < len(thread.starts) else None
+
+
+def _untraced(thread: _Thread, lo: float, hi: float, rank) -> HostSeg:
+    return HostSeg("untraced", hi - lo, Cause.LAUNCH_OVERHEAD, Where(label=_label_at(thread, (lo + hi) / 2), rank=rank,
+                                                                      before=_next_start(thread, lo, hi)))
+
+
+def host_work(seg: HostSeg, step_us: float) -> bool:
+    """Whether an untraced stretch or a host-only op is host work of its own (see :data:`HOST_GAP_US`)."""
+    return seg.dur_us >= HOST_GAP_US or (seg.dur_us >= HOST_GAP_SHORT_US and seg.dur_us >= HOST_GAP_SHARE * step_us)
+
+
+def _fill(thread: _Thread, lo: float, hi: float, rank, out: list[HostSeg], busy: dict) -> None:
+    """Stretches of [lo, hi] between runtime calls: inside a top-level op, or untraced."""
+    if hi - lo <= 0:
+        return
+    i = max(bisect.bisect_right(thread.top_starts, lo) - 1, 0)
+    t = lo
+    while i < len(thread.tops) and thread.tops[i].start_us < hi:
+        op = thread.tops[i]
+        i += 1
+        s, e = max(op.start_us, t), min(op.end_us, hi)
+        if e <= s:
+            continue
+        if s > t:
+            out.append(_untraced(thread, t, s, rank))
+        seg = HostSeg("op", e - s, Cause.LAUNCH_OVERHEAD, Where(op=op.name, label=_label_of(op), rank=rank),
+                      owner=id(op))
+        seg.host_only = not busy.get(id(op))
+        out.append(seg)
+        t = e
+    if hi > t:
+        out.append(_untraced(thread, t, hi, rank))
+
+
+def _call_seg(call: RuntimeCall, rank) -> HostSeg:
+    name = call.name
+    where = _where_of_op(call.op, rank)
+    top = _outermost_op(call.op)
+    seg = HostSeg("call", call.dur_us, Cause.LAUNCH_OVERHEAD, where, call=call, owner=id(top) if top else 0)
+    copies = [ev for ev in call.device_events if ev.kind == "memcpy"]
+    pageable = any("Pageable" in ev.name for ev in copies)
+    scalar = _scalar_op(call.op)
+    if ALLOCATOR_CALLS.match(name):
+        seg.cause = Cause.ALLOCATOR
+        seg.where = Where(op=where.op or name, label=where.label, rank=rank)
+        if DEVICE_SYNC.match(name):
+            seg.sync = "device"
+    elif DEVICE_SYNC.match(name):
+        seg.cause, seg.sync = Cause.HOST_SYNC, "device"
+    elif STREAM_SYNC.match(name) or (MEMCPY_CALLS.match(name) and pageable):
+        seg.sync = "stream"
+        seg.cause = Cause.MEMCPY if MEMCPY_CALLS.match(name) and not scalar else Cause.HOST_SYNC
+        seg.pageable = pageable
+    if seg.cause is Cause.HOST_SYNC and scalar:
+        seg.where = Where(op=scalar, label=where.label, rank=rank)
+    elif seg.cause is Cause.HOST_SYNC and where.op is None:
+        seg.where = Where(op=name, label=where.label, rank=rank)
+    return seg
+
+
+def _chain(thread: _Thread, lo: float, hi: float, rank, busy: dict) -> list[tuple[HostSeg, RuntimeCall | None]]:
+    """The thread's stretches over [lo, hi], in order, each with its runtime call (or None)."""
+    out: list[tuple[HostSeg, RuntimeCall | None]] = []
+    t = lo
+    i = bisect.bisect_left([c.start_us for c in thread.calls], lo - SLACK_US)
+    for call in thread.calls[i:]:
+        if call.start_us >= hi:
+            break
+        s = max(call.start_us, t)
+        e = min(max(call.end_us, s), hi)
+        pieces: list[HostSeg] = []
+        _fill(thread, t, s, rank, pieces, busy)
+        out.extend((p, None) for p in pieces)
+        seg = _call_seg(call, rank)
+        seg.dur_us = e - s
+        out.append((seg, call))
+        t = e
+    pieces = []
+    _fill(thread, t, hi, rank, pieces, busy)
+    out.extend((p, None) for p in pieces)
+    return out
+
+
+def _device_busy_ops(ops: list[CpuOp]) -> dict:
+    """id(op) → True for ops that launched device work, themselves or through what they contain."""
+    busy: dict = {}
+    for op in ops:
+        if any(call.device_events for call in op.runtime_calls):
+            node = op
+            while node is not None and not busy.get(id(node)):
+                busy[id(node)] = True
+                node = node.parent
+    return busy
+
+
+def _host_chain(trace: Trace, step: Step, rank) -> tuple[list[tuple[HostSeg, RuntimeCall | None]], list]:
+    ops_by: dict = {}
+    for op in step.ops:
+        ops_by.setdefault(op.tid, []).append(op)
+    calls_by: dict = {}
+    for call in step.runtime_calls:
+        calls_by.setdefault(call.tid, []).append(call)
+    marker = next((op for op in trace.ops if op.annotation and op.name == f"ProfilerStep#{step.number}"
+                   and abs(op.start_us - step.start_us) < SLACK_US), None)
+    tids = set(ops_by) | set(calls_by)
+    if not tids:
+        return [], []
+    driver = marker.tid if marker is not None else max(tids, key=lambda t: len(calls_by.get(t, ())))
+    busy = _device_busy_ops(step.ops)
+    threads = {tid: _Thread(tid, ops_by.get(tid, []), calls_by.get(tid, [])) for tid in tids}
+    chain = _chain(threads[driver], step.start_us, step.end_us, rank, busy)
+    # Where the step's thread ran nothing recorded while another thread worked (the autograd engine's
+    # backward), that thread's stretches stand in for the wait.
+    used = [driver]
+    merged: list[tuple[HostSeg, RuntimeCall | None]] = []
+    t = step.start_us
+    for seg, call in chain:
+        lo, hi = t, t + seg.dur_us
+        t = hi
+        if seg.kind != "untraced" or seg.dur_us < 20 * SLACK_US:
+            merged.append((seg, call))
+            continue
+        other = _busiest_other(threads, driver, lo, hi)
+        if other is None:
+            merged.append((seg, call))
+            continue
+        tid, first, last = other
+        merged.append((_untraced(threads[driver], lo, first, rank), None))
+        for piece, piece_call in _chain(threads[tid], first, last, rank, busy):
+            if piece.where.label is None:  # the other thread works inside the step thread's label ('backward')
+                w = piece.where
+                piece.where = Where(op=w.op, label=_label_at(threads[driver], (lo + hi) / 2), kind=w.kind,
+                                    rank=w.rank, before=w.before)
+            merged.append((piece, piece_call))
+        merged.append((_untraced(threads[driver], last, hi, rank), None))
+        used.append(tid)
+    return [(s, c) for s, c in merged if s.dur_us > 0], list(dict.fromkeys(used))
+
+
+def _activity(thread: _Thread, lo: float, hi: float) -> tuple[float, float, float]:
+    """Time inside the thread's top-level ops and calls within [lo, hi], and the first and last such moment."""
+    covered, first, last = 0.0, None, None
+    for seq in (thread.tops, thread.calls):
+        for item in seq:
+            s, e = max(item.start_us, lo), min(item.end_us, hi)
+            if e > s:
+                if seq is thread.tops or item.op is None:
+                    covered += e - s
+                first = s if first is None else min(first, s)
+                last = e if last is None else max(last, e)
+    return covered, first, last
+
+
+def _busiest_other(threads: dict, driver, lo: float, hi: float):
+    """(tid, first, last) of the other thread that worked most of [lo, hi], if one worked at least 30 % of it."""
+    best = None
+    for tid, thread in threads.items():
+        if tid == driver:
+            continue
+        covered, first, last = _activity(thread, lo, hi)
+        if first is not None and covered >= 0.3 * (hi - lo) and (best is None or covered > best[0]):
+            best = (covered, tid, first, last)
+    return best[1:] if best is not None else None
+
+
+# ---------------------------------------------------------- device work
+def _direction(ev: DeviceEvent) -> str | None:
+    name = ev.name
+    for key, words in (("h2d", "HtoD"), ("d2h", "DtoH"), ("d2d", "DtoD"), ("p2p", "PtoP")):
+        if words in name:
+            return key
+    return None
+
+
+def _device_where(ev: DeviceEvent, rank) -> Where:
+    op = ev.launch.op if ev.launch is not None else None
+    if COLLECTIVE.search(ev.name):
+        name = _collective_name(op)
+        return Where(op=name or ev.decoded.short, label=_label_of(op), kind=ev.decoded.kind, rank=rank)
+    top = _outermost_op(op)
+    return Where(op=top.name if top is not None else None, label=_label_of(op), kind=ev.decoded.kind, rank=rank)
+
+
+def _device_cause(ev: DeviceEvent) -> Cause:
+    if ev.kind == "memcpy":
+        return Cause.MEMCPY
+    if COLLECTIVE.search(ev.name):
+        return Cause.EXPOSED_COMMUNICATION
+    return Cause.GPU_COMPUTE
+
+
+# --------------------------------------------------------------- the graph
+def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
+    """The dependency graph of one profiled step (see the module docstring)."""
+    chain, threads = _host_chain(trace, step, rank)
+    host: list[HostSeg] = []
+    dev: list[DevNode] = []
+    index_of: dict[int, int] = {}
+    launched_at: dict[int, float] = {}
+    t = 0.0
+    for seg, call in chain:
+        host.append(seg)
+        if call is not None:
+            for ev in sorted(call.device_events, key=lambda e: e.start_us):
+                if ev.step != step.number:
+                    continue
+                index_of[id(ev)] = len(dev)
+                seg.launches.append(len(dev))
+                launched_at[id(ev)] = t
+                dev.append(_node(ev, len(host) - 1, rank))
+        t += seg.dur_us
+    for node in dev:  # work launched from another thread inside the step thread's label ('backward')
+        if node.host >= 0 and node.where.label is None and host[node.host].where.label is not None:
+            w = node.where
+            node.where = Where(op=w.op, label=host[node.host].where.label, kind=w.kind, rank=w.rank)
+    # device work of the step launched off the chain (another thread): ready when its launch was
+    for ev in step.device_events:
+        if id(ev) not in index_of and ev.launch is not None and not ev.before_window:
+            index_of[id(ev)] = len(dev)
+            node = _node(ev, -1, rank)
+            node.ready_us = ev.launch.start_us - step.start_us
+            dev.append(node)
+    for seg in host:  # host work of its own: long untraced stretches and long host-only ops
+        if (seg.kind == "untraced" or seg.host_only) and host_work(seg, step.dur_us):
+            seg.cause = Cause.HOST_GAP
+    gap, lag = _stream_timing(dev)
+    _dependencies(dev, step, gap, lag)
+    _blocking(host, dev, chain, step)
+    profiler_units(host, step)
+    ops = sum(1 for op in step.ops if not op.annotation)
+    return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads)
+
+
+def _node(ev: DeviceEvent, host: int, rank) -> DevNode:
+    nbytes = ev.args.get("bytes")
+    return DevNode(ev, ev.dur_us, ev.stream, _device_cause(ev), _device_where(ev, rank), host,
+                   lag_us=max(ev.start_us - ev.launch.start_us, 0.0) if ev.launch is not None else 0.0,
+                   nbytes=float(nbytes) if isinstance(nbytes, (int, float)) else 0.0,
+                   pageable="Pageable" in ev.name, direction=_direction(ev) if ev.kind == "memcpy" else None)
+
+
+def _stream_timing(dev: list[DevNode]) -> tuple[float, float]:
+    """The median gap between back-to-back work on a stream, and the median launch latency on an idle stream."""
+    gaps, lags = [], []
+    last_end: dict = {}
+    for node in sorted(dev, key=lambda n: n.event.start_us):
+        ev = node.event
+        prev = last_end.get(node.stream)
+        launch = ev.launch
+        if prev is not None and launch is not None:
+            if launch.end_us < prev:  # queued behind the work before it: the gap is the stream's own
+                gaps.append(max(ev.start_us - prev, 0.0))
+            elif launch.start_us > prev + WAIT_SLACK_US:  # the stream was idle when it was launched
+                lags.append(ev.start_us - launch.start_us)
+        last_end[node.stream] = max(prev or 0.0, ev.end_us)
+    gap = statistics.median(gaps) if gaps else 1.0
+    lag = statistics.median(lags) if lags else 5.0
+    return min(max(gap, 0.0), 20.0), min(max(lag, 0.5), 100.0)
+
+
+def _dependencies(dev: list[DevNode], step: Step, gap: float, lag: float) -> None:
+    """Each node's launch latency, and for work that started later than launch and stream allow, what it waited for."""
+    ends = sorted(((n.event.end_us, i) for i, n in enumerate(dev)))
+    end_times = [e for e, _ in ends]
+    last_end: dict = {}
+    for i in sorted(range(len(dev)), key=lambda k: dev[k].event.start_us):
+        node = dev[i]
+        ev = node.event
+        prev = last_end.get(node.stream)
+        launch = ev.launch
+        stream_ready = prev + gap if prev is not None else float("-inf")
+        if launch is None:
+            ready = max(ev.start_us, stream_ready)
+        elif node.lag_us <= 2 * lag + WAIT_SLACK_US and (prev is None or launch.start_us + node.lag_us >= prev):
+            ready = ev.start_us  # its own launch latency bound it: keep it as the trace shows it
+        else:
+            node.lag_us = lag
+            ready = max(launch.start_us + lag, stream_ready)
+        if ev.start_us > ready + WAIT_SLACK_US:
+            # waited for something else: the latest work of another stream that ended just before it started
+            j = bisect.bisect_right(end_times, ev.start_us + SLACK_US) - 1
+            found = -1
+            while j >= 0 and end_times[j] >= ev.start_us - 50 * SLACK_US:
+                k = ends[j][1]
+                if dev[k].stream != node.stream:
+                    found = k
+                    break
+                j -= 1
+            if found >= 0:
+                node.dep = found
+                node.dep_lag_us = max(ev.start_us - dev[found].event.end_us, 0.0)
+            else:
+                node.extra_us = ev.start_us - ready
+        last_end[node.stream] = max(prev or float("-inf"), ev.end_us)
+
+
+def _blocking(host: list[HostSeg], dev: list[DevNode], chain, step: Step) -> None:
+    """For each blocking call: which stream it waits for, whether it was seen waiting, and its return lag."""
+    by_end = sorted(dev, key=lambda n: n.event.end_us)
+    end_times = [n.event.end_us for n in by_end]
+    last_stream = None
+    for seg, call in chain:
+        if call is not None and call.device_events:
+            last_stream = call.device_events[-1].stream
+        if seg.sync is None or call is None:
+            continue
+        # the work it was seen waiting for: the last device work to end inside the call, shortly before it returned
+        j = bisect.bisect_right(end_times, call.end_us + SLACK_US) - 1
+        awaited = by_end[j] if j >= 0 and end_times[j] >= call.start_us - SLACK_US else None
+        if awaited is not None and call.end_us - awaited.event.end_us <= max(20.0, 0.2 * call.dur_us):
+            seg.waited = True
+            seg.wait_lag_us = max(call.end_us - awaited.event.end_us, 0.0)
+            if seg.sync == "stream":
+                seg.sync_stream = awaited.stream
+        else:
+            seg.wait_lag_us = 5.0
+        if seg.sync == "stream" and seg.sync_stream is None:
+            own = [ev.stream for ev in call.device_events]
+            seg.sync_stream = own[-1] if own else last_stream
+
+
+def profiler_units(host: list[HostSeg], step: Step) -> None:
+    """Share each recorded op's and runtime call's profiler cost among the stretches of its top-level op.
+
+    The profiler pays for every op and runtime call it records, inside the op
+    that holds it: a top-level op's recorded ops and calls are spread over its
+    own stretches (its time between calls, and its calls), in proportion to
+    their length. A call outside any op carries its own.
+    """
+    ops: dict[int, int] = {}
+    for op in step.ops:
+        if not op.annotation:
+            top = _outermost_op(op)
+            ops[id(top)] = ops.get(id(top), 0) + 1
+    calls: dict[int, int] = {}
+    for seg in host:
+        if seg.kind == "call":
+            calls[seg.owner] = calls.get(seg.owner, 0) + 1
+    length: dict[int, float] = {}
+    for seg in host:
+        if seg.owner and seg.kind != "untraced":
+            length[seg.owner] = length.get(seg.owner, 0.0) + seg.dur_us
+    for seg in host:
+        if seg.kind == "untraced":
+            continue
+        if not seg.owner:
+            seg.prof_calls = 1.0
+            continue
+        share = seg.dur_us / length[seg.owner] if length.get(seg.owner) else 0.0
+        seg.prof_ops = ops.get(seg.owner, 0) * share
+        seg.prof_calls = calls.get(seg.owner, 0) * share

@@ -1,0 +1,342 @@
+"""The verdict: what makes a step slow, where, and what fixing it would save.
+
+For each profiled step, :func:`verdict_of` builds the step's graph
+(:mod:`.step_graph`), takes the profiler's own cost out of it first (an
+estimate per recorded op and runtime call, :data:`PROFILER_OP_US` and
+:data:`PROFILER_CALL_US`, or calibrated from a run record's profiler-off CPU
+time), then re-times it once per cause with that cause fixed
+(:mod:`.critical_path`):
+
+=========================  =====================================================
+cause                      what the what-if changes
+=========================  =====================================================
+``host_sync``              synchronizing calls no longer wait, and cost nothing
+``memcpy``                 pageable copies run at pinned bandwidth, without blocking the host
+``allocator``              cudaMalloc/cudaFree calls cost nothing and do not wait
+``host_gap``               untraced host stretches and host-only ops cost nothing
+``launch_overhead``        the host issues work at no cost (CUDA graphs)
+``exposed_communication``  collective kernels take no time on the path (hidden)
+``gpu_compute``            the kernels of the op that takes the most path time removed
+=========================  =====================================================
+
+The verdict is the fix that saves the most (the one with more time on the
+critical path where two save about the same), then the next two. A saving
+under :data:`MIN_SAVING` of the step does not count; when none counts, the
+step is the GPU's own work, and the verdict names the kernels that take most
+of the path, with what removing them would save (the most a faster kernel
+could). The verdict never says "look at the timeline": where the trace lacks
+what it needs, :attr:`Verdict.missing` says what, and how to record it.
+
+Everything here returns records; :mod:`profiling_guide.pages.verdict_sentences`
+words them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from profiling_guide.analysis.causes import FIXES, Cause, Where
+from profiling_guide.analysis.critical_path import (
+    PathShare,
+    Timing,
+    by_cause,
+    critical_path,
+    observed_timing,
+    simulate,
+    top_where,
+)
+from profiling_guide.analysis.step_graph import StepGraph, step_graph
+from profiling_guide.trace.model import Step, Trace
+
+#: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
+#: CPU-bound workloads timed with the profiler off and on (tests/data/corpus/*/references.json; H100: 1.50 and
+#: 2.66, H200: 1.33 and 2.58).
+PROFILER_OP_US, PROFILER_CALL_US = 1.4, 2.6
+#: The profiler never takes more than this share of a stretch it is estimated in.
+PROFILER_MAX_SHARE = 0.9
+#: A what-if must save at least this share of the step to be a cause.
+MIN_SAVING = 0.05
+#: Fixes whose savings are this close (share of the step) are a tie, broken by time on the critical path.
+TIE = 0.02
+#: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
+#: 52.6 (H100) and 54.7 (H200) measured here (tests/data/corpus/*/references.json).
+PINNED_GBPS = 53.0
+#: The gap between kernels that one CUDA graph launches (µs): 0.22 to 0.29 µs in the guide's graph replays
+#: (chapter 7's recordings, H100).
+GRAPH_GAP_US = 0.3
+#: The host's cost of one cudaGraphLaunch (µs): 5.6 to 18 µs in those recordings.
+GRAPH_LAUNCH_US = 10.0
+#: The removable causes, each with its what-if (see the module docstring).
+REMOVABLE = (Cause.HOST_SYNC, Cause.MEMCPY, Cause.ALLOCATOR, Cause.HOST_GAP, Cause.LAUNCH_OVERHEAD,
+             Cause.EXPOSED_COMMUNICATION)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One cause, fixed: the step predicted without it (ms), and what that saves."""
+
+    cause: Cause
+    where: Where
+    step_ms: float  # the step as the program runs it, profiler's cost taken out
+    predicted_step_ms: float
+    path_ms: float  # the cause's time on the critical path
+    fix: str = ""
+
+    @property
+    def saving_ms(self) -> float:
+        return self.step_ms - self.predicted_step_ms
+
+    def to_dict(self) -> dict:
+        return {"cause": self.cause.value, "where": self.where.to_dict(), "rank": self.where.rank,
+                "step_ms": round(self.step_ms, 4), "predicted_step_ms": round(self.predicted_step_ms, 4),
+                "saving_ms": round(self.saving_ms, 4), "path_ms": round(self.path_ms, 4), "fix": self.fix}
+
+
+@dataclass
+class Verdict:
+    """A trace's (or a rank's) verdict: the largest saving first, and the numbers behind it."""
+
+    verdict: WhatIf | None
+    what_if: list[WhatIf]  # every cause that saves at least MIN_SAVING, largest first; then gpu_compute's
+    profiler: WhatIf | None  # the profiler's own cost: the step as profiled → without the profiler
+    profiled_step_ms: float  # the step as profiled (re-timed from the trace)
+    path_ms: dict[Cause, float]  # the critical path per cause, profiler's cost taken out
+    steps: int
+    #: what the trace lacks for a verdict, and how to record it (None when it has what it needs)
+    missing: str | None = None
+    notes: list[str] = field(default_factory=list)
+    profiler_scale: float = 1.0  # the per-op cost's factor (1 unless calibrated from a run record)
+
+    @property
+    def step_ms(self) -> float | None:
+        return self.verdict.step_ms if self.verdict is not None else None
+
+    def to_dict(self) -> dict:
+        return {
+            "verdict": self.verdict.to_dict() if self.verdict is not None else None,
+            "what_if": [w.to_dict() for w in self.what_if],
+            "profiler_overhead": self.profiler.to_dict() if self.profiler is not None else None,
+            "profiled_step_ms": round(self.profiled_step_ms, 4),
+            "critical_path_ms": {c.value: round(v, 4) for c, v in self.path_ms.items()},
+            "steps": self.steps, "missing": self.missing, "notes": self.notes,
+        }
+
+
+# ----------------------------------------------------------- the what-ifs
+def without_profiler(g: StepGraph, timing: Timing, scale: float = 1.0) -> Timing:
+    """``timing`` with the profiler's estimated cost taken out of every host stretch it falls in."""
+    out = timing.copy()
+    for i, seg in enumerate(g.host):
+        cost = scale * (PROFILER_OP_US * seg.prof_ops + PROFILER_CALL_US * seg.prof_calls)
+        if cost > 0:
+            out.host_us[i] = max(out.host_us[i] - cost, (1 - PROFILER_MAX_SHARE) * out.host_us[i])
+    return out
+
+
+def _drop_host(g: StepGraph, timing: Timing, cause: Cause) -> Timing:
+    out = timing.copy()
+    for i, seg in enumerate(g.host):
+        if seg.cause is cause:
+            out.host_us[i] = 0.0
+            out.blocking[i] = False
+    return out
+
+
+def _graphed(g: StepGraph, timing: Timing) -> Timing:
+    """The step's work as CUDA graphs: the host issues it at no cost but one graph launch per stretch between
+    blocking calls (a graph cannot hold a sync: each one splits it), and the GPU runs a graph's kernels
+    :data:`GRAPH_GAP_US` apart."""
+    out = timing.copy()
+    new_graph = True
+    for i, seg in enumerate(g.host):
+        if out.blocking[i]:
+            new_graph = True
+        if seg.cause is Cause.LAUNCH_OVERHEAD:
+            out.host_us[i] = GRAPH_LAUNCH_US if new_graph and seg.launches else 0.0
+            new_graph = new_graph and not seg.launches
+    out.gap_us = min(out.gap_us, GRAPH_GAP_US)
+    return out
+
+
+def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
+    """Pageable copies at pinned bandwidth, their calls asynchronous."""
+    out = timing.copy()
+    for i, seg in enumerate(g.host):
+        if seg.cause is Cause.MEMCPY:
+            out.blocking[i] = False
+            out.host_us[i] = min(out.host_us[i], 10.0)
+            for d in seg.launches:
+                node = g.dev[d]
+                if node.pageable and node.nbytes:
+                    out.dev_us[d] = min(out.dev_us[d], node.nbytes / (gbps * 1e3))
+    return out
+
+
+def _no_collectives(g: StepGraph, timing: Timing) -> Timing:
+    out = timing.copy()
+    for d, node in enumerate(g.dev):
+        if node.cause is Cause.EXPOSED_COMMUNICATION:
+            out.dev_us[d] = 0.0
+    return out
+
+
+def _without_kernels(g: StepGraph, timing: Timing, where: Where) -> Timing:
+    out = timing.copy()
+    for d, node in enumerate(g.dev):
+        if node.cause is Cause.GPU_COMPUTE and node.where.op == where.op and node.where.label == where.label:
+            out.dev_us[d] = 0.0
+    return out
+
+
+def pinned_gbps(graphs: list[StepGraph]) -> float:
+    """Host↔device GB/s of the trace's own pinned copies of 1 MiB or more, else :data:`PINNED_GBPS`."""
+    rates = [n.nbytes / n.dur_us / 1e3 for g in graphs for n in g.dev
+             if n.direction in ("h2d", "d2h") and not n.pageable and n.nbytes >= 1 << 20 and n.dur_us > 0]
+    return statistics.median(rates) if rates else PINNED_GBPS
+
+
+def _fixes(g: StepGraph, gbps: float) -> dict[Cause, Callable[[Timing], Timing]]:
+    return {
+        Cause.HOST_SYNC: lambda t: _drop_host(g, t, Cause.HOST_SYNC),
+        Cause.MEMCPY: lambda t: _pinned(g, t, gbps),
+        Cause.ALLOCATOR: lambda t: _drop_host(g, t, Cause.ALLOCATOR),
+        Cause.HOST_GAP: lambda t: _drop_host(g, t, Cause.HOST_GAP),
+        Cause.LAUNCH_OVERHEAD: lambda t: _graphed(g, t),
+        Cause.EXPOSED_COMMUNICATION: lambda t: _no_collectives(g, t),
+    }
+
+
+# -------------------------------------------------------------- per step
+@dataclass
+class StepWhatIfs:
+    """One step re-timed: as profiled, without the profiler, and with each cause fixed (µs)."""
+
+    profiled_us: float
+    base_us: float
+    fixed_us: dict[Cause, float]
+    path: list[PathShare]
+    compute_where: Where | None
+    compute_fixed_us: float | None
+
+
+def step_what_ifs(g: StepGraph, *, gbps: float, scale: float = 1.0) -> StepWhatIfs:
+    observed = observed_timing(g)
+    profiled = simulate(g, observed)
+    base_timing = without_profiler(g, observed, scale)
+    base = simulate(g, base_timing)
+    path = critical_path(base)
+    fixed = {cause: simulate(g, fix(base_timing)).period_us for cause, fix in _fixes(g, gbps).items()}
+    where = _compute_group(path)
+    compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
+    return StepWhatIfs(profiled.period_us, base.period_us, fixed, path, where, compute)
+
+
+def _compute_group(path: list[PathShare]) -> Where | None:
+    """The (op, label) whose kernels take the most GPU-compute time on the path, with their main kind."""
+    groups: dict = {}
+    for p in path:
+        if p.cause is Cause.GPU_COMPUTE:
+            key = (p.where.op, p.where.label)
+            kinds = groups.setdefault(key, {})
+            kinds[p.where.kind] = kinds.get(p.where.kind, 0.0) + p.us
+    if not groups:
+        return None
+    (op, label), kinds = max(groups.items(), key=lambda kv: sum(kv[1].values()))
+    return Where(op=op, label=label, kind=max(kinds, key=kinds.get), rank=None)
+
+
+# ------------------------------------------------------------ the verdict
+def verdict_of(trace: Trace, steps: list[Step], *, rank: int | None = None,
+               unprofiled: dict | None = None) -> Verdict:
+    """The verdict of ``steps`` of ``trace`` (see the module docstring).
+
+    ``unprofiled`` is ``{"label": ..., "cpu_us": ...}``: a run record's
+    profiler-off CPU time of the ``record_function`` label that spans the step,
+    which calibrates the profiler's cost per op on this machine.
+    """
+    missing = _missing(trace, steps)
+    if missing is not None:
+        return Verdict(None, [], None, 0.0, {}, len(steps), missing=missing)
+    graphs = [step_graph(trace, s, rank=rank) for s in steps]
+    scale, notes = _calibration(trace, steps, graphs, unprofiled)
+    gbps = pinned_gbps(graphs)
+    per_step = [step_what_ifs(g, gbps=gbps, scale=scale) for g in graphs]
+    return _pooled(per_step, rank, scale, notes, trace_has_steps=bool(trace.steps))
+
+
+def _missing(trace: Trace, steps: list[Step]) -> str | None:
+    if not any(s.device_events for s in steps):
+        return ("the trace holds no device activity: record with activities=[ProfilerActivity.CPU, "
+                "ProfilerActivity.CUDA] so that kernels and their launches are in it")
+    if not any(ev.launch is not None for s in steps for ev in s.device_events):
+        return ("no device work in the trace is linked to the call that launched it (no correlation ids): record "
+                "with a torch.profiler that traces CUDA activity (CUPTI)")
+    return None
+
+
+def _calibration(trace, steps, graphs, unprofiled) -> tuple[float, list[str]]:
+    """The factor on the profiler's per-op cost: from a run record's profiler-off CPU time where there is one."""
+    notes = []
+    if not trace.steps:
+        notes.append("the trace has no ProfilerStep markers: it is read as one step; record with "
+                     "torch.profiler.schedule(...) and prof.step() once per step for a steady-state verdict")
+    if not unprofiled or not unprofiled.get("cpu_us") or not unprofiled.get("label"):
+        return 1.0, notes
+    label = unprofiled["label"]
+    spans = [op for s in steps for op in s.ops if op.annotation and op.name == label]
+    if not spans:
+        return 1.0, notes
+    profiled = statistics.mean(op.dur_us for op in spans)
+    ops = sum(sum(1 for o in s.ops if not o.annotation and o.start_us >= sp.start_us and o.end_us <= sp.end_us)
+              for s in steps for sp in spans if sp in s.ops) / len(spans)
+    calls = sum(sum(1 for c in s.runtime_calls if sp.start_us <= c.start_us <= sp.end_us)
+                for s in steps for sp in spans if sp in s.ops) / len(spans)
+    estimate = PROFILER_OP_US * ops + PROFILER_CALL_US * calls
+    measured = profiled - float(unprofiled["cpu_us"])
+    if estimate <= 0:
+        return 1.0, notes
+    scale = min(max(measured / estimate, 0.0), 5.0)
+    notes.append(f"the profiler's cost per op calibrated from the run record: {scale:.2f}× the default "
+                 f"({measured:,.0f} µs of '{label}' measured, {estimate:,.0f} µs estimated)")
+    return scale, notes
+
+
+def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str], *, trace_has_steps: bool) -> Verdict:
+    def med(values):
+        return statistics.median(values) / 1e3
+
+    profiled, base = med([s.profiled_us for s in per_step]), med([s.base_us for s in per_step])
+    middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
+    path = middle.path
+    path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
+    candidates = []
+    for cause in REMOVABLE:
+        predicted = med([s.fixed_us[cause] for s in per_step])
+        where = top_where(path, cause)
+        if where is None:
+            continue
+        candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0),
+                                 FIXES[cause]))
+    floor = max(MIN_SAVING * base, 0.005)
+    counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
+    if counted:
+        best = counted[0]
+        close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
+        best = max(close, key=lambda w: w.path_ms)
+        counted.remove(best)
+        counted.insert(0, best)
+    compute = None
+    if middle.compute_where is not None:
+        predicted = med([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
+        compute = WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
+                         path_ms.get(Cause.GPU_COMPUTE, 0.0), FIXES[Cause.GPU_COMPUTE])
+    what_if = counted + ([compute] if compute is not None else [])
+    verdict = what_if[0] if what_if else None
+    profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
+    return Verdict(verdict, what_if, profiler, profiled, path_ms, len(per_step), notes=notes, profiler_scale=scale)
+
+
+def _ranked(where: Where, rank) -> Where:
+    return Where(op=where.op, label=where.label, kind=where.kind, rank=rank, before=where.before)
