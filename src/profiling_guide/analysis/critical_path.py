@@ -44,9 +44,10 @@ class Timing:
 
 
 def observed_timing(g: StepGraph) -> Timing:
-    """The durations the trace shows."""
-    return Timing([s.dur_us for s in g.host], [s.sync is not None for s in g.host], [n.dur_us for n in g.dev],
-                  [n.lag_us for n in g.dev], g.stream_gap_us)
+    """The durations the trace shows; a blocking call seen waiting lasts its return lag (the wait is the work's)."""
+    return Timing([min(s.dur_us, s.wait_lag_us) if s.waited else s.dur_us for s in g.host],
+                  [s.sync is not None for s in g.host], [n.dur_us for n in g.dev], [n.lag_us for n in g.dev],
+                  g.stream_gap_us)
 
 
 @dataclass
@@ -69,6 +70,8 @@ class Run:
     dpred: list
     ends: list[float]  # per replica: the later of its host end and its last device end
     period_us: float
+    #: the device nodes (indices within a step) on the critical path, once :func:`critical_path` has walked it
+    path_devices: set = None
 
 
 def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
@@ -112,7 +115,10 @@ def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
                 place(r, d, start + timing.lag_us[d], ("launch", ("h", k)))
             end, why = start + timing.host_us[i], ("host", prev)
             if timing.blocking[i]:
-                if seg.sync == "device":
+                if seg.await_node is not None:  # an event sync: the work before its event
+                    node, back = seg.await_node
+                    awaited = (r + back) * nd + node if r + back >= 0 and scheduled[(r + back) * nd + node] else None
+                elif seg.sync == "device":
                     awaited = max(tail.values(), key=lambda x: de[x], default=None)
                 else:
                     awaited = tail.get(seg.sync_stream)
@@ -159,9 +165,12 @@ def critical_path(run: Run) -> list[PathShare]:
     node = ("d", last_dev) if last_dev is not None and run.de[last_dev] >= host_end else (("h", r * nh + nh - 1)
                                                                                           if nh else None)
     path = []  # (cause, where, µs, is_host, index of a blocking call that waited, or None), end first
+    visited = set()  # the device nodes the path runs through (indices within a step)
     t = end
     while node is not None and t > lo:
         kind, k = node
+        if kind == "d":
+            visited.add(k % nd)
         if kind == "h":
             seg = g.host[k % nh]
             s, e, pred = run.hs[k], run.he[k], run.hpred[k]
@@ -192,6 +201,7 @@ def critical_path(run: Run) -> list[PathShare]:
                 path.append((cause, where, lag, kind == "h", None))
             t = max(pend, lo)
         node = nxt
+    run.path_devices = visited
     return _shares(_refills(path[::-1], g))
 
 

@@ -43,6 +43,7 @@ from profiling_guide.analysis.collectives import (
 )
 from profiling_guide.analysis.overlap import TimeBreakdown, time_breakdown
 from profiling_guide.analysis.pace import COMM_BOUND, WORDS, Pace, StepSummary, pace, summarize_step
+from profiling_guide.analysis.run_verdict import CulpritFinding, RankTiming, RunVerdict, find_culprit, rank_timing
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
 
@@ -65,6 +66,8 @@ class RankSummary:
     before_window: int  # device events launched before the profiler began recording
     gpu: str | None = None
     step_starts_us: dict[int, float] = field(default_factory=dict)  # step number → its CPU start, own clock
+    #: each step re-timed, for the run's verdict (:func:`~profiling_guide.analysis.run_verdict.rank_timing`)
+    timing: RankTiming | None = None
 
 
 def summarize_rank(trace: Trace, rank: int) -> RankSummary:
@@ -76,7 +79,7 @@ def summarize_rank(trace: Trace, rank: int) -> RankSummary:
         breakdown={s.number: time_breakdown(s.device_events) for s in trace.steps},
         calls=collective_calls(trace, rank), unmatched_kernels=len(unmatched_kernels(trace)),
         before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=str(gpu) if gpu else None,
-        step_starts_us={s.number: s.start_us for s in trace.steps})
+        step_starts_us={s.number: s.start_us for s in trace.steps}, timing=rank_timing(trace, rank))
 
 
 @dataclass
@@ -125,6 +128,11 @@ class RunAnalysis:
     unmatched_kernels: int = 0  # NCCL kernels of the steps that no record_param_comms op launched
     untimed_calls: int = 0  # collective calls that launched no NCCL kernel the traces show
     sweep: Sweep | None = None
+    #: each rank's re-timed steps, and the culprit they point at (:mod:`~profiling_guide.analysis.run_verdict`)
+    timings: dict[int, RankTiming] = field(default_factory=dict)
+    culprit: CulpritFinding | None = None
+    #: the run's verdict, once one rank's trace has been read again for its causes (see write_run_report)
+    verdict: RunVerdict | None = None
 
 
 def _common_steps(summaries: list[RankSummary]) -> list[int]:
@@ -239,12 +247,16 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     by_rank = {s.rank: s for s in summaries}
     verdicts = {r: rank_pace(by_rank[r], per_rank[per_rank["rank"] == r], stragglers, straggler) for r in ranks}
     aligned = any(abs(v) > ALIGN_US for v in offsets.values())
+    timings = {s.rank: s.timing for s in summaries if s.timing is not None}
+    transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
+    culprit = find_culprit(timings, transfers, steps) if timings else None
     return RunAnalysis(ranks=ranks, missing=list(missing or []), steps=steps, per_rank=per_rank, calls=calls,
                        collectives=_collectives_table(calls, steps, sweep), stragglers=stragglers,
                        straggler=straggler, offsets_us=offsets, aligned=aligned, verdicts=verdicts,
                        exposed_unexplained_us=float(unexplained),
                        unmatched_kernels=sum(s.unmatched_kernels for s in summaries),
-                       untimed_calls=sum(1 for m in calls if not m.kernels), sweep=sweep)
+                       untimed_calls=sum(1 for m in calls if not m.kernels), sweep=sweep, timings=timings,
+                       culprit=culprit)
 
 
 def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame, straggler: int | None) -> RankPace:

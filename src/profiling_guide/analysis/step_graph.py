@@ -61,6 +61,8 @@ HOST_GAP_US = 1000.0
 HOST_GAP_SHORT_US, HOST_GAP_SHARE = 200.0, 0.1
 #: Host and device timestamps come from different clocks, aligned to about a microsecond.
 SLACK_US = 2.0
+#: A blocking call that returned within this long (µs) of some device work's end was waiting for it.
+RETURN_US = 30.0
 #: A device event that starts this much later than its launch and its stream allow waited for something else.
 WAIT_SLACK_US = 5.0
 
@@ -79,6 +81,9 @@ class HostSeg:
     sync_stream: object = None  # the stream a "stream" sync waits for
     wait_lag_us: float = 0.0  # from the end of the awaited work to the call's return
     waited: bool = False  # seen waiting in the trace
+    #: an event sync waits for the work before its event, not the stream's last: the node it was seen waiting
+    #: for, and 0 (this step) or -1 (the step before)
+    await_node: tuple | None = None
     launches: list = field(default_factory=list)  # indices of the device nodes it launched
     pageable: bool = False  # a copy from or to pageable host memory
     owner: int = 0  # id() of the top-level op the stretch belongs to (0: none)
@@ -434,8 +439,8 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
         if (seg.kind == "untraced" or seg.host_only) and host_work(seg, step.dur_us):
             seg.cause = Cause.HOST_GAP
     gap, lag = _stream_timing(dev)
-    _dependencies(dev, step, gap, lag)
-    _blocking(host, dev, chain, step)
+    _dependencies(dev, trace, gap, lag)
+    _blocking(host, dev, chain, trace, step, index_of)
     profiler_units(host, step)
     ops = sum(1 for op in step.ops if not op.annotation)
     return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads)
@@ -468,11 +473,34 @@ def _stream_timing(dev: list[DevNode]) -> tuple[float, float]:
     return min(max(gap, 0.0), 20.0), min(max(lag, 0.5), 100.0)
 
 
-def _dependencies(dev: list[DevNode], step: Step, gap: float, lag: float) -> None:
+def _stream_before(trace: Trace, dev: list[DevNode]) -> dict:
+    """Per stream, when the work before this step's first work on it ended (work of an earlier step, still queued)."""
+    cached = getattr(trace, "_by_stream", None)
+    if cached is None:
+        cached = {}
+        for ev in sorted(trace.device_events, key=lambda e: e.start_us):
+            cached.setdefault(ev.stream, ([], []))
+            cached[ev.stream][0].append(ev.start_us)
+            cached[ev.stream][1].append(ev.end_us)
+        trace._by_stream = cached
+    first: dict = {}
+    for n in dev:
+        if n.stream not in first or n.event.start_us < first[n.stream]:
+            first[n.stream] = n.event.start_us
+    before = {}
+    for stream, start in first.items():
+        starts, ends = cached.get(stream, ([], []))
+        i = bisect.bisect_left(starts, start) - 1
+        if i >= 0:
+            before[stream] = max(ends[: i + 1][-64:])  # the latest of the few before it (ends follow starts)
+    return before
+
+
+def _dependencies(dev: list[DevNode], trace: Trace, gap: float, lag: float) -> None:
     """Each node's launch latency, and for work that started later than launch and stream allow, what it waited for."""
     ends = sorted(((n.event.end_us, i) for i, n in enumerate(dev)))
     end_times = [e for e, _ in ends]
-    last_end: dict = {}
+    last_end: dict = _stream_before(trace, dev)
     for i in sorted(range(len(dev)), key=lambda k: dev[k].event.start_us):
         node = dev[i]
         ev = node.event
@@ -504,10 +532,39 @@ def _dependencies(dev: list[DevNode], step: Step, gap: float, lag: float) -> Non
         last_end[node.stream] = max(prev or float("-inf"), ev.end_us)
 
 
-def _blocking(host: list[HostSeg], dev: list[DevNode], chain, step: Step) -> None:
-    """For each blocking call: which stream it waits for, whether it was seen waiting, and its return lag."""
-    by_end = sorted(dev, key=lambda n: n.event.end_us)
-    end_times = [n.event.end_us for n in by_end]
+def _by_end(trace: Trace) -> tuple[list[DeviceEvent], list[float]]:
+    """The trace's device events by end time (kept on the trace: every step's graph asks)."""
+    cached = getattr(trace, "_device_by_end", None)
+    if cached is None:
+        events = sorted(trace.device_events, key=lambda e: e.end_us)
+        cached = trace._device_by_end = (events, [e.end_us for e in events])
+    return cached
+
+
+EVENT_SYNC = re.compile(r"^cu(da)?EventSynchronize$")
+
+
+def _same_work(ev: DeviceEvent, trace: Trace, step: Step, dev: list[DevNode], index_of: dict) -> tuple | None:
+    """The node of this step that ``ev`` is, or that stands for it in the step before (same stream, same place)."""
+    if id(ev) in index_of:
+        return index_of[id(ev)], 0
+    before = next((s for s in trace.steps if s.number == ev.step), None) if ev.step is not None else None
+    if before is None or before.number >= step.number:
+        return None
+    # the same program each step: the k-th work on its stream in its step is the k-th in this one
+    theirs = sorted((e for e in before.device_events if e.stream == ev.stream), key=lambda e: e.start_us)
+    mine = sorted((i for i, n in enumerate(dev) if n.stream == ev.stream), key=lambda i: dev[i].event.start_us)
+    k = next((j for j, e in enumerate(theirs) if e is ev), -1)
+    return (mine[k], -1) if 0 <= k < len(mine) and len(mine) == len(theirs) else None
+
+
+def _blocking(host: list[HostSeg], dev: list[DevNode], chain, trace: Trace, step: Step, index_of: dict) -> None:
+    """For each blocking call: which stream it waits for, whether it was seen waiting, and its return lag.
+
+    The work it waited for may be of the step before (DDP's forward waits for the last step's all-reduce):
+    every device event of the trace is looked at, and the re-timing's repeated steps stand in for it.
+    """
+    by_end, end_times = _by_end(trace)
     last_stream = None
     for seg, call in chain:
         if call is not None and call.device_events:
@@ -517,11 +574,13 @@ def _blocking(host: list[HostSeg], dev: list[DevNode], chain, step: Step) -> Non
         # the work it was seen waiting for: the last device work to end inside the call, shortly before it returned
         j = bisect.bisect_right(end_times, call.end_us + SLACK_US) - 1
         awaited = by_end[j] if j >= 0 and end_times[j] >= call.start_us - SLACK_US else None
-        if awaited is not None and call.end_us - awaited.event.end_us <= max(20.0, 0.2 * call.dur_us):
+        if awaited is not None and call.end_us - awaited.end_us <= max(RETURN_US, 0.01 * call.dur_us):
             seg.waited = True
-            seg.wait_lag_us = max(call.end_us - awaited.event.end_us, 0.0)
+            seg.wait_lag_us = max(call.end_us - awaited.end_us, 0.0)
             if seg.sync == "stream":
                 seg.sync_stream = awaited.stream
+            if EVENT_SYNC.match(call.name):
+                seg.await_node = _same_work(awaited, trace, step, dev, index_of)
         else:
             seg.wait_lag_us = 5.0
         if seg.sync == "stream" and seg.sync_stream is None:

@@ -54,12 +54,23 @@ from profiling_guide.trace.model import Step, Trace
 #: CPU-bound workloads timed with the profiler off and on (tests/data/corpus/*/references.json; H100: 1.50 and
 #: 2.66, H200: 1.33 and 2.58).
 PROFILER_OP_US, PROFILER_CALL_US = 1.4, 2.6
+#: Ops that do no work but set a tensor's metadata: their recorded length is the host's per-op cost under the
+#: profiler, which scales the costs above (:func:`host_speed`). They took 0.37 µs (H100) and 0.31 µs (H200) as
+#: the profiler's cost was measured.
+TRIVIAL_OPS = frozenset({"aten::view", "aten::as_strided", "aten::_reshape_alias", "aten::detach", "aten::alias",
+                         "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::permute", "aten::slice",
+                         "aten::select", "aten::_unsafe_view", "aten::lift_fresh", "aten::detach_",
+                         "aten::transpose", "aten::t", "aten::reshape"})
+TRIVIAL_REF_US = 0.34
 #: The profiler never takes more than this share of a stretch it is estimated in.
 PROFILER_MAX_SHARE = 0.9
 #: A what-if must save at least this share of the step to be a cause.
 MIN_SAVING = 0.05
 #: Fixes whose savings are this close (share of the step) are a tie, broken by time on the critical path.
 TIE = 0.02
+#: A specific host-side cause that saves at least this share of what launch overhead's what-if saves is named
+#: before it (see _pooled).
+SPECIFIC = 0.5
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (tests/data/corpus/*/references.json).
 PINNED_GBPS = 53.0
@@ -174,7 +185,7 @@ def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
     return out
 
 
-def _no_collectives(g: StepGraph, timing: Timing) -> Timing:
+def no_collectives(g: StepGraph, timing: Timing) -> Timing:
     out = timing.copy()
     for d, node in enumerate(g.dev):
         if node.cause is Cause.EXPOSED_COMMUNICATION:
@@ -204,7 +215,7 @@ def _fixes(g: StepGraph, gbps: float) -> dict[Cause, Callable[[Timing], Timing]]
         Cause.ALLOCATOR: lambda t: _drop_host(g, t, Cause.ALLOCATOR),
         Cause.HOST_GAP: lambda t: _drop_host(g, t, Cause.HOST_GAP),
         Cause.LAUNCH_OVERHEAD: lambda t: _graphed(g, t),
-        Cause.EXPOSED_COMMUNICATION: lambda t: _no_collectives(g, t),
+        Cause.EXPOSED_COMMUNICATION: lambda t: no_collectives(g, t),
     }
 
 
@@ -276,14 +287,34 @@ def _missing(trace: Trace, steps: list[Step]) -> str | None:
     return None
 
 
+def host_speed(steps: list[Step]) -> float | None:
+    """How much slower this trace's host records an op than the machines the profiler's cost was measured on.
+
+    The median length of the trivial ops (:data:`TRIVIAL_OPS`, with nothing
+    nested and no runtime call) over :data:`TRIVIAL_REF_US`, between 0.5 and 4;
+    None where the trace has fewer than 20 of them.
+    """
+    lengths = [op.dur_us for s in steps for op in s.ops
+               if op.name in TRIVIAL_OPS and not op.children and not op.runtime_calls]
+    if len(lengths) < 20:
+        return None
+    return min(max(statistics.median(lengths) / TRIVIAL_REF_US, 0.5), 4.0)
+
+
 def _calibration(trace, steps, graphs, unprofiled) -> tuple[float, list[str]]:
-    """The factor on the profiler's per-op cost: from a run record's profiler-off CPU time where there is one."""
+    """The factor on the profiler's per-op cost: from a run record's profiler-off CPU time where there is one,
+    else from how long the trace's trivial ops took (:func:`host_speed`)."""
     notes = []
     if not trace.steps:
         notes.append("the trace has no ProfilerStep markers: it is read as one step; record with "
                      "torch.profiler.schedule(...) and prof.step() once per step for a steady-state verdict")
     if not unprofiled or not unprofiled.get("cpu_us") or not unprofiled.get("label"):
-        return 1.0, notes
+        speed = host_speed(steps)
+        if speed is None:
+            return 1.0, notes
+        notes.append(f"the profiler's cost per op scaled by {speed:.2f}: this trace's trivial ops took that many "
+                     f"times the {TRIVIAL_REF_US} µs they took where it was measured")
+        return speed, notes
     label = unprofiled["label"]
     spans = [op for s in steps for op in s.ops if op.annotation and op.name == label]
     if not spans:
@@ -325,6 +356,13 @@ def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str], *
         best = counted[0]
         close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
         best = max(close, key=lambda w: w.path_ms)
+        if best.cause is Cause.LAUNCH_OVERHEAD:
+            # Its what-if takes every host cost away, so it also takes away what a sync, a copy, an allocation or a
+            # gap costs the step: where one of those saves at least SPECIFIC of as much, that one is the root.
+            specific = [w for w in counted if w.cause is not Cause.LAUNCH_OVERHEAD
+                        and w.saving_ms >= SPECIFIC * best.saving_ms]
+            if specific:
+                best = specific[0]
         counted.remove(best)
         counted.insert(0, best)
     compute = None

@@ -1,0 +1,250 @@
+"""The verdict across ranks: the rank whose delay, removed, saves the most, and what holds it up.
+
+A collective ends on every rank when the last one arrives, so counting who
+arrived last finds the rank that was late, not why: a rank delayed by another's
+extra work arrives last in turn. Instead each rank is re-timed on its own:
+
+1. :func:`rank_timing` (once per rank, as its trace is read) re-times each
+   step of the rank with the profiler's cost taken out, twice: with its
+   collectives as the trace shows them (waits included: ``base``), and with
+   them taking no time (``own``: its own work alone). It keeps the
+   collective calls that the own-work critical path runs through.
+2. :func:`find_culprit` (once the calls are matched across ranks, which gives
+   each call's transfer time: its shortest kernel on any rank) puts each
+   call's transfer time back on the path of each rank: that rank's step
+   *standalone*, with no rank to wait for. The culprit is the rank whose
+   standalone step is longest by at least :data:`~.verdict.MIN_SAVING` of the
+   run's step; fixing it would bring the run to the next rank's standalone
+   step.
+3. :func:`run_verdict` names what holds the culprit up: **load_imbalance**
+   when its extra time is GPU work the other ranks do not have (the op and
+   label where its compute exceeds theirs most), else its own verdict (read
+   from its trace: a host gap, a sync...). Every other rank waits for it
+   (**waiting_for_rank**). With no culprit, the run's verdict is the largest of
+   hiding the communication (**exposed_communication**: every rank at its
+   own-work step) and the causes every rank shares, read from one rank's trace.
+
+Memory stays linear in the ranks: a rank keeps a few numbers per step and the
+keys of the calls on its path, never its graph.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from profiling_guide.analysis.causes import FIXES, Cause, Where
+from profiling_guide.analysis.critical_path import critical_path, observed_timing, simulate
+from profiling_guide.analysis.step_graph import step_graph
+from profiling_guide.analysis.verdict import (
+    MIN_SAVING,
+    Verdict,
+    WhatIf,
+    host_speed,
+    no_collectives,
+    without_profiler,
+)
+from profiling_guide.trace.model import Trace
+
+#: The culprit's delay is load imbalance when the GPU compute it runs beyond the other ranks' is at least this
+#: share of its excess (and of the run's step, MIN_SAVING): the others' work is the same program, so what
+#: the culprit alone runs is the root, and a sync that exposes it is the same on every rank.
+IMBALANCE_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class RankStepTiming:
+    """One step of one rank, re-timed (µs): with its collectives as traced, and with them taking no time."""
+
+    base_us: float
+    own_us: float
+    path_calls: tuple  # keys (group, step, index) of the collectives on the own-work critical path
+
+
+@dataclass
+class RankTiming:
+    """What the run's verdict needs of one rank (see the module docstring)."""
+
+    steps: dict[int, RankStepTiming]
+    compute_us: dict[tuple, float]  # GPU compute µs per step, per (op, label, kernel kind)
+
+
+def _kernel_keys(trace: Trace, rank: int) -> dict[int, tuple]:
+    """id(NCCL kernel) → the key of the collective call that launched it."""
+    from profiling_guide.analysis.collectives import COMMS_OP, collective_calls
+
+    keys = {}
+    ops = sorted((op for op in trace.ops if op.name == COMMS_OP and not op.annotation), key=lambda op: op.start_us)
+    calls = collective_calls(trace, rank)
+    for op, call in zip(ops, calls):
+        for ev in op.device_events:
+            if ev.kind == "kernel" and ev.decoded.kind == "collective":
+                keys[id(ev)] = call.key
+    return keys
+
+
+def rank_timing(trace: Trace, rank: int) -> RankTiming:
+    """Re-time each profiled step of one rank (see the module docstring, step 1)."""
+    keys = _kernel_keys(trace, rank)
+    steps, compute = {}, defaultdict(float)
+    scale = host_speed(trace.steps) or 1.0
+    for step in trace.steps:
+        g = step_graph(trace, step, rank=rank)
+        base_timing = without_profiler(g, observed_timing(g), scale)
+        base = simulate(g, base_timing)
+        own = simulate(g, no_collectives(g, base_timing))
+        critical_path(own)
+        on_path = {keys[id(g.dev[i].event)] for i in own.path_devices if id(g.dev[i].event) in keys}
+        steps[step.number] = RankStepTiming(base.period_us, own.period_us, tuple(sorted(on_path, key=repr)))
+        for node in g.dev:
+            if node.cause is Cause.GPU_COMPUTE:
+                compute[node.where.op, node.where.label, node.where.kind] += node.dur_us
+    n = max(len(trace.steps), 1)
+    return RankTiming(steps, {k: v / n for k, v in compute.items()})
+
+
+@dataclass
+class CulpritFinding:
+    """Each rank's standalone step, the run's, and the culprit if one rank's is clearly the longest (ms)."""
+
+    run_step_ms: float  # the run's step, profiler's cost out: the slowest rank's re-timed step, median over steps
+    standalone_ms: dict[int, float]  # each rank's step with its calls at their transfer time, no waiting
+    own_ms: dict[int, float]  # each rank's step with its collectives taking no time
+    culprit: int | None
+    predicted_ms: float | None  # the run's step with the culprit on time
+    excess_ms: float = 0.0  # how much longer the culprit's standalone step is than the next rank's
+
+
+def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float], steps: list[int]) -> CulpritFinding:
+    """The culprit rank, if any (see the module docstring, step 2)."""
+    ranks = sorted(timings)
+    standalone: dict[int, list[float]] = defaultdict(list)
+    own: dict[int, list[float]] = defaultdict(list)
+    run_steps, excess, without = [], defaultdict(list), defaultdict(list)
+    for number in steps:
+        alone = {}
+        for r in ranks:
+            t = timings[r].steps.get(number)
+            if t is None:
+                continue
+            alone[r] = t.own_us + sum(transfer_us.get(k, 0.0) for k in t.path_calls)
+            standalone[r].append(alone[r])
+            own[r].append(t.own_us)
+        bases = [timings[r].steps[number].base_us for r in alone]
+        if not bases:
+            continue
+        run_steps.append(max(bases))
+        for r in alone:
+            others = [v for q, v in alone.items() if q != r]
+            if others:
+                excess[r].append(alone[r] - max(others))
+                without[r].append(max(max(others), min(alone[r], max(others))))
+    med = {r: statistics.median(v) / 1e3 for r, v in standalone.items()}
+    found = CulpritFinding(statistics.median(run_steps) / 1e3 if run_steps else 0.0, med,
+                           {r: statistics.median(v) / 1e3 for r, v in own.items()}, None, None)
+    if len(med) < 2:
+        return found
+    top = max(med, key=lambda r: (med[r], -r))
+    gap = statistics.median(excess[top]) / 1e3
+    if gap >= MIN_SAVING * found.run_step_ms:
+        found.culprit, found.excess_ms = top, gap
+        found.predicted_ms = statistics.median(without[top]) / 1e3
+    return found
+
+
+@dataclass
+class RunVerdict:
+    """The run's verdict, each rank's, and the numbers behind them."""
+
+    verdict: WhatIf | None
+    what_if: list[WhatIf]
+    ranks: dict[int, WhatIf]
+    finding: CulpritFinding
+    #: the single-rank verdict read from one rank's trace: the culprit's, or (no culprit) the lowest rank's
+    rank_verdict: Verdict | None = None
+    rank_read: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "verdict": self.verdict.to_dict() if self.verdict is not None else None,
+            "what_if": [w.to_dict() for w in self.what_if],
+            "culprit": self.finding.culprit,
+            "run_step_ms": round(self.finding.run_step_ms, 4),
+            "standalone_step_ms": {str(r): round(v, 4) for r, v in self.finding.standalone_ms.items()},
+            "ranks": [{"rank": r, "verdict": w.to_dict()} for r, w in sorted(self.ranks.items())],
+            "notes": self.notes,
+        }
+
+
+def _imbalance(timings: dict[int, RankTiming], culprit: int) -> tuple[float, Where | None]:
+    """GPU compute the culprit runs beyond the median of the other ranks (ms per step), and where most of it is."""
+    mine = timings[culprit].compute_us
+    others = [timings[r].compute_us for r in timings if r != culprit]
+    if not others:
+        return 0.0, None
+    keys = set(mine) | {k for o in others for k in o}
+    extra = {k: mine.get(k, 0.0) - statistics.median(o.get(k, 0.0) for o in others) for k in keys}
+    total = sum(mine.values()) - statistics.median(sum(o.values()) for o in others)
+    (op, label, kind), _ = max(extra.items(), key=lambda kv: kv[1], default=((None, None, None), 0.0))
+    return total / 1e3, Where(op=op, label=label, kind=kind, rank=culprit)
+
+
+def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_verdict: Verdict | None,
+                rank_read: int | None) -> RunVerdict:
+    """The run's verdict (see the module docstring, step 3)."""
+    run_step = finding.run_step_ms
+    what_if: list[WhatIf] = []
+    ranks: dict[int, WhatIf] = {}
+    c = finding.culprit
+    if c is not None:
+        extra_ms, where = _imbalance(timings, c)
+        if where is not None and extra_ms >= max(IMBALANCE_SHARE * finding.excess_ms, MIN_SAVING * run_step):
+            cause, fix = Cause.LOAD_IMBALANCE, FIXES[Cause.LOAD_IMBALANCE]
+        else:
+            own = _own_cause(rank_verdict)
+            cause, where = (own.cause, own.where) if own is not None else (Cause.HOST_GAP, Where(rank=c))
+            fix = FIXES[cause]
+            where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
+        culprit = WhatIf(cause, where, run_step, finding.predicted_ms, finding.excess_ms, fix)
+        what_if.append(culprit)
+        for r in timings:
+            ranks[r] = culprit if r == c else WhatIf(
+                Cause.WAITING_FOR_RANK, Where(op="collectives", rank=r), run_step, finding.predicted_ms,
+                max(finding.standalone_ms.get(c, 0.0) - finding.standalone_ms.get(r, 0.0), 0.0),
+                f"rank {c} arrives late to the collectives: {culprit.cause.value} at {culprit.where.words()}")
+    if c is None:  # hiding the communication: every rank at its own-work step
+        hidden = max(finding.own_ms.values(), default=run_step)
+    else:  # the culprit still sets the pace: only the transfers on its own path go
+        hidden = run_step - max(finding.standalone_ms[c] - finding.own_ms[c], 0.0)
+    exposed = WhatIf(Cause.EXPOSED_COMMUNICATION, Where(op="collectives", rank=c), run_step, hidden,
+                     run_step - hidden, FIXES[Cause.EXPOSED_COMMUNICATION])
+    if exposed.saving_ms >= MIN_SAVING * run_step:
+        what_if.append(exposed)
+    if rank_verdict is not None and c is None:
+        for w in rank_verdict.what_if:
+            if w.cause not in (Cause.EXPOSED_COMMUNICATION, Cause.GPU_COMPUTE):
+                what_if.append(w)
+    what_if.sort(key=lambda w: -w.saving_ms)
+    if not what_if and rank_verdict is not None:
+        what_if = [w for w in rank_verdict.what_if if w.cause is Cause.GPU_COMPUTE]
+    verdict = what_if[0] if what_if else None
+    if c is None:
+        for r in timings:
+            ranks[r] = verdict
+    notes = []
+    if rank_read is not None:
+        notes.append(f"rank {rank_read}'s trace was read again for {'its' if c is not None else 'the ranks shared'}"
+                     " causes")
+    return RunVerdict(verdict, what_if, ranks, finding, rank_verdict, rank_read, notes)
+
+
+def _own_cause(v: Verdict | None) -> WhatIf | None:
+    """The culprit's own largest removable cause, communication aside (it waits for no one)."""
+    if v is None:
+        return None
+    for w in v.what_if:
+        if w.cause is not Cause.EXPOSED_COMMUNICATION:
+            return w
+    return None
