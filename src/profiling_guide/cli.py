@@ -13,9 +13,11 @@ Commands
 ``profiling-guide bench-load [--events N] [--runs R]``
     Time loading a synthetic trace of N events against ``json.load``, and
     compare their peak memory.
-``profiling-guide report TRACE [TRACE ...] [-o REPORT.html] [--step N] [--rates RUN.json]``
-    One self-contained HTML page on any torch.profiler trace: who sets the
-    pace, the environment, steps, an interactive timeline, top kernels and
+``profiling-guide report TRACE [TRACE ...] [-o REPORT.html] [--step N] [--rates RUN.json] [--json OUT.json]``
+    One self-contained HTML page on any torch.profiler trace: the verdict (what
+    makes the step slow, where, and what fixing it would save; also printed on
+    the terminal, and with ``--json`` written as JSON), who sets the pace, the
+    environment, steps, an interactive timeline, top kernels and
     CPU ops, memsets and memcpys, health findings. Given the traces of every
     rank of a distributed run (files, a folder or a glob), one page for the
     run: who keeps the others waiting and what it was doing, each rank's
@@ -140,27 +142,35 @@ def _cmd_bench_load(args, rest) -> int:
 
 
 def _cmd_report(args) -> int:
-    for out in (args.output, args.merge):  # before any work, and before the traces are looked for
-        if out is not None:
+    for out in (args.output, args.merge, args.json):  # before any work, and before the traces are looked for
+        if out is not None and out != "-":
             files.check_writable(out)
     paths = trace_files(args.trace)
+    # with the JSON on standard output, everything else goes to stderr
+    say = (lambda text: print(printable(text), file=sys.stderr)) if args.json == "-" else (
+        lambda text: print(printable(text)))
     if len(paths) == 1:
         if args.merge or args.nccl_sweep:
             option = "--merge" if args.merge else "--nccl-sweep"
             raise GuideError(f"{option} reads the traces of two or more ranks; {paths[0]} is one trace")
         from profiling_guide.report.html import write_report
 
-        print(printable(write_report(paths[0], args.output, step=args.step, rates=args.rates)))
+        say(write_report(paths[0], args.output, step=args.step, rates=args.rates, json_out=args.json,
+                         on_verdict=lambda text: say("verdict: " + text)))
+        if args.json not in (None, "-"):
+            say(args.json)
         return 0
     if args.rates:
         raise GuideError("--rates applies to one trace's report; a run's report compares collectives with "
                          "--nccl-sweep instead")
     from profiling_guide.report.run_html import write_run_report
 
-    out = write_run_report(paths, args.output, step=args.step, sweep=args.nccl_sweep, merge=args.merge)
-    print(printable(out))
-    if args.merge:
-        print(printable(args.merge))
+    out = write_run_report(paths, args.output, step=args.step, sweep=args.nccl_sweep, merge=args.merge,
+                           json_out=args.json, on_verdict=lambda text: say("verdict: " + text))
+    say(out)
+    for extra in (args.merge, args.json if args.json != "-" else None):
+        if extra:
+            say(extra)
     return 0
 
 
@@ -206,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(profiling-guide bench-nccl) to compare the collectives with")
     p.add_argument("--merge", metavar="OUT.json", help="a run: also write one Chrome trace of every rank (a process "
                    "per rank) for Perfetto; .json.gz to gzip it")
+    p.add_argument("--json", metavar="OUT.json", help="also write the verdict, its what-ifs and (for a run) each "
+                   "rank's verdict as JSON, schema profiling-guide.report/1; '-' for standard output")
     p.set_defaults(func=_cmd_report)
     p = sub.add_parser("bench-nccl", add_help=False,
                        help="measure all-reduce, all-gather and reduce-scatter bus bandwidth (under torchrun)")

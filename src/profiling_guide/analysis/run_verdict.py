@@ -114,6 +114,8 @@ class CulpritFinding:
     culprit: int | None
     predicted_ms: float | None  # the run's step with the culprit on time
     excess_ms: float = 0.0  # how much longer the culprit's standalone step is than the next rank's
+    #: every rank as slow as the culprit (within MIN_SAVING / 2 of the run's step): they all need the fix
+    slow: list[int] = field(default_factory=list)
 
 
 def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float], steps: list[int]) -> CulpritFinding:
@@ -145,11 +147,14 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
                            {r: statistics.median(v) / 1e3 for r, v in own.items()}, None, None)
     if len(med) < 2:
         return found
-    top = max(med, key=lambda r: (med[r], -r))
-    gap = statistics.median(excess[top]) / 1e3
-    if gap >= MIN_SAVING * found.run_step_ms:
-        found.culprit, found.excess_ms = top, gap
-        found.predicted_ms = statistics.median(without[top]) / 1e3
+    # the slowest ranks, alike within half the threshold: where several run the same extra work, all of them
+    # must be fixed, and the run then goes at the pace of the rest
+    top = max(med.values())
+    slow = sorted(r for r, v in med.items() if v >= top - MIN_SAVING * found.run_step_ms / 2)
+    rest = [v for r, v in med.items() if r not in slow]
+    if rest and top - max(rest) >= MIN_SAVING * found.run_step_ms:
+        found.culprit, found.slow, found.excess_ms = slow[0], slow, top - max(rest)
+        found.predicted_ms = max(rest)
     return found
 
 
@@ -171,6 +176,7 @@ class RunVerdict:
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
             "what_if": [w.to_dict() for w in self.what_if],
             "culprit": self.finding.culprit,
+            "slow_ranks": self.finding.slow,
             "run_step_ms": round(self.finding.run_step_ms, 4),
             "standalone_step_ms": {str(r): round(v, 4) for r, v in self.finding.standalone_ms.items()},
             "ranks": [{"rank": r, "verdict": w.to_dict()} for r, w in sorted(self.ranks.items())],
@@ -178,10 +184,10 @@ class RunVerdict:
         }
 
 
-def _imbalance(timings: dict[int, RankTiming], culprit: int) -> tuple[float, Where | None]:
+def _imbalance(timings: dict[int, RankTiming], culprit: int, slow: list[int]) -> tuple[float, Where | None]:
     """GPU compute the culprit runs beyond the median of the other ranks (ms per step), and where most of it is."""
     mine = timings[culprit].compute_us
-    others = [timings[r].compute_us for r in timings if r != culprit]
+    others = [timings[r].compute_us for r in timings if r != culprit and r not in slow]
     if not others:
         return 0.0, None
     keys = set(mine) | {k for o in others for k in o}
@@ -199,7 +205,7 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
     ranks: dict[int, WhatIf] = {}
     c = finding.culprit
     if c is not None:
-        extra_ms, where = _imbalance(timings, c)
+        extra_ms, where = _imbalance(timings, c, finding.slow)
         if where is not None and extra_ms >= max(IMBALANCE_SHARE * finding.excess_ms, MIN_SAVING * run_step):
             cause, fix = Cause.LOAD_IMBALANCE, FIXES[Cause.LOAD_IMBALANCE]
         else:
@@ -209,11 +215,16 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
             where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
         culprit = WhatIf(cause, where, run_step, finding.predicted_ms, finding.excess_ms, fix)
         what_if.append(culprit)
+        waiting = (f"rank {c} arrives late to the collectives: {culprit.cause.value} at {culprit.where.words()}")
         for r in timings:
-            ranks[r] = culprit if r == c else WhatIf(
-                Cause.WAITING_FOR_RANK, Where(op="collectives", rank=r), run_step, finding.predicted_ms,
-                max(finding.standalone_ms.get(c, 0.0) - finding.standalone_ms.get(r, 0.0), 0.0),
-                f"rank {c} arrives late to the collectives: {culprit.cause.value} at {culprit.where.words()}")
+            if r in finding.slow:
+                w = culprit.where
+                ranks[r] = WhatIf(culprit.cause, Where(op=w.op, label=w.label, kind=w.kind, rank=r, before=w.before),
+                                  run_step, finding.predicted_ms, finding.excess_ms, fix)
+            else:
+                late = max(finding.standalone_ms.get(c, 0.0) - finding.standalone_ms.get(r, 0.0), 0.0)
+                ranks[r] = WhatIf(Cause.WAITING_FOR_RANK, Where(op="collectives", rank=r), run_step,
+                                  finding.predicted_ms, late, waiting)
     if c is None:  # hiding the communication: every rank at its own-work step
         hidden = max(finding.own_ms.values(), default=run_step)
     else:  # the culprit still sets the pace: only the transfers on its own path go

@@ -321,6 +321,7 @@ def _host_chain(trace: Trace, step: Step, rank) -> tuple[list[tuple[HostSeg, Run
     if not tids:
         return [], []
     driver = marker.tid if marker is not None else max(tids, key=lambda t: len(calls_by.get(t, ())))
+    tids.add(driver)  # the step's thread may have recorded nothing of its own in it
     busy = _device_busy_ops(step.ops)
     threads = {tid: _Thread(tid, ops_by.get(tid, []), calls_by.get(tid, [])) for tid in tids}
     chain = _chain(threads[driver], step.start_us, step.end_us, rank, busy)

@@ -33,6 +33,7 @@ import pandas as pd
 from profiling_guide.analysis.backward import forward_backward, phase_shares
 from profiling_guide.analysis.collectives import calls_table, collective_calls
 from profiling_guide.analysis.pace import Pace, StepSummary, pace, summarize_step
+from profiling_guide.analysis.verdict import Verdict, verdict_of
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 from profiling_guide.trace.run import rank_info
@@ -86,6 +87,8 @@ class TraceReport:
     collectives: pd.DataFrame | None = None
     #: ``(rank, world size)`` from the trace's ``distributedInfo``, for a rank of a job of two or more
     rank: tuple[int, int] | None = None
+    #: what makes the step slow, where, and what fixing it would save (:mod:`~profiling_guide.analysis.verdict`)
+    verdict: Verdict | None = None
 
 
 # ------------------------------------------------------------------- steps
@@ -595,4 +598,12 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         collectives=calls_table(collective_calls(trace, who.rank if who.rank is not None else 0), len(trace.steps))
         if trace.steps else None,
         rank=(who.rank, who.world_size) if who.distributed else None,
+        verdict=verdict_of(trace, steps, rank=who.rank if who.distributed else None,
+                           unprofiled=_unprofiled_label(run_record)),
     )
+
+
+def _unprofiled_label(run_record: dict | None) -> dict | None:
+    """``{"label", "cpu_us"}``: the run record's profiler-off CPU time of the label that spans its step."""
+    label, cpu = (run_record or {}).get("label"), _unprofiled_cpu_us(run_record)
+    return {"label": label, "cpu_us": cpu} if label and cpu else None

@@ -24,7 +24,7 @@ critical path where two save about the same), then the next two. A saving
 under :data:`MIN_SAVING` of the step does not count; when none counts, the
 step is the GPU's own work, and the verdict names the kernels that take most
 of the path, with what removing them would save (the most a faster kernel
-could). The verdict never says "look at the timeline": where the trace lacks
+could). The verdict never sends the reader back to the timeline for a cause: where the trace lacks
 what it needs, :attr:`Verdict.missing` says what, and how to record it.
 
 Everything here returns records; :mod:`profiling_guide.pages.verdict_sentences`

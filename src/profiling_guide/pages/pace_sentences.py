@@ -45,10 +45,11 @@ def headline(p: Pace) -> str:
     elif p.queued_while_idle:
         text = (f"Neither side clearly sets the pace: work waited {fmt_us(p.delay_us)} in the queue although the "
                 f"GPU sat idle {p.idle:.0%} of its span, so it waited on something else: another stream, a "
-                "collective, a synchronizing copy. Look at the timeline for the gaps.")
+                "collective, a synchronizing copy. The verdict's critical path says which, and what it costs.")
     else:
-        text = (f"Neither side clearly sets the pace: the GPU was busy {p.share:.0%} of the time. Look at the "
-                "timeline for the gaps.")
+        text = (f"Neither side clearly sets the pace: the GPU was busy {p.share:.0%} of the time, and its queue "
+                "neither ran dry nor filled up. The verdict's critical path says what the rest of the step "
+                "waited for, and what removing it would save.")
     if p.gpu_bound_unprofiled:
         text += (f" Without the profiler, though, the CPU issued a step in {fmt_us(p.unprofiled_cpu_us)} (run "
                  f"record), less than the {fmt_us(p.busy_us)} of GPU work: unprofiled, the GPU sets the pace.")

@@ -33,18 +33,15 @@ from profiling_guide.errors import GuideError
 from profiling_guide.files import check_writable, write_text_atomic
 from profiling_guide.pages.interactive_timeline import timeline_html
 from profiling_guide.pages.pace_sentences import evidence, fmt_us, headline
+from profiling_guide.report.html_parts import cell as _cell
+from profiling_guide.report.html_parts import table as _table
+from profiling_guide.report.verdict_html import verdict_section
 from profiling_guide.trace.model import Trace
 
 PROGRESS_BYTES = 8 << 20  # traces larger than this on disk get a progress line on stderr
 
 
 # ------------------------------------------------------------------ tables
-def _cell(value, *, title: str | None = None, num: bool = False, cls: str = "") -> str:
-    classes = " ".join(c for c in ("num" if num else "", cls) if c)
-    attrs = (f' class="{classes}"' if classes else "") + (f' title="{html.escape(title)}"' if title else "")
-    return f"<td{attrs}>{html.escape(str(value))}</td>"
-
-
 def _num(value, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -56,12 +53,6 @@ def _count(value, digits: int = 2) -> str:
     if isinstance(value, float) and value.is_integer():
         return f"{int(value):,}"
     return _num(value, digits)
-
-
-def _table(headers: list[str] | None, rows: list[str]) -> str:
-    head = "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
-    body = "".join(f"<tr>{r}</tr>" for r in rows) or f'<tr><td colspan="{len(headers or [1])}">none</td></tr>'
-    return f'<div class="pg-scroll"><table class="pg-table">{head}<tbody>{body}</tbody></table></div>'
 
 
 def _bytes(n: float) -> str:
@@ -280,7 +271,9 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
                   else f"{len(report.steps)} profiler steps")
     step_title = "the whole trace" if report.whole_trace else f"ProfilerStep#{step.number}"
     sections = [
-        ("pace", "Who sets the pace",
+        *([("verdict", "What makes the step slow", verdict_section(report.verdict))]
+          if report.verdict is not None else []),
+        ("pace", "Who sets the pace (profiler on)",
          f'<p class="pg-verdict pg-v-{re.sub(r"[^a-z]", "", report.pace.verdict.lower())}">'
          f"{html.escape(headline(report.pace))}</p><ul>"
          + "".join(f"<li>{html.escape(e)}</li>" for e in evidence(report.pace)) + "</ul>"),
@@ -338,7 +331,8 @@ class _Progress:
 
 
 def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, step: int | None = None,
-                 rates: dict | str | Path | None = None, progress: bool | None = None) -> Path:
+                 rates: dict | str | Path | None = None, progress: bool | None = None,
+                 json_out: str | Path | None = None, on_verdict=None) -> Path:
     """Analyse the trace at ``trace_path`` and write its HTML report; returns the report's path.
 
     ``out_path`` defaults to ``<name>.report.html`` in the current folder; it
@@ -350,13 +344,21 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     from the trace's ``.run.json`` where it has them. A ``.run.json`` beside
     the trace that is not a run record is left out, with one line on stderr
     and a warning among the health findings. ``progress`` prints stage lines on
-    stderr (default: for traces over 8 MiB on disk).
+    stderr (default: for traces over 8 MiB on disk). ``json_out`` also writes
+    the verdict as JSON there (``-``: standard output; schema in
+    :mod:`profiling_guide.report.json_report`); ``on_verdict`` is called with
+    the verdict's sentence.
     """
+    from profiling_guide.report.json_report import trace_json, write_json
+    from profiling_guide.pages.verdict_sentences import verdict_sentence
+
     trace_path = Path(trace_path)
     sibling = run_record_path(trace_path)
     rates_path = rates if isinstance(rates, (str, Path)) else None
     inputs = [trace_path, sibling, rates_path]
     out = check_writable(out_path if out_path is not None else default_report_path(trace_path), inputs=inputs)
+    if json_out is not None and str(json_out) != "-":
+        check_writable(json_out, inputs=[*inputs, out])
     if rates_path is not None:
         rates = read_rates(rates_path)
     size = trace_path.stat().st_size if trace_path.is_file() else 0
@@ -376,6 +378,10 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     chosen = choose_step(report_steps(trace), report.chosen_step)
     say(f"writing {out}")
     write_text_atomic(out, render_html(report, chosen, title=trace_path.name), suffix=".html", inputs=inputs)
+    if json_out is not None:
+        write_json(trace_json(report), json_out, inputs=[*inputs, out])
+    if on_verdict is not None and report.verdict is not None:
+        on_verdict(verdict_sentence(report.verdict))
     say("done")
     return out
 

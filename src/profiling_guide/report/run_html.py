@@ -21,12 +21,16 @@ from pathlib import Path
 from profiling_guide import __version__
 from profiling_guide.analysis.bandwidth import Sweep, read_sweep
 from profiling_guide.analysis.ranks import RunAnalysis, analyse_run, straggler_activity, summarize_rank
+from profiling_guide.analysis.run_verdict import run_verdict
+from profiling_guide.analysis.verdict import verdict_of
 from profiling_guide.errors import GuideError
 from profiling_guide.files import atomic_output, check_writable
 from profiling_guide.pages.interactive_timeline import RanksTimeline, timeline_html
 from profiling_guide.pages.pace_sentences import fmt_us, rank_headline
 from profiling_guide.report.html import _CSS, _Progress, _bytes, _cell, _table
+from profiling_guide.report.json_report import run_json, write_json
 from profiling_guide.report.merge import write_merged
+from profiling_guide.report.verdict_html import run_verdict_section, run_verdict_sentence
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run import rank_info, read_run
 
@@ -273,8 +277,9 @@ def render_run_html(run: RunAnalysis, env: dict, timeline: dict | None, timeline
                     sources: dict[int, str] | None = None) -> str:
     """The run's report page as one HTML string; ``shown`` are the ranks the timeline draws."""
     sections = [
+        *([("verdict", "What makes the step slow", run_verdict_section(run.verdict))] if run.verdict else []),
         ("waits", "Who keeps the others waiting", _who_waits(run, activity)),
-        ("verdicts", "Who sets each rank's pace", _verdicts(run)),
+        ("verdicts", "Who sets each rank's pace (profiler on)", _verdicts(run)),
         ("ranks", "Each rank's time per step", _per_rank(run)),
         ("stragglers", "Arrivals at the collectives", _stragglers(run)),
         ("collectives", "Collectives", _collectives(run)),
@@ -356,6 +361,13 @@ def _environment_of(trace: Trace, world: int, ranks: int) -> dict:
     return env
 
 
+def _adopt_culprit(run: RunAnalysis) -> None:
+    """The rank the others wait for is the verdict's culprit: the rank whose delay, removed, saves the most
+    (the last to arrive may be late only because of another rank's delay)."""
+    if run.culprit is not None:
+        run.straggler = run.culprit.culprit
+
+
 def _timeline_ranks(run: RunAnalysis) -> list[int]:
     ranks = list(run.ranks)
     if len(ranks) <= TIMELINE_RANKS:
@@ -381,7 +393,8 @@ def _timeline_step(run: RunAnalysis, step: int | None) -> int:
 
 def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, step: int | None = None,
                      sweep: Sweep | str | Path | None = None, merge: str | Path | None = None,
-                     progress: bool | None = None, title: str | None = None) -> Path:
+                     progress: bool | None = None, title: str | None = None, json_out: str | Path | None = None,
+                     on_verdict=None) -> Path:
     """Analyse the traces of every rank of a run and write its HTML page; returns the page's path.
 
     ``paths`` are the ranks' trace files (any order); ``out_path`` defaults to
@@ -394,6 +407,8 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
     inputs = [*paths, *([sweep] if isinstance(sweep, (str, Path)) else [])]  # never written over
     out = check_writable(out_path if out_path is not None else default_run_report_path(paths), inputs=inputs)
     merge_out = check_writable(merge, inputs=[*inputs, out]) if merge is not None else None
+    if json_out is not None and str(json_out) != "-":
+        check_writable(json_out, inputs=[*inputs, out, *([merge_out] if merge_out else [])])
     if isinstance(sweep, (str, Path)):
         sweep = read_sweep(sweep)
     say = _Progress(progress if progress is not None else len(paths) >= PROGRESS_RANKS)
@@ -411,26 +426,38 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
     say(f"matching collectives across {len(summaries)} ranks")
     run = analyse_run(summaries, sweep=sweep, missing=missing)
     del summaries
+    _adopt_culprit(run)
     number = _timeline_step(run, step)
     timeline, activity, env = RanksTimeline(), None, {}
     shown = _timeline_ranks(run)
-    for rank in sorted(set(shown) | ({run.straggler} if run.straggler is not None else set())):
+    # the culprit's trace, or with none the lowest rank's, is read again for its own causes
+    read = run.culprit.culprit if run.culprit and run.culprit.culprit is not None else min(sources)
+    rank_verdict = None
+    for rank in sorted(set(shown) | {read} | ({run.straggler} if run.straggler is not None else set())):
         say(f"reading rank {rank} again for the page")
         trace = Trace.load(sources[rank])
         if not env:
             env = _environment_of(trace, world[0], len(sources))
+        if rank == read:
+            rank_verdict = verdict_of(trace, trace.steps, rank=rank)
         if rank == run.straggler:
             activity = straggler_activity(trace, rank, run.calls)
         if rank in shown:
             chosen = next(s for s in trace.steps if s.number == number)
             timeline.add(f"r{rank}", chosen, run.offsets_us.get(rank, 0.0) if run.aligned else 0.0)
         del trace
+    if run.culprit is not None:
+        run.verdict = run_verdict(run.culprit, run.timings, rank_verdict, read)
     say(f"writing {out}")
     page = render_run_html(run, env, timeline.data(), number, activity, shown=shown,
                            title=title or default_run_report_path(paths).name.removesuffix(".report.html"),
                            sources={r: str(p) for r, p in sources.items()})
     with atomic_output(out, suffix=".html", inputs=inputs) as tmp:
         tmp.write_text(page, encoding="utf-8")
+    if json_out is not None:
+        write_json(run_json(run, {r: str(p) for r, p in sources.items()}), json_out, inputs=[*inputs, out])
+    if on_verdict is not None and run.verdict is not None:
+        on_verdict(run_verdict_sentence(run.verdict))
     if merge_out is not None:
         say(f"merging {len(sources)} traces into {merge_out}")
         write_merged(sources, merge_out, offsets_us=run.offsets_us if run.aligned else None,

@@ -1,0 +1,84 @@
+"""The verdict in words: what makes the step slow, where, and what fixing it would save.
+
+The records come from :mod:`profiling_guide.analysis.verdict` (one trace) and
+:mod:`profiling_guide.analysis.run_verdict` (a run); the report's page, its
+terminal line and the chapters' boxes all say them with these functions.
+"""
+
+from __future__ import annotations
+
+from profiling_guide.analysis.causes import MEANINGS, Cause
+from profiling_guide.analysis.verdict import MIN_SAVING, Verdict, WhatIf
+
+#: How each cause opens a sentence.
+NAMES = {
+    Cause.GPU_COMPUTE: "GPU compute",
+    Cause.LAUNCH_OVERHEAD: "Launch overhead",
+    Cause.HOST_GAP: "A host gap",
+    Cause.HOST_SYNC: "A host sync",
+    Cause.MEMCPY: "A host↔device copy",
+    Cause.ALLOCATOR: "The allocator",
+    Cause.EXPOSED_COMMUNICATION: "Exposed communication",
+    Cause.WAITING_FOR_RANK: "Waiting for another rank",
+    Cause.LOAD_IMBALANCE: "Load imbalance",
+    Cause.PROFILER_OVERHEAD: "The profiler's own cost",
+}
+
+
+def ms(x: float) -> str:
+    """``"12.3 ms"``, ``"0.46 ms"``, ``"0.012 ms"``: three significant figures at most."""
+    if abs(x) >= 10:
+        return f"{x:,.1f} ms"
+    if abs(x) >= 0.1:
+        return f"{x:.2f} ms"
+    return f"{x:.3f} ms"
+
+
+def place(w: WhatIf) -> str:
+    """Where, as a sentence continues after the cause: "at aten::item in 'forward'", "in 'forward'"."""
+    words = w.where.words()
+    if words.startswith(("in ", "before ")):
+        return words
+    return "across the step" + words[len("the step"):] if words.startswith("the step") else f"at {words}"
+
+
+def what_if_sentence(w: WhatIf) -> str:
+    """One cause with where it is and what fixing it would save."""
+    where = place(w)
+    if w.cause is Cause.GPU_COMPUTE:
+        return (f"{NAMES[w.cause]} {where}: {ms(w.path_ms)} of the {ms(w.step_ms)} step's critical path. "
+                f"Faster or fewer kernels there; without them the step would take about "
+                f"{ms(w.predicted_step_ms)}, the most a faster kernel could save.")
+    return (f"{NAMES[w.cause]} {where}: about {ms(w.saving_ms)} of the {ms(w.step_ms)} step. "
+            f"Fix: {w.fix}; that would bring the step to about {ms(w.predicted_step_ms)}.")
+
+
+def verdict_sentence(v: Verdict) -> str:
+    """The verdict, then the next two fixes; or what the trace lacks for one."""
+    if v.verdict is None:
+        return f"No verdict: {v.missing}." if v.missing else "No verdict: the trace holds no step to re-time."
+    text = what_if_sentence(v.verdict)
+    if v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1:
+        text += f" No other fix would save {MIN_SAVING:.0%} of the step: the GPU's own work sets the pace."
+    rest = [w for w in v.what_if[1:3]]
+    if rest:
+        text += " Next: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} "
+                                      f"({'−' if w.saving_ms >= 0 else '+'}{ms(abs(w.saving_ms))})"
+                                      for w in rest) + "."
+    return text
+
+
+def profiler_sentence(v: Verdict) -> str:
+    """What the profiler's own cost was estimated at, and how."""
+    p = v.profiler
+    if p is None:
+        return ""
+    how = (f"calibrated from the run record ({v.profiler_scale:.2f}× the per-op default)"
+           if any("run record" in n for n in v.notes) else
+           f"estimated per recorded op and runtime call, ×{v.profiler_scale:.2f} for this host")
+    return (f"As profiled, the step re-times to {ms(p.step_ms)}; without the profiler's own cost ({how}) to "
+            f"{ms(p.predicted_step_ms)}. The causes are ranked on that second figure.")
+
+
+def cause_meaning(cause: Cause) -> str:
+    return MEANINGS[cause]
