@@ -54,11 +54,10 @@ LAUNCH_CALLS = re.compile(r"Launch|^cu(da)?Memset|^cu(da)?Memcpy")
 SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 COLLECTIVE = re.compile(r"^nccl|^rccl", re.IGNORECASE)
 #: An untraced stretch, or a recorded op that launched no device work, at least this long is host work of its
-#: own (a data pipeline, a sleep, Python work), not the framework stepping between two ops; or at least
-#: HOST_GAP_SHORT_US long and HOST_GAP_SHARE of the step. (The framework's own Python between two ops, an
-#: optimizer's or the autograd engine's, stays under both in the guide's recordings: 430 µs of a 8.6 ms step at most.)
+#: own (a data pipeline, a sleep, Python work), not the framework stepping between two ops. (The framework's own
+#: Python between two ops, a wrapper's argument checks, an optimizer's or the autograd engine's, stays well under
+#: it in the guide's recordings: 430 µs at most.)
 HOST_GAP_US = 1000.0
-HOST_GAP_SHORT_US, HOST_GAP_SHARE = 200.0, 0.1
 #: Host and device timestamps come from different clocks, aligned to about a microsecond.
 SLACK_US = 2.0
 #: A blocking call that returned within this long (µs) of some device work's end was waiting for it.
@@ -219,9 +218,9 @@ def _untraced(thread: _Thread, lo: float, hi: float, rank) -> HostSeg:
                                                                       before=_next_start(thread, lo, hi)))
 
 
-def host_work(seg: HostSeg, step_us: float) -> bool:
+def host_work(seg: HostSeg) -> bool:
     """Whether an untraced stretch or a host-only op is host work of its own (see :data:`HOST_GAP_US`)."""
-    return seg.dur_us >= HOST_GAP_US or (seg.dur_us >= HOST_GAP_SHORT_US and seg.dur_us >= HOST_GAP_SHARE * step_us)
+    return seg.dur_us >= HOST_GAP_US
 
 
 def _fill(thread: _Thread, lo: float, hi: float, rank, out: list[HostSeg], busy: dict) -> None:
@@ -437,7 +436,7 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
             node.ready_us = ev.launch.start_us - step.start_us
             dev.append(node)
     for seg in host:  # host work of its own: long untraced stretches and long host-only ops
-        if (seg.kind == "untraced" or seg.host_only) and host_work(seg, step.dur_us):
+        if (seg.kind == "untraced" or seg.host_only) and host_work(seg):
             seg.cause = Cause.HOST_GAP
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)

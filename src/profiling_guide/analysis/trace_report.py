@@ -599,11 +599,11 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         if trace.steps else None,
         rank=(who.rank, who.world_size) if who.distributed else None,
         verdict=verdict_of(trace, steps, rank=who.rank if who.distributed else None,
-                           unprofiled=_unprofiled_label(run_record)),
+                           unprofiled=unprofiled_label(run_record)),
     )
 
 
-def _unprofiled_label(run_record: dict | None) -> dict | None:
+def unprofiled_label(run_record: dict | None) -> dict | None:
     """``{"label", "cpu_us"}``: the run record's profiler-off CPU time of the label that spans its step."""
     label, cpu = (run_record or {}).get("label"), _unprofiled_cpu_us(run_record)
     return {"label": label, "cpu_us": cpu} if label and cpu else None

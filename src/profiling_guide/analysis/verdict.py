@@ -68,9 +68,6 @@ PROFILER_MAX_SHARE = 0.9
 MIN_SAVING = 0.05
 #: Fixes whose savings are this close (share of the step) are a tie, broken by time on the critical path.
 TIE = 0.02
-#: A specific host-side cause that saves at least this share of what launch overhead's what-if saves is named
-#: before it (see _pooled).
-SPECIFIC = 0.5
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (tests/data/corpus/*/references.json).
 PINNED_GBPS = 53.0
@@ -356,13 +353,6 @@ def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str], *
         best = counted[0]
         close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
         best = max(close, key=lambda w: w.path_ms)
-        if best.cause is Cause.LAUNCH_OVERHEAD:
-            # Its what-if takes every host cost away, so it also takes away what a sync, a copy, an allocation or a
-            # gap costs the step: where one of those saves at least SPECIFIC of as much, that one is the root.
-            specific = [w for w in counted if w.cause is not Cause.LAUNCH_OVERHEAD
-                        and w.saving_ms >= SPECIFIC * best.saving_ms]
-            if specific:
-                best = specific[0]
         counted.remove(best)
         counted.insert(0, best)
     compute = None

@@ -22,9 +22,13 @@ import pandas as pd
 
 from profiling_guide.analysis.gaps import Cause, Gaps, step_gaps
 from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
+from profiling_guide.analysis.trace_report import unprofiled_label
+from profiling_guide.analysis.verdict import Verdict
+from profiling_guide.analysis.verdict import verdict_of as verdict_of_trace
 from profiling_guide.errors import GuideError
 from profiling_guide.pages.facts import Facts
 from profiling_guide.pages.recordings import recorded_trace
+from profiling_guide.pages.verdict_sentences import verdict_sentence as verdict_sentence_of
 from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run_record import read_run_record
@@ -165,7 +169,8 @@ LEAD = {
 ACTION = {
     Bound.DEVICE: "The CPU runs ahead and the GPU works back to back: faster kernels, or fewer, are what helps.",
     Bound.OVERHEAD: ("The GPU waits for the host: less Python and fewer launches per {what} (torch.compile, "
-                     "CUDA graphs, larger batches) help; faster kernels do not."),
+                     "CUDA graphs, larger batches) shorten it. A faster kernel still shortens the GPU's time, "
+                     "but not the {what}'s, until the host issues it faster than the GPU runs it."),
     Bound.TIE: "Both matter here: faster kernels and less host work per {what} would each show.",
 }
 
@@ -198,12 +203,6 @@ GAP_WORDS = {
     Cause.QUEUED: "with its next kernel already launched (waiting on another stream or an event)",
     Cause.COLLECTIVE: "in collective kernels with no compute beside them",
 }
-CAUSE_ACTION = {
-    Cause.SYNC: ("Remove the synchronizing call from the step (an .item(), .cpu(), a print of a tensor, a "
-                 "blocking copy), or move it after the loop."),
-    Cause.QUEUED: "Find what the queued kernel waited for (the flow arrows in Perfetto) and overlap or remove it.",
-    Cause.COLLECTIVE: "Overlap communication with compute (bucketing, asynchronous collectives).",
-}
 HOST_GAPS = {
     Bound.OVERHEAD: "Those gaps are what an overhead-bound {what} looks like, profiled or not.",
     Bound.DEVICE: ("Those gaps are the profiler's own: the profiler slows the host and not the GPU, and with it "
@@ -212,8 +211,21 @@ HOST_GAPS = {
 }
 
 
-def trace_sentences(v: PaceVerdict, what: str = "forward") -> list[str]:
-    """What the profiled trace's idle time waited for, and what that calls for (profiler on)."""
+def engine_sentence(engine: Verdict | None) -> list[str]:
+    """The verdict engine's answer for the profiled loop, in the report's words (one sentence, or none)."""
+    if engine is None or engine.verdict is None:
+        return []
+    return ["Re-timed from the trace with the profiler's cost taken out, the profiled loop's critical path says: "
+            + verdict_sentence_of(engine)]
+
+
+def engine_verdict(rec) -> Verdict:
+    """The report's verdict on ``rec``'s trace, its profiler cost calibrated by the recording's profiler-off timing."""
+    return verdict_of_trace(rec.trace, rec.trace.steps, unprofiled=unprofiled_label(rec.run))
+
+
+def trace_sentences(v: PaceVerdict, what: str = "forward", engine: Verdict | None = None) -> list[str]:
+    """What the profiled trace's idle time waited for, and what the verdict engine makes of it (profiler on)."""
     g: Gaps = v.gaps
     if not g.steps:
         return []
@@ -224,15 +236,9 @@ def trace_sentences(v: PaceVerdict, what: str = "forward") -> list[str]:
         parts = [f"{_us(us)} {GAP_WORDS[c]}" for c, us in sorted(g.idle_us.items(), key=lambda kv: -kv[1])
                  if us >= max(0.5, 0.02 * idle)]
         lines.append(f"It sat idle {_us(idle)} per step: " + "; ".join(parts) + ".")
-    main = g.main
-    if main is Cause.HOST:
+    if g.main is Cause.HOST:
         lines.append(HOST_GAPS[v.bound].format(what=what))
-    elif main is not None:
-        lines.append(CAUSE_ACTION[main])
-    if g.end_sync_us > 0.05 * g.step_us:
-        lines.append(f"At each step's end the CPU waited {_us(g.end_sync_us)} in the loop's "
-                     "torch.cuda.synchronize() for the GPU to finish the work queued: there, the GPU was behind.")
-    return lines
+    return lines + engine_sentence(engine)
 
 
 def other_gpu_sentence(v: PaceVerdict, other: str, theirs: list[Measurement], what: str = "forward",
@@ -267,7 +273,7 @@ def pace_facts(rec, what: str = "forward") -> Facts:
     """The page's pace verdict for recording ``rec``: profiler off first, then the trace, then other GPUs."""
     v = verdict_of(rec)
     others = [other_gpu_sentence(v, name, theirs, what) for name, theirs in other_gpus(rec).items()]
-    return Facts(verdict_sentence(v, what), *trace_sentences(v, what), *others,
+    return Facts(verdict_sentence(v, what), *trace_sentences(v, what, engine_verdict(rec)), *others,
                  links={"the profiler slows the host": PROFILER_COST})
 
 
@@ -327,5 +333,5 @@ def timed_pace_facts(source: str, cpu_issue: Spread, device: Spread, trace: Trac
     ``cpu_issue`` and ``device`` are profiler-off spreads of one call (``what``); ``trace`` its profiled steps.
     """
     v = pace_verdict([Measurement(source, cpu_issue, device)], trace)
-    return Facts(verdict_sentence(v, what), *trace_sentences(v, what),
+    return Facts(verdict_sentence(v, what), *trace_sentences(v, what, verdict_of_trace(trace, trace.steps)),
                  links={"the profiler slows the host": PROFILER_COST})
