@@ -51,8 +51,8 @@ from profiling_guide.analysis.step_graph import StepGraph, step_graph
 from profiling_guide.trace.model import Step, Trace
 
 #: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
-#: CPU-bound workloads timed with the profiler off and on (tests/data/corpus/*/references.json; H100: 1.50 and
-#: 2.66, H200: 1.33 and 2.58).
+#: CPU-bound workloads timed with the profiler off and on (the references.json of tests/data/corpus/h100 and
+#: h200; H100: 1.50 and 2.66, H200: 1.33 and 2.58).
 PROFILER_OP_US, PROFILER_CALL_US = 1.4, 2.6
 #: Ops that do no work but set a tensor's metadata: their recorded length is the host's per-op cost under the
 #: profiler, which scales the costs above (:func:`host_speed`). They took 0.37 µs (H100) and 0.31 µs (H200) as
@@ -69,7 +69,7 @@ MIN_SAVING = 0.05
 #: Fixes whose savings are this close (share of the step) are a tie, broken by time on the critical path.
 TIE = 0.02
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
-#: 52.6 (H100) and 54.7 (H200) measured here (tests/data/corpus/*/references.json).
+#: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).
 PINNED_GBPS = 53.0
 #: The gap between kernels that one CUDA graph launches (µs): 0.22 to 0.29 µs in the guide's graph replays
 #: (chapter 7's recordings, H100).
