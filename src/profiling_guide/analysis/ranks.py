@@ -243,13 +243,17 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     span = statistics.median(per_rank["span_us"]) if len(per_rank) else 0.0
     top = stragglers.iloc[0] if len(stragglers) else None
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
+    timings = {s.rank: s.timing for s in summaries if s.timing is not None}
+    transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
+    culprit = find_culprit(timings, transfers, steps) if timings else None
+    if culprit is not None:
+        # the rank the others wait for is the one whose delay, removed, saves the most: the last to arrive may
+        # be late only because of another rank's delay (run_verdict's module docstring)
+        straggler = culprit.culprit
     unexplained = (per_rank["exposed_us"] - per_rank["wait_us"]).clip(lower=0).mean() if len(per_rank) else 0.0
     by_rank = {s.rank: s for s in summaries}
     verdicts = {r: rank_pace(by_rank[r], per_rank[per_rank["rank"] == r], stragglers, straggler) for r in ranks}
     aligned = any(abs(v) > ALIGN_US for v in offsets.values())
-    timings = {s.rank: s.timing for s in summaries if s.timing is not None}
-    transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
-    culprit = find_culprit(timings, transfers, steps) if timings else None
     return RunAnalysis(ranks=ranks, missing=list(missing or []), steps=steps, per_rank=per_rank, calls=calls,
                        collectives=_collectives_table(calls, steps, sweep), stragglers=stragglers,
                        straggler=straggler, offsets_us=offsets, aligned=aligned, verdicts=verdicts,

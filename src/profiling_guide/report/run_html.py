@@ -361,13 +361,6 @@ def _environment_of(trace: Trace, world: int, ranks: int) -> dict:
     return env
 
 
-def _adopt_culprit(run: RunAnalysis) -> None:
-    """The rank the others wait for is the verdict's culprit: the rank whose delay, removed, saves the most
-    (the last to arrive may be late only because of another rank's delay)."""
-    if run.culprit is not None:
-        run.straggler = run.culprit.culprit
-
-
 def _timeline_ranks(run: RunAnalysis) -> list[int]:
     ranks = list(run.ranks)
     if len(ranks) <= TIMELINE_RANKS:
@@ -426,7 +419,6 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
     say(f"matching collectives across {len(summaries)} ranks")
     run = analyse_run(summaries, sweep=sweep, missing=missing)
     del summaries
-    _adopt_culprit(run)
     number = _timeline_step(run, step)
     timeline, activity, env = RanksTimeline(), None, {}
     shown = _timeline_ranks(run)
