@@ -108,3 +108,18 @@ def test_no_report_sends_the_reader_to_the_timeline(tmp_path, capsys):
         page = (tmp_path / "p.html").read_text()
         assert not re.search("look at the timeline", page + printed, re.IGNORECASE)
         assert "What makes the step slow" in page and printed.startswith("verdict: ")
+
+
+def test_the_four_h100_fixtures_name_rank_3_alone_and_predict_the_run_without_it(tmp_path, capsys):
+    """tests/data/h100x4: rank 3 runs 24 extra GEMMs before its backward in ddp_straggler; ddp and fsdp2 have no
+    culprit. Without the profiler, ddp_straggler took 23.2 ms a step and plain DDP 18.5 ms (cases.json)."""
+    h100x4 = Path(__file__).parent / "data" / "h100x4"
+    cases = json.loads((h100x4 / "cases.json").read_text())["cases"]
+    straggler = _report(h100x4 / "ddp_straggler", tmp_path, capsys)
+    v = straggler["verdict"]
+    assert (v["cause"], v["rank"], straggler["culprit"]) == ("load_imbalance", 3, 3)
+    assert v["where"]["label"] == "extra_work" and v["where"]["kind"] == "gemm"
+    plain = max(r["step_ms_unprofiled"] for r in cases["ddp"]["ranks"])
+    assert abs(v["predicted_step_ms"] - plain) <= TOLERANCE * plain, (v["predicted_step_ms"], plain)
+    for case in ("ddp", "fsdp2"):
+        assert _report(h100x4 / case, tmp_path, capsys)["culprit"] is None, case
