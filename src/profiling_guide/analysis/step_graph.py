@@ -180,6 +180,7 @@ class _Thread:
     def __init__(self, tid, ops: list[CpuOp], calls: list[RuntimeCall]):
         self.tid = tid
         self.calls = sorted(calls, key=lambda c: c.start_us)
+        self.call_starts = [c.start_us for c in self.calls]
         self.tops = [op for op in ops if not op.annotation and _outermost_op(op) is op]
         self.tops.sort(key=lambda o: o.start_us)
         self.annotations = sorted((op for op in ops if op.annotation and not op.name.startswith("ProfilerStep#")),
@@ -276,7 +277,7 @@ def _chain(thread: _Thread, lo: float, hi: float, rank, busy: dict) -> list[tupl
     """The thread's stretches over [lo, hi], in order, each with its runtime call (or None)."""
     out: list[tuple[HostSeg, RuntimeCall | None]] = []
     t = lo
-    i = bisect.bisect_left([c.start_us for c in thread.calls], lo - SLACK_US)
+    i = bisect.bisect_left(thread.call_starts, lo - SLACK_US)
     for call in thread.calls[i:]:
         if call.start_us >= hi:
             break
@@ -492,7 +493,7 @@ def _stream_before(trace: Trace, dev: list[DevNode]) -> dict:
         starts, ends = cached.get(stream, ([], []))
         i = bisect.bisect_left(starts, start) - 1
         if i >= 0:
-            before[stream] = max(ends[: i + 1][-64:])  # the latest of the few before it (ends follow starts)
+            before[stream] = max(ends[max(i - 63, 0): i + 1])  # the latest of the few before it
     return before
 
 

@@ -268,7 +268,7 @@ def verdict_of(trace: Trace, steps: list[Step], *, rank: int | None = None,
     if missing is not None:
         return Verdict(None, [], None, 0.0, {}, len(steps), missing=missing)
     graphs = [step_graph(trace, s, rank=rank) for s in steps]
-    scale, notes = _calibration(trace, steps, graphs, unprofiled)
+    scale, notes = _calibration(trace, steps, unprofiled)
     gbps = pinned_gbps(graphs)
     per_step = [step_what_ifs(g, gbps=gbps, scale=scale) for g in graphs]
     return _pooled(per_step, rank, scale, notes, trace_has_steps=bool(trace.steps))
@@ -298,7 +298,7 @@ def host_speed(steps: list[Step]) -> float | None:
     return min(max(statistics.median(lengths) / TRIVIAL_REF_US, 0.5), 4.0)
 
 
-def _calibration(trace, steps, graphs, unprofiled) -> tuple[float, list[str]]:
+def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tuple[float, list[str]]:
     """The factor on the profiler's per-op cost: from a run record's profiler-off CPU time where there is one,
     else from how long the trace's trivial ops took (:func:`host_speed`)."""
     notes = []

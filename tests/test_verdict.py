@@ -1,0 +1,73 @@
+"""The verdict engine on small hand-made traces: each cause found from the trace's facts alone."""
+
+from profiling_guide.analysis.causes import Cause
+from profiling_guide.analysis.verdict import verdict_of
+from profiling_guide.pages.verdict_sentences import verdict_sentence
+from profiling_guide.trace.model import Trace
+
+
+def _events(steps: int, step_us: float, body) -> list[dict]:
+    """``steps`` ProfilerSteps of ``step_us`` on thread 1, each filled by ``body(start, corr)`` → events."""
+    events, corr = [], [100]
+    for i in range(steps):
+        start = 1000.0 + i * step_us
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "ts": start,
+                       "dur": step_us, "tid": 1, "pid": 1})
+        events += body(start, corr)
+    return events
+
+
+def _launch(t: float, corr: list, kernel_us: float, stream: int = 7, delay: float = 5.0,
+            name: str = "void gemm_kernel(float*)") -> list[dict]:
+    corr[0] += 1
+    c = corr[0]
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t, "dur": 10.0, "tid": 1, "pid": 1, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 2, "dur": 6.0, "tid": 1, "pid": 1,
+         "args": {"correlation": c}},
+        {"ph": "X", "cat": "kernel", "name": name, "ts": t + 2 + delay, "dur": kernel_us, "tid": stream, "pid": 0,
+         "args": {"correlation": c, "stream": stream}},
+    ]
+
+
+def test_a_trace_without_device_work_says_what_to_record():
+    trace = Trace(_events(3, 500.0, lambda start, corr: [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": start + 10, "dur": 50.0, "tid": 1, "pid": 1}]))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict is None and "ProfilerActivity.CUDA" in v.missing
+    assert verdict_sentence(v).startswith("No verdict: the trace holds no device activity")
+
+
+def test_a_sync_after_each_kernel_is_the_cause_and_removing_it_lets_the_host_run_ahead():
+    # each step: the host issues two kernels of 300 µs, waits for them (cudaStreamSynchronize), then spends
+    # 250 µs in Python before the next step: with the sync the GPU idles those 250 µs, without it it does not
+    def body(start, corr):
+        out = _launch(start + 10, corr, 300.0) + _launch(start + 30, corr, 300.0, delay=290.0)
+        gpu_end = start + 30 + 2 + 290 + 300
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": start + 45,
+                    "dur": gpu_end + 3 - (start + 45), "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
+        return out
+
+    trace = Trace(_events(3, 900.0, body))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.HOST_SYNC
+    assert v.verdict.saving_ms > 0.2  # the 250 µs of Python now overlap the next step's kernels
+    assert v.verdict.predicted_step_ms < v.verdict.step_ms
+
+
+def test_kernels_back_to_back_with_the_host_ahead_are_the_gpus_own_work():
+    # the host issues a step's four 400 µs kernels in 100 µs and goes on: they queue, and run back to back
+    gpu = [1005.0]
+
+    def body(start, corr):
+        out = []
+        for k in range(4):
+            t = start + 10 + 20 * k
+            out += _launch(t, corr, 400.0, delay=max(gpu[0] - (t + 2), 5.0))
+            gpu[0] = max(gpu[0], t + 7) + 400.0
+        return out
+
+    trace = Trace(_events(3, 100.0, body))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1
+    assert "GPU's own work sets the pace" in verdict_sentence(v)
