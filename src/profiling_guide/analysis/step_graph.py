@@ -204,7 +204,7 @@ def _label_at(thread: _Thread, t: float) -> str | None:
 
 def _next_start(thread: _Thread, lo: float, hi: float) -> str | None:
     """What the host stretch [lo, hi] leads to: the first label opened inside it, else the next op."""
-    i = bisect.bisect_left(thread.start_times, lo)
+    i = bisect.bisect_left(thread.start_times, lo + SLACK_US)  # not the label the stretch opens inside
     for item in thread.starts[i:]:
         if item.start_us > hi + SLACK_US:
             break
