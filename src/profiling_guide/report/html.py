@@ -400,7 +400,7 @@ code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;pa
 .pg-table th{background:#f6f7f9;font-weight:600}
 .pg-table td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .pg-table td.name{max-width:28em;overflow-wrap:anywhere}
-.pg-verdict{font-size:1.05em;padding:.6em .8em;border-left:4px solid #9aa0a6;background:#f6f7f9}
+.pg-verdict{font-size:1.05em;padding:.6em .8em;border-left:4px solid #9aa0a6;background:#f6f7f9;overflow-wrap:anywhere}.pg-note{overflow-wrap:anywhere}
 .pg-v-gpu{border-color:#7b4fa6}.pg-v-cpu{border-color:#f0a03c}.pg-v-mixed{border-color:#1f8a9c}
 .pg-v-collectives{border-color:#34495e}
 .pg-findings{list-style:none;padding:0}.pg-finding{margin:.35em 0}
