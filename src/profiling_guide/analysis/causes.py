@@ -83,10 +83,12 @@ class Where:
     def words(self) -> str:
         """``"aten::item in 'forward'"``, ``"GEMM kernels of aten::mm in 'extra_work'"``, ``"before 'forward'"``."""
         parts = []
+        # memsets and memcpys are device work but not kernels
+        what = f"{self.kind}s" if self.kind in ("memcpy", "memset") else f"{self.kind} kernels"
         if self.kind and self.op:
-            parts.append(f"{self.kind} kernels of {self.op}")
+            parts.append(f"{what} of {self.op}")
         elif self.kind:
-            parts.append(f"{self.kind} kernels")
+            parts.append(what)
         elif self.op:
             parts.append(self.op)
         if self.label:
