@@ -215,6 +215,27 @@ def case_gpu_compute(dev, n):
                           "fix": "the extra GEMMs removed"}
 
 
+def graph_replay(run, label: str, keep: tuple):
+    """``run`` captured once in a CUDA graph, after three warm-up runs on a side stream, as a step that replays it
+    inside ``record_function(label)``. ``keep`` holds the tensors the graph reads and writes: they must outlive it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+
+    def step():
+        with record_function(label):
+            graph.replay()
+
+    step.keep = (*keep, graph)
+    return step
+
+
 def case_launch_overhead(dev, depth):
     """A deep stack of tiny layers, forward only: each kernel runs a few µs, each launch costs more."""
     torch.manual_seed(0)
@@ -229,24 +250,12 @@ def case_launch_overhead(dev, depth):
         with torch.no_grad(), record_function("forward"):
             model(x)
 
-    fixed = cause
-    if dev.cuda:  # the same kernels, captured once in a CUDA graph and replayed
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream), torch.no_grad():
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(graph):
+    def forward():
+        with torch.no_grad():
             model(x)
 
-        def fixed():
-            with record_function("forward"):
-                graph.replay()
-
-        fixed.keep = (graph, x, model)  # the graph's memory must outlive it
-
+    # fixed: the same kernels, captured once in a CUDA graph and replayed
+    fixed = graph_replay(forward, "forward", (x, model)) if dev.cuda else cause
     return cause, fixed, {"cause": "launch_overhead", "where": "forward",
                           "magnitude": f"{depth} Linear+ReLU layers of 256, batch 64",
                           "fix": "the forward captured in a CUDA graph and replayed"}
@@ -353,6 +362,22 @@ def gpt_step(model, opt, idx, targets):
     return step
 
 
+def _gpt_graph_step(dev, compile: bool):
+    """A fresh GPT's whole training step (capturable fused AdamW) to capture, its label, and what it must keep.
+
+    Each run sets the gradients to None first, so the capture allocates them in the graph's own memory."""
+    model, idx, targets = gpt_parts(dev)
+    forward = torch.compile(model) if compile else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True, capturable=True)
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        forward(idx, targets).backward()
+        opt.step()
+
+    return run, "train_step_graph", (model, forward, idx, targets, opt)
+
+
 def case_gpt_eager(dev):
     """A small GPT trained eagerly: hundreds of small kernels, each launched from Python."""
     model, idx, targets = gpt_parts(dev)
@@ -360,28 +385,7 @@ def case_gpt_eager(dev):
     cause = gpt_step(model, opt, idx, targets)
     fixed = cause
     if dev.cuda:  # the whole step, same kernels, captured in one CUDA graph (PyTorch's whole-network capture)
-        gmodel, gidx, gtargets = gpt_parts(dev)
-        gopt = torch.optim.AdamW(gmodel.parameters(), lr=1e-4, fused=True, capturable=True)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                gopt.zero_grad(set_to_none=True)
-                gmodel(gidx, gtargets).backward()
-                gopt.step()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        gopt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            gmodel(gidx, gtargets).backward()
-            gopt.step()
-
-        def fixed():
-            with record_function("train_step_graph"):
-                graph.replay()
-
-        # the graph reads and writes these tensors' memory: they must outlive it
-        fixed.keep = (gmodel, gidx, gtargets, gopt, graph)
+        fixed = graph_replay(*_gpt_graph_step(dev, compile=False))
 
     return cause, fixed, {"cause": "launch_overhead", "where": "forward",
                           "magnitude": "GPT 4 layers, dim 256, seq 128, batch 8", "fix": "the whole step in a CUDA graph"}
@@ -395,28 +399,7 @@ def case_gpt_compiled(dev):
     cause = gpt_step(compiled, opt, idx, targets)
     fixed = cause
     if dev.cuda:  # the compiled step, same kernels, captured whole in one CUDA graph
-        gmodel, gidx, gtargets = gpt_parts(dev)
-        gcompiled = torch.compile(gmodel)
-        gopt = torch.optim.AdamW(gmodel.parameters(), lr=1e-4, fused=True, capturable=True)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                gopt.zero_grad(set_to_none=True)
-                gcompiled(gidx, gtargets).backward()
-                gopt.step()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        gopt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            gcompiled(gidx, gtargets).backward()
-            gopt.step()
-
-        def fixed():
-            with record_function("train_step_graph"):
-                graph.replay()
-
-        fixed.keep = (gmodel, gcompiled, gidx, gtargets, gopt, graph)
+        fixed = graph_replay(*_gpt_graph_step(dev, compile=True))
     return cause, fixed, {"cause": "launch_overhead", "where": "forward",
                           "magnitude": "GPT 4 layers, dim 256, torch.compile default",
                           "fix": "the compiled step captured whole in one CUDA graph"}
