@@ -74,12 +74,13 @@ def summarize_rank(trace: Trace, rank: int) -> RankSummary:
     """Reduce one rank's trace to its :class:`RankSummary` (linear in its events)."""
     devices = trace.metadata.get("deviceProperties") or []
     gpu = devices[0].get("name") if devices and isinstance(devices[0], dict) else None
+    calls = collective_calls(trace, rank)
     return RankSummary(
         rank=rank, source=trace.source, steps=[summarize_step(s) for s in trace.steps],
         breakdown={s.number: time_breakdown(s.device_events) for s in trace.steps},
-        calls=collective_calls(trace, rank), unmatched_kernels=len(unmatched_kernels(trace)),
+        calls=calls, unmatched_kernels=len(unmatched_kernels(trace)),
         before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=str(gpu) if gpu else None,
-        step_starts_us={s.number: s.start_us for s in trace.steps}, timing=rank_timing(trace, rank))
+        step_starts_us={s.number: s.start_us for s in trace.steps}, timing=rank_timing(trace, rank, calls))
 
 
 @dataclass

@@ -70,13 +70,16 @@ class RankTiming:
     compute_us: dict[tuple, float]  # GPU compute µs per step, per (op, label, kernel kind)
 
 
-def _kernel_keys(trace: Trace, rank: int) -> dict[int, tuple]:
-    """id(NCCL kernel) → the key of the collective call that launched it."""
-    from profiling_guide.analysis.collectives import COMMS_OP, collective_calls
+def _kernel_keys(trace: Trace, calls: list) -> dict[int, tuple]:
+    """id(NCCL kernel) → the key of the collective call that launched it.
+
+    ``calls`` are :func:`~profiling_guide.analysis.collectives.collective_calls` of ``trace``: one per
+    ``record_param_comms`` op, in the order of their start, as the ops are taken here.
+    """
+    from profiling_guide.analysis.collectives import COMMS_OP
 
     keys = {}
     ops = sorted((op for op in trace.ops if op.name == COMMS_OP and not op.annotation), key=lambda op: op.start_us)
-    calls = collective_calls(trace, rank)
     for op, call in zip(ops, calls):
         for ev in op.device_events:
             if ev.kind == "kernel" and ev.decoded.kind == "collective":
@@ -84,9 +87,9 @@ def _kernel_keys(trace: Trace, rank: int) -> dict[int, tuple]:
     return keys
 
 
-def rank_timing(trace: Trace, rank: int) -> RankTiming:
-    """Re-time each profiled step of one rank (see the module docstring, step 1)."""
-    keys = _kernel_keys(trace, rank)
+def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
+    """Re-time each profiled step of one rank (see the module docstring, step 1); ``calls`` are its collective calls."""
+    keys = _kernel_keys(trace, calls)
     steps, compute = {}, defaultdict(float)
     scale = host_speed(trace.steps) or 1.0
     for step in trace.steps:
