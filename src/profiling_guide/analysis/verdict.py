@@ -271,7 +271,7 @@ def verdict_of(trace: Trace, steps: list[Step], *, rank: int | None = None,
     scale, notes = _calibration(trace, steps, unprofiled)
     gbps = pinned_gbps(graphs)
     per_step = [step_what_ifs(g, gbps=gbps, scale=scale) for g in graphs]
-    return _pooled(per_step, rank, scale, notes, trace_has_steps=bool(trace.steps))
+    return _pooled(per_step, rank, scale, notes)
 
 
 def _missing(trace: Trace, steps: list[Step]) -> str | None:
@@ -331,7 +331,7 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
     return scale, notes
 
 
-def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str], *, trace_has_steps: bool) -> Verdict:
+def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str]) -> Verdict:
     def med(values):
         return statistics.median(values) / 1e3
 

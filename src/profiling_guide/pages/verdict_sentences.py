@@ -7,7 +7,7 @@ terminal line and the chapters' boxes all say them with these functions.
 
 from __future__ import annotations
 
-from profiling_guide.analysis.causes import MEANINGS, Cause
+from profiling_guide.analysis.causes import Cause
 from profiling_guide.analysis.verdict import MIN_SAVING, Verdict, WhatIf
 
 #: How each cause opens a sentence.
@@ -78,7 +78,3 @@ def profiler_sentence(v: Verdict) -> str:
            f"estimated per recorded op and runtime call, ×{v.profiler_scale:.2f} for this host")
     return (f"As profiled, the step re-times to {ms(p.step_ms)}; without the profiler's own cost ({how}) to "
             f"{ms(p.predicted_step_ms)}. The causes are ranked on that second figure.")
-
-
-def cause_meaning(cause: Cause) -> str:
-    return MEANINGS[cause]
