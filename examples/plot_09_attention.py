@@ -239,8 +239,11 @@ tables.verdict_table(verdicts)
 # %%
 # Where a guess from the A100 fails on this GPU, its row says what the trace
 # shows instead. The trace's "est. achieved occupancy" is the profiler's
-# estimate, not a counter: read the row on 0 % for which kernels it goes
-# with, and chapter 6c for occupancy measured by Nsight Compute.
+# estimate, not a counter. The row on 0 % counts kernels of at least one
+# block per SM: for them 0 % is the estimate failing. A kernel of fewer
+# blocks than the GPU has SMs (math's one-block fill kernel) is at 0 %
+# rightly, since most SMs have nothing to run, and the row lists those
+# apart. Chapter 6c measures occupancy with Nsight Compute.
 
 # %%
 # Against the limits

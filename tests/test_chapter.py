@@ -67,3 +67,25 @@ def test_record_trace_moves_the_exported_trace_and_writes_its_run_record(tmp_pat
 def test_record_trace_without_an_exported_trace_says_where_to_export_it(tmp_path):
     with pytest.raises(GuideError, match=r"no trace was exported to .*chapter\.trace_file\('eager'\)"):
         live_chapter(tmp_path).record_trace("eager", lambda: None, label="mlp_fwd", time_it=False)
+
+
+def test_a_chapter_another_gpu_recorded_warns_in_gpu_names(tmp_path, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    recordings = Path(__file__).resolve().parents[1] / "docs" / "recordings"
+    h100, h200 = tmp_path / "nvidia-h100-80gb-hbm3", tmp_path / "nvidia-h200"
+    h100.mkdir(), h200.mkdir()
+    for path in recordings.glob("nvidia-h100-80gb-hbm3/02_mlp_eager.*"):
+        shutil.copy(path, h100)
+    shutil.copy(recordings / "nvidia-h200" / "01_linear.eager.run.json", h200)  # the H200 has other chapters only
+    monkeypatch.setenv("PROFILING_GUIDE_GPU", "nvidia-h200")
+    ch = Chapter("02_mlp_eager", {}, mode="replay", root=tmp_path)
+    assert ch.folder == h100 and ch.stand_in_for == h200
+    html = ch.banner()._repr_html_()
+    assert 'class="admonition warning pg-banner"' in html and "Another GPU's numbers" in html
+    assert ("This page shows the NVIDIA H100 80GB HBM3&#x27;s numbers, not the NVIDIA H200&#x27;s: no recording "
+            "of this chapter was made on the NVIDIA H200 yet.") in html
+    monkeypatch.setenv("PROFILING_GUIDE_GPU", "nvidia-h100-80gb-hbm3")
+    ch = Chapter("02_mlp_eager", {}, mode="replay", root=tmp_path)
+    assert ch.stand_in_for is None and 'class="admonition note pg-banner"' in ch.banner()._repr_html_()

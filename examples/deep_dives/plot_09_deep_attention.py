@@ -18,8 +18,9 @@ shows, once per live build.
 # %%
 # The variants
 # ------------
-# Chapter 9's, at batch 8 and 16 heads, and FlashAttention-4 where it is
-# installed: the outside anchor, a Hopper/Blackwell kernel written in CuTe DSL
+# Chapter 9's, at batch 8 and 16 heads, less FlexAttention (it compiles a
+# kernel for each length and mask: its block mask is measured below, at
+# chapter 9's length), and FlashAttention-4 where it is installed: the outside anchor, a Hopper/Blackwell kernel written in CuTe DSL
 # by FlashAttention's authors. It takes q, k and v as
 # ``[batch, seq, heads, head_dim]``; it gets its inputs in that layout, the
 # others in SDPA's ``[batch, heads, seq, head_dim]``.
@@ -44,6 +45,9 @@ chapter = Chapter.from_command_line(
 batch, heads, head_dim = chapter.flags.batch, chapter.flags.heads, chapter.flags.head_dim
 dtype, device = chapter.dtype, chapter.device
 chapter.banner()
+
+# %%
+# FlashAttention-4 is imported where it is installed; the page says which one it measured.
 
 fa4, fa4_source = load_fa4()
 fa4_run = chapter.measure("fa4", lambda: {"available": fa4 is not None, "source": fa4_source}).values
@@ -105,8 +109,11 @@ shown
 # each point (5 interleaved repeats, medians with their IQR), the step's
 # peak memory above its inputs, and each output checked against float64.
 # The naive version and the math backend hold whole ``seq × seq`` score
-# matrices: they are timed up to 4k and 2k, and a longer point that would
-# not fit in memory says how much it would need.
+# matrices and are slow: they are timed up to 4k and 2k only, since one
+# longer point would take minutes of build time. Each point left out is
+# listed with the memory it would need (from the bytes each holds per
+# score), and a point that would not fit in the GPU's free memory is left
+# out the same way.
 
 from profiling_guide.measure.attention import sweep
 
@@ -161,6 +168,10 @@ swept = [variants_for, sweep, naive_attention_inplace, sdpa, fa4_causal,
          f"SCORE_BYTES={SCORE_BYTES}", f"SEQS={SEQS}", f"MAX_SEQ={MAX_SEQ}"]
 points = chapter.measure("sweep", run_sweep, code=swept,
                          args={"fa4": fa4_run["source"]}).values["rows"]
+for point in points:
+    if "skipped" in point:
+        print(f"{point['variant']} at {point['seq']:,} tokens, head dim {point['head_dim']}, "
+              f"{'causal' if point['causal'] else 'no mask'}: {point['skipped']}")
 
 # %%
 # Time and memory against the sequence length, causal, head dim 64. The
@@ -227,4 +238,4 @@ chapter.downloads()
 # ::
 #
 #     pip install flash-attn-4   # optional: the FlashAttention-4 rows
-#     python examples/plot_09b_attention_sweep.py
+#     python examples/deep_dives/plot_09_deep_attention.py

@@ -205,16 +205,21 @@ def zero_occupancy_follows_launch(runs: dict, call: str = "cuLaunchKernelEx"):
     estimate (most SMs have nothing to run).
     """
     def _predicate(_=None):
-        rows = [r for r in occupancy_rows(runs) if (r["blocks_per_sm"] or 0) >= 1]
+        every = occupancy_rows(runs)
+        rows = [r for r in every if (r["blocks_per_sm"] or 0) >= 1]
+        small = sorted({r["kernel"] for r in every if (r["blocks_per_sm"] or 0) < 1 and r["occupancy"] == 0})
         zero = [r for r in rows if r["occupancy"] == 0]
         by_call = [r for r in rows if r["launch"] == call]
         holds = {id(r) for r in zero} == {id(r) for r in by_call}
         calls = Counter(r["launch"] for r in zero)
         smem = [r["shared_bytes"] for r in zero if r["shared_bytes"] is not None]
         others = [r["shared_bytes"] for r in rows if r["occupancy"] not in (0, None) and r["shared_bytes"] is not None]
-        seen = (f"at 0 %: {len(zero)} kernels, launched with " + ", ".join(f"{c} ({n})" for c, n in calls.items())
+        seen = (f"of the kernels with at least one block per SM, at 0 %: {len(zero)}, launched with "
+                + ", ".join(f"{c} ({n})" for c, n in calls.items())
                 + (f"; their shared memory: {min(smem):,}–{max(smem):,} B, every other kernel's: "
-                   f"at most {max(others):,} B" if smem and others else ""))
+                   f"at most {max(others):,} B" if smem and others else "")
+                + (f". Also at 0 %, rightly: {len(small)} with fewer blocks than SMs ({', '.join(small[:3])}"
+                   f"{', …' if len(small) > 3 else ''})" if small else ""))
         return holds, seen
     return _predicate
 

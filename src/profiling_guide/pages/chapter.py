@@ -109,6 +109,8 @@ class Chapter:
         self.ranks = ranks
         #: Why a live build replays this chapter, or which GPU's recordings stand in for the one asked for.
         self.replay_note: str | None = None
+        #: The recordings folder asked for when another GPU's stands in for it (its page warns), else None.
+        self.stand_in_for: Path | None = None
         #: How many folders below the gallery's top the page sits (a deep dive: 1); its links climb as many.
         self.page_depth = 0
         self._suffix = f"-x{ranks}" if ranks else ""
@@ -257,7 +259,7 @@ class Chapter:
         for folder in candidates:
             if next(folder.glob(f"{self.example}.*.run.json"), None) is not None:
                 if folder.name != asked:
-                    self.replay_note = f"no recording of this chapter on {asked} yet: this page replays {folder.name}'s"
+                    self.stand_in_for = self.root / asked
                 return folder
         return candidates[0]  # none has it: the error comes, naming the file, when a recording is read
 
@@ -528,6 +530,18 @@ class Chapter:
         return Downloads(self)
 
 
+def _gpu_name(folder: Path) -> str:
+    """The GPU a recordings folder holds (from any of its run records), or the folder's name."""
+    for path in sorted(folder.glob("*.run.json")) if folder.is_dir() else []:
+        try:
+            name = (read_run_record(path).get("gpu") or {}).get("name")
+        except GuideError:
+            continue
+        if name:
+            return name + (f" ×{folder.name.rsplit('-x', 1)[1]}" if re.search(r"-x\d+$", folder.name) else "")
+    return folder.name
+
+
 class Banner:
     """An HTML (and plain-text) note naming the GPU, versions and date of the page's data."""
 
@@ -557,6 +571,10 @@ class Banner:
         if self.chapter.ranks:
             gpu = f"{gpu}, {self.chapter.ranks} GPUs of one machine,"
         text = f"Replayed from a recording made on {gpu} with {versions}, on {date}. No GPU was used to build this page."
+        if self.chapter.stand_in_for is not None:
+            asked, theirs = _gpu_name(self.chapter.stand_in_for), _gpu_name(self.chapter.folder)
+            text = (f"This page shows the {theirs}'s numbers, not the {asked}'s: no recording of this chapter "
+                    f"was made on the {asked} yet. {text}")
         if self.chapter.replay_note:
             text += f" ({self.chapter.replay_note[0].upper()}{self.chapter.replay_note[1:]}.)"
         if stale:
@@ -568,8 +586,10 @@ class Banner:
 
     def _repr_html_(self) -> str:
         _, _, _, stale = self._facts()
-        kind = "warning" if stale else ("note" if not self.chapter.live else "tip")
-        title = "Live run" if self.chapter.live else "Replayed recording"
+        stand_in = self.chapter.stand_in_for is not None and not self.chapter.live
+        kind = "warning" if stale or stand_in else ("note" if not self.chapter.live else "tip")
+        title = ("Live run" if self.chapter.live else
+                 "Another GPU's numbers" if stand_in else "Replayed recording")
         return (
             f'<div class="admonition {kind} pg-banner"><p class="admonition-title">{title}</p>'
             f"<p>{html.escape(self.text())}</p></div>"
