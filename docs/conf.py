@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 
 from docutils import nodes
-from docutils.parsers.rst import Directive
+from docutils.parsers.rst import Directive, directives
 from docutils.statemachine import StringList
 from sphinx.util import logging
 from sphinx.util.nodes import nested_parse_with_titles
@@ -75,6 +75,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_nb",
     "sphinx_copybutton",
+    "_glossary_links",  # docs/_glossary_links.py: each glossary term linked from its first use on a page
 ]
 
 # sphinx-gallery writes a .ipynb (and .py, .zip, .md5, .json) beside each
@@ -294,7 +295,7 @@ def ladder_rungs() -> list[tuple[str, str, bool]]:
     block = re.search(r"```\{pg-ladder\}\n(.*?)```", (HERE / "index.md").read_text(encoding="utf-8"), re.S)
     rungs = []
     for line in (block.group(1) if block else "").splitlines():
-        if line.strip():
+        if line.strip() and not line.startswith(":"):  # ``:short-path:`` is an option, not a rung
             number, name, _, *flags = (part.strip() for part in line.split("|"))
             rungs.append((number, name, Ladder.OPTIONAL in flags))
     return rungs
@@ -310,12 +311,16 @@ class Ladder(Directive):
     """
 
     has_content = True
+    option_spec = {"short-path": directives.unchanged_required}
     OPTIONAL = "deep dive"
+    SHORT = "short path"
 
     def run(self):
         chapters = chapter_numbers()
         items = nodes.bullet_list(classes=["pg-ladder"])
         listed = []
+        # The rungs a reader profiling their own model needs, in order: marked on the ladder, and said above it.
+        short = self.options.get("short-path", "").split()
         for line in self.content:
             if not line.strip():
                 continue
@@ -326,7 +331,8 @@ class Ladder(Directive):
             example = chapters.get(number)
             optional = self.OPTIONAL in flags
             item = nodes.list_item(classes=["pg-rung"] + ([] if example else ["pg-rung-planned"])
-                                   + (["pg-rung-optional"] if optional else []))
+                                   + (["pg-rung-optional"] if optional else [])
+                                   + (["pg-rung-short"] if number in short else []))
             para = nodes.paragraph()
             para += nodes.inline(text=number.removesuffix(DEEP), classes=["pg-rung-number"])
             if example:
@@ -337,17 +343,36 @@ class Ladder(Directive):
                 para += nodes.strong(text=name)
             if optional:
                 para += nodes.inline(text="optional deep dive", classes=["pg-optional"])
+            if number in short:
+                para += nodes.inline(text=self.SHORT, classes=["pg-short"])
             para += nodes.Text(" — " + question)
             if not example:
                 para += nodes.inline(text=" (in preparation)", classes=["pg-planned"])
             item += para
             items += item
+        unknown = [n for n in short if n not in listed]
+        if unknown:
+            raise self.error(f"pg-ladder: :short-path: names {', '.join(unknown)}, which no rung has")
         missing = [n for n in chapters if n not in listed]
         if missing:
             logger.warning(f"[ladder] chapters with no rung on the landing page: "
                            f"{', '.join(f'{n} ({chapters[n].name})' for n in missing)}; add them to pg-ladder",
                            location=self.state.document.settings.env.docname)
-        return [items]
+        if not short:
+            return [items]
+        path = nodes.paragraph(classes=["pg-short-path"])
+        path += nodes.strong(text="Profiling your own model? ")
+        path += nodes.Text("The short path: ")
+        for i, number in enumerate(short):
+            if i:
+                path += nodes.Text(" → ")
+            example = chapters.get(number)
+            target = example.relative_to(EXAMPLES).with_suffix("").as_posix() if example else None
+            path += (_doc_xref(self, f"/{GALLERY_DIR}/{target}", nodes.inline(text=number)) if example
+                     else nodes.Text(number))
+        path += nodes.Text(f", each marked “{self.SHORT}” below: one layer, an MLP, the host's overhead, "
+                           "your own model, attention, several GPUs.")
+        return [path, items]
 
 
 def _doc_xref(directive: Directive, target: str, content: nodes.Node, *, explicit: bool = True) -> nodes.Node:

@@ -1,7 +1,9 @@
 """Live/replay modes, fingerprints and stale recordings."""
 
 import json
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +140,24 @@ def test_a_recording_read_twice_is_read_once_until_it_is_recorded_again(tmp_path
     assert recorded is not first.trace and len(recorded.ops) != len(first.trace.ops)
     with pytest.raises(GuideError, match="no trace file"):
         recordings.recorded_trace(tmp_path / "missing.trace.json.gz")
+
+
+def test_every_chapter_is_recorded_on_every_gpu():
+    """The landing page says every chapter exists twice, from an H100's and an H200's recordings: each
+    example's recordings are in every GPU's folder (a chapter of several ranks: in every ``-x<n>`` folder)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    folders = [p for p in (root / "docs" / "recordings").iterdir() if p.is_dir()]
+    one_gpu = [p for p in folders if not re.search(r"-x\d+$", p.name)]
+    several = [p for p in folders if re.search(r"-x\d+$", p.name)]
+    assert len(one_gpu) >= 2 and several, "expected recordings of two GPUs and of several ranks"
+    missing = []
+    for example in sorted((root / "examples").rglob("plot_*.py")):
+        for call in ast.walk(ast.parse(example.read_text())):
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") in ("from_command_line", "recorded"):
+                name = call.args[0].value
+                ranks = any(k.arg == "ranks" for k in call.keywords)
+                missing += [f"{example.name} ({name}) in {folder.name}" for folder in (several if ranks else one_gpu)
+                            if not any(folder.glob(f"{name}.*.run.json"))]
+    assert not missing, "no recording: " + "; ".join(missing)
