@@ -41,6 +41,16 @@ def make_layer(batch, in_dim, out_dim, *, device, dtype):
 # ``prof.step()`` moves the schedule on. ``export_chrome_trace`` writes the
 # trace (``.json.gz`` is gzipped) that https://ui.perfetto.dev opens, and
 # that this page reads.
+#
+# Two switches this block leaves off, on purpose. ``with_stack=True`` (with
+# ``with_modules=True``) records each op's Python frames and module: more host
+# time per op and a larger trace, worth it on your own model, where the
+# question is which line launched a kernel; for one ``nn.Linear`` the op names
+# say it all. ``on_trace_ready=tensorboard_trace_handler("traces")`` writes a
+# trace at the end of every cycle of the schedule, named by host, process and
+# time: the form for a training loop profiled with ``schedule(repeat=…)``.
+# These pages keep one trace of a name they choose, so they call
+# ``export_chrome_trace`` after the block.
 
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 

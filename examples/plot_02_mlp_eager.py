@@ -173,6 +173,18 @@ from profiling_guide.pages import facts
 facts.reference_rates(refs)
 
 # %%
+# The profiler's own table adds an op's calls together whatever their
+# shapes. Live, ``prof.key_averages(group_by_input_shape=True)`` keeps each
+# input shape in a row of its own (it needs ``record_shapes=True``): here
+# ``aten::mm`` splits into gate's and up's two products of one shape and
+# down's one of another. The same grouping, read from the trace so that it
+# shows in replay too, for the ops that ran device work (µs per step):
+
+by_shape = tables.op_table(eager.trace, by_input_shape=True)
+with_device_work = by_shape[by_shape["cuda_total_us"] > 0]
+tables.styled(with_device_work.sort_values("cuda_total_us", ascending=False), precision=1)
+
+# %%
 # The intermediate's round trip
 # -----------------------------
 # Between the GEMMs sits the ``[B·S, hidden]`` activation. Eagerly, the GeLU

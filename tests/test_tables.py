@@ -15,6 +15,14 @@ def test_op_table_shows_aten_t_with_zero_device_time(linear_eager):
     assert ops.loc["aten::linear", "cpu_total_us"] > ops.loc["aten::linear", "self_cpu_us"]
 
 
+def test_op_table_by_input_shape_keeps_the_mlp_gemms_of_two_shapes_apart(mlp_eager):
+    # as key_averages(group_by_input_shape=True): gate and up share a shape, down has another
+    mm = tables.op_table(mlp_eager, by_input_shape=True).loc["aten::mm"]
+    assert sorted(mm["calls"]) == [1, 2]
+    assert tables.op_table(mlp_eager).loc["aten::mm", "calls"] == 3
+    assert mm["cuda_total_us"].sum() == pytest.approx(tables.op_table(mlp_eager).loc["aten::mm", "cuda_total_us"])
+
+
 def test_kernel_table_counts_calls_per_step(mlp_eager):
     kt = tables.kernel_table(mlp_eager)
     assert kt["calls_per_step"].sum() == 7  # 5 kernels + 2 memsets

@@ -29,24 +29,30 @@ def _per_step(trace: Trace) -> float:
     return float(max(len(trace.steps), 1))
 
 
-def op_table(trace: Trace, *, top: int | None = None) -> pd.DataFrame:
+def op_table(trace: Trace, *, top: int | None = None, by_input_shape: bool = False) -> pd.DataFrame:
     """The familiar profiler table: per CPU op, calls and self/total CPU and CUDA µs per step.
 
     *Self* CPU time excludes nested ops; *self* CUDA time is the device work
     launched by the op's own runtime calls, *total* includes nested ops'.
+    ``by_input_shape`` keeps an op's calls of different input shapes apart,
+    as ``prof.key_averages(group_by_input_shape=True)`` does (the trace must
+    be recorded with ``record_shapes=True``).
     """
     n = _per_step(trace)
-    rows: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
+    rows: dict = defaultdict(lambda: dict.fromkeys(
         ("calls", "self_cpu_us", "cpu_total_us", "self_cuda_us", "cuda_total_us"), 0.0))
     for op in trace.step_ops:
-        row = rows[op.name]
+        row = rows[(op.name, _fmt_list(op.input_dims)) if by_input_shape else op.name]
         row["calls"] += 1
         row["cpu_total_us"] += op.dur_us
         row["self_cpu_us"] += op.dur_us - sum(c.dur_us for c in op.children)
         row["self_cuda_us"] += sum(ev.dur_us for ev in op.self_device_events)
         row["cuda_total_us"] += sum(ev.dur_us for ev in op.device_events)
     df = pd.DataFrame.from_dict(rows, orient="index") / n
-    df.index.name = "op"
+    if by_input_shape:
+        df.index = pd.MultiIndex.from_tuples(df.index, names=["op", "input shapes"])
+    else:
+        df.index.name = "op"
     df = df.sort_values("cpu_total_us", ascending=False)
     return df.head(top) if top else df
 
