@@ -76,6 +76,7 @@ extensions = [
     "myst_nb",
     "sphinx_copybutton",
     "_glossary_links",  # docs/_glossary_links.py: each glossary term linked from its first use on a page
+    "_banner_first",  # docs/_banner_first.py: a chapter's recording banner above its first section
 ]
 
 # sphinx-gallery writes a .ipynb (and .py, .zip, .md5, .json) beside each

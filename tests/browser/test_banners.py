@@ -28,6 +28,10 @@ def test_each_example_page_has_one_banner_naming_its_gpu(build, page):
     found = BANNER.findall(html)
     assert len(found) == 1, f"{build['prefix']}{page}: {len(found)} recording banners, expected 1"
     kind, title, text = found[0]
+    article = html.find("<article")
+    first_section = html.find("<h2", article)
+    assert 0 <= article < html.find("pg-banner") < first_section, (
+        f"{build['prefix']}{page}: the banner is not above the first section")
     assert build["name"] in text, f"{build['prefix']}{page}: the banner does not name the {build['name']}: {text[:160]}"
     if "numbers, not the" in text:  # another GPU's recording stands in: a warning, by GPU names
         assert kind == "warning" and title == "Another GPU's numbers", f"{build['prefix']}{page}: {kind} {title}"
