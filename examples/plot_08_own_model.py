@@ -115,11 +115,12 @@ train = chapter.profile_own("train", profile_train_step, label="gpt2_train_step"
 # ops run under ``autograd::engine::evaluate_function``).
 
 from profiling_guide.analysis import expect, predicates
-from profiling_guide.analysis.trace_report import analyse, read_run_record
+from profiling_guide.analysis.trace_report import analyse
 from profiling_guide.trace.model import Trace
+from profiling_guide.trace.run_record import run_record_beside
 
 trace = Trace.load(train.trace_path)  # the trace profile_callable wrote
-report = analyse(trace, run_record=read_run_record(train.trace_path))
+report = analyse(trace, run_record=run_record_beside(train.trace_path))
 predictions = [
     expect.Prediction("the backward does twice the forward's GEMM FLOPs (±5%)",
                       predicates.backward_twice_forward),

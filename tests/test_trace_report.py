@@ -13,13 +13,13 @@ from profiling_guide.analysis.trace_report import (
     analyse,
     gemm_flops,
     kernel_work,
-    read_rates,
-    read_run_record,
     report_steps,
 )
 from profiling_guide.errors import GuideError
 from profiling_guide.pages.pace_sentences import evidence, headline
 from profiling_guide.trace.model import Trace
+from profiling_guide.trace.run_record import read_rates
+from profiling_guide.trace.run_record import run_record_beside as read_run_record
 
 REFERENCES = H100 / "02_mlp_eager.references.run.json"
 

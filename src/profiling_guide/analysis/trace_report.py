@@ -22,11 +22,9 @@ loading the trace. The HTML is :mod:`profiling_guide.report.html`'s job.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -37,7 +35,7 @@ from profiling_guide.analysis.verdict import Verdict, verdict_of
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.model import DeviceEvent, Step, Trace
 from profiling_guide.trace.run import rank_info
-from profiling_guide.trace.run_record import RATE_KEYS, check_run_record, is_number, read_json_file
+from profiling_guide.trace.run_record import is_number, rates_from_record
 
 #: The aten ops whose ``Input Dims`` give a GEMM's M, K, N: op → (index of A, index of B).
 GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
@@ -391,68 +389,6 @@ def _recorded_at(trace: Trace) -> str | None:
         return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     except (OverflowError, OSError, ValueError):
         return None
-
-
-def run_record_path(trace_path: str | Path) -> Path:
-    """Where ``<name>.run.json`` would be for ``<name>.trace.json[.gz]`` (or any ``.json[.gz]``)."""
-    path = Path(trace_path)
-    stem = re.sub(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", path.name)
-    return path.with_name(stem + ".run.json")
-
-
-def read_run_record(trace_path: str | Path) -> dict | None:
-    """The ``<name>.run.json`` written beside ``<name>.trace.json[.gz]``, if there is one.
-
-    None where there is none; a file there that is not a run record (see
-    :mod:`profiling_guide.trace.run_record`) is a one-line GuideError.
-    """
-    record = run_record_path(trace_path)
-    if record == Path(trace_path) or not os.path.lexists(record):
-        return None
-    fix = "fix it or move it away (it is read because it sits beside the trace)"
-    data = read_json_file(record, what="a run record", fix=fix)
-    check_run_record(data, record, fix)
-    return data
-
-
-def read_rates(path: str | Path) -> dict:
-    """Reference rates from a JSON file: a ``profile`` run record or a chapter's references record.
-
-    Accepted: ``{"rates": {"gemm_tflops": {"rate": ...}, "copy_tbps": {...}}}``
-    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes;
-    ``"median"`` in place of ``"rate"`` in older records),
-    ``{"values": {"gemm_tflops": ..., "copy_tbps": ...}}`` (the guide's
-    ``*.references.run.json``) or those two numbers at the top level. Each
-    rate is a positive finite number (``true``, ``Infinity`` and strings are
-    refused in one line).
-    """
-    fix = "give a profile run record or a chapter's *.references.run.json"
-    data = read_json_file(path, what="a rates file", fix=fix)
-    if isinstance(data, dict):
-        check_run_record(data, Path(path), fix)
-    rates = rates_from_record(data) if isinstance(data, dict) else None
-    if not rates:
-        raise GuideError(f"{path} holds no gemm_tflops or copy_tbps: {fix}")
-    return rates
-
-
-def rates_from_record(data: dict) -> dict | None:
-    """``{"gemm_tflops": float, "copy_tbps": float}`` (either may be absent) from a record, or None.
-
-    Only positive finite numbers count (a boolean, NaN or infinity is no rate).
-    """
-    for source in (data.get("rates"), data.get("values"), data):
-        if not isinstance(source, dict):
-            continue
-        found = {}
-        for key in RATE_KEYS:
-            value = source.get(key)
-            value = value.get("rate", value.get("median")) if isinstance(value, dict) else value
-            if is_number(value) and value > 0:
-                found[key] = float(value)
-        if found:
-            return found
-    return None
 
 
 # ------------------------------------------------------------------ health

@@ -24,14 +24,12 @@ from profiling_guide.analysis.trace_report import (
     TraceReport,
     analyse,
     choose_step,
-    read_rates,
-    read_run_record,
     report_steps,
-    run_record_path,
 )
 from profiling_guide.errors import GuideError
 from profiling_guide.files import check_writable, write_text_atomic
 from profiling_guide.pages.interactive_timeline import timeline_html
+from profiling_guide.trace.run_record import read_rates, run_record_beside, run_record_path, trace_stem
 from profiling_guide.pages.pace_sentences import evidence, fmt_us, headline
 from profiling_guide.report.html_parts import cell as _cell
 from profiling_guide.report.html_parts import table as _table
@@ -315,8 +313,7 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
 # ------------------------------------------------------------ writing it
 def default_report_path(trace_path: str | Path) -> Path:
     """``<name>.report.html`` in the current folder for ``<name>.trace.json[.gz]`` (or any ``.json[.gz]``)."""
-    stem = re.sub(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", Path(trace_path).name)
-    return Path(f"{stem}.report.html")
+    return Path(f"{trace_stem(trace_path)}.report.html")
 
 
 class _Progress:
@@ -340,7 +337,7 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     path, never one of the files read: the trace, the rates file, the run
     record beside the trace). ``step`` picks the timeline's step (default: the
     median one). ``rates`` is a dict or a JSON file of reference rates (see
-    :func:`~profiling_guide.analysis.trace_report.read_rates`); by default they come
+    :func:`~profiling_guide.trace.run_record.read_rates`); by default they come
     from the trace's ``.run.json`` where it has them. A ``.run.json`` beside
     the trace that is not a run record is left out, with one line on stderr
     and a warning among the health findings. ``progress`` prints stage lines on
@@ -366,7 +363,7 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     say(f"loading {trace_path.name} ({_bytes(size)})")
     trace = Trace.load(trace_path)
     try:
-        run_record, problem = read_run_record(trace_path), None
+        run_record, problem = run_record_beside(trace_path), None
     except GuideError as exc:
         run_record, problem = None, str(exc)
         print(f"warning: {problem}; the report leaves it out", file=sys.stderr, flush=True)

@@ -24,12 +24,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.reader import without_surrogates
 
+#: What follows a trace's name: ``.trace.json[.gz]`` (``.pt.trace.json`` as tensorboard_trace_handler writes), or ``.json[.gz]``.
+TRACE_NAME = re.compile(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$")
 # A run record is kilobytes; anything near this is not one.
 MAX_RUN_RECORD_BYTES = 16 * 2**20
 # The guide writes records a few levels deep (values → candidates → spread).
@@ -202,3 +205,69 @@ def rate_of(value, where: str, path: Path, fix: str) -> float | None:
         return float(value)
     shown = _kind(value) if not is_number(value) else repr(value)
     raise GuideError(f"{path}: {where!r} must be a positive number, got {shown}: {fix}")
+
+
+# ------------------------------------------------------------------ beside a trace
+def trace_stem(trace_path: str | Path) -> str:
+    """``<name>`` of ``<name>.trace.json[.gz]``, ``<name>.pt.trace.json[.gz]`` or any ``<name>.json[.gz]``."""
+    return TRACE_NAME.sub("", Path(trace_path).name)
+
+
+def run_record_path(trace_path: str | Path) -> Path:
+    """Where ``<name>.run.json`` would be for ``<name>.trace.json[.gz]`` (or any ``.json[.gz]``)."""
+    return Path(trace_path).with_name(trace_stem(trace_path) + ".run.json")
+
+
+def run_record_beside(trace_path: str | Path) -> dict | None:
+    """The ``<name>.run.json`` written beside ``<name>.trace.json[.gz]``, if there is one.
+
+    None where there is none; a file there that is not a run record is a
+    one-line GuideError.
+    """
+    record = run_record_path(trace_path)
+    if record == Path(trace_path) or not os.path.lexists(record):
+        return None
+    fix = "fix it or move it away (it is read because it sits beside the trace)"
+    data = read_json_file(record, what="a run record", fix=fix)
+    check_run_record(data, record, fix)
+    return data
+
+
+def read_rates(path: str | Path) -> dict:
+    """Reference rates from a JSON file: a ``profile`` run record or a chapter's references record.
+
+    Accepted: ``{"rates": {"gemm_tflops": {"rate": ...}, "copy_tbps": {...}}}``
+    (what :func:`~profiling_guide.report.profile_own.profile_callable` writes;
+    ``"median"`` in place of ``"rate"`` in older records),
+    ``{"values": {"gemm_tflops": ..., "copy_tbps": ...}}`` (the guide's
+    ``*.references.run.json``) or those two numbers at the top level. Each
+    rate is a positive finite number (``true``, ``Infinity`` and strings are
+    refused in one line).
+    """
+    fix = "give a profile run record or a chapter's *.references.run.json"
+    data = read_json_file(path, what="a rates file", fix=fix)
+    if isinstance(data, dict):
+        check_run_record(data, Path(path), fix)
+    rates = rates_from_record(data) if isinstance(data, dict) else None
+    if not rates:
+        raise GuideError(f"{path} holds no gemm_tflops or copy_tbps: {fix}")
+    return rates
+
+
+def rates_from_record(data: dict) -> dict | None:
+    """``{"gemm_tflops": float, "copy_tbps": float}`` (either may be absent) from a record, or None.
+
+    Only positive finite numbers count (a boolean, NaN or infinity is no rate).
+    """
+    for source in (data.get("rates"), data.get("values"), data):
+        if not isinstance(source, dict):
+            continue
+        found = {}
+        for key in RATE_KEYS:
+            value = source.get(key)
+            value = value.get("rate", value.get("median")) if isinstance(value, dict) else value
+            if is_number(value) and value > 0:
+                found[key] = float(value)
+        if found:
+            return found
+    return None
