@@ -17,18 +17,11 @@ import re
 from docutils import nodes
 from sphinx import addnodes
 
-GLOSSARY = "concepts/glossary"
-#: Terms whose everyday sense is too common to link automatically.
-NOT_AUTOMATIC = {"kernel", "reference", "stream", "layout letters"}
+from _glossary_terms import GLOSSARY, NOT_AUTOMATIC, term_pattern
+
 #: Nodes whose text is never prose: code, titles, links, captions.
 SKIP = (nodes.literal, nodes.literal_block, nodes.reference, nodes.title, nodes.rubric, nodes.caption,
         nodes.raw, nodes.term, addnodes.pending_xref, addnodes.desc_signature, nodes.FixedTextElement)
-
-
-def _pattern(term: str) -> re.Pattern:
-    """The term as a word (plural too); case kept where it has capitals after its first letter (IQR, NVTX)."""
-    flags = 0 if any(c.isupper() for c in term[1:]) else re.IGNORECASE
-    return re.compile(rf"(?<![\w.-]){re.escape(term)}(?:e?s)?(?![\w-])", flags)
 
 
 def _terms(env) -> list[tuple[str, str, re.Pattern]]:
@@ -36,7 +29,7 @@ def _terms(env) -> list[tuple[str, str, re.Pattern]]:
     std = env.get_domain("std")
     found = [(name, anchor) for (kind, name), (docname, anchor) in std.objects.items()
              if kind == "term" and docname == GLOSSARY and name.lower() not in NOT_AUTOMATIC]
-    return [(name, anchor, _pattern(name)) for name, anchor in sorted(found, key=lambda t: -len(t[0]))]
+    return [(name, anchor, term_pattern(name)) for name, anchor in sorted(found, key=lambda t: -len(t[0]))]
 
 
 def _in_skipped(node: nodes.Node) -> bool:

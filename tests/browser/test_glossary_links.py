@@ -16,7 +16,7 @@ import pytest
 from site_pages import ROOT, SITE, build_pages, builds
 
 sys.path.insert(0, str(ROOT / "docs"))
-from _glossary_links import NOT_AUTOMATIC, _pattern  # noqa: E402 - the rule the site's extension applies
+from _glossary_terms import NOT_AUTOMATIC, term_pattern  # noqa: E402 - the rule the site's extension applies
 
 #: The terms a reader found used unexplained: each must have a glossary entry.
 MUST_BE_DEFINED = ["memset", "occupancy", "NVTX", "wgmma", "L2", "bus bandwidth"]
@@ -94,7 +94,7 @@ def test_each_term_is_linked_at_its_first_use(build, page):
     for term, anchor in glossary_terms().items():
         if term.lower() in NOT_AUTOMATIC:
             continue
-        pattern = _pattern(term)
+        pattern = term_pattern(term)
         for text, link in parser.pieces:
             if link == anchor:
                 break  # linked at (or before) its first use
