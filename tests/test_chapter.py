@@ -67,3 +67,25 @@ def test_record_trace_moves_the_exported_trace_and_writes_its_run_record(tmp_pat
 def test_record_trace_without_an_exported_trace_says_where_to_export_it(tmp_path):
     with pytest.raises(GuideError, match=r"no trace was exported to .*chapter\.trace_file\('eager'\)"):
         live_chapter(tmp_path).record_trace("eager", lambda: None, label="mlp_fwd", time_it=False)
+
+
+def test_a_recording_is_measured_profiled_or_read_once_per_page(tmp_path):
+    """A second call for the same recording would run the work again live and show it twice."""
+    ch = live_chapter(tmp_path)
+
+    def values():
+        return {"x": 1}
+
+    ch.measure("capture", values)
+    with pytest.raises(GuideError, match=r"recording 02_mlp_eager\.capture is asked for twice"):
+        ch.measure("capture", values)
+    exported = tmp_path / "some-gpu" / ".02_mlp_eager.eager.partial.trace.json.gz"
+    exported.write_bytes(b"trace")
+    ch.record_trace("eager", lambda: None, label="mlp_fwd", time_it=False)
+    ran = []
+    with pytest.raises(GuideError, match="asked for twice"):  # refused before the profiler runs again
+        ch.profile("eager", lambda: None, profiler=lambda *a: ran.append(a), label="mlp_fwd", time_it=False)
+    assert ran == []
+    assert [r.name for r in ch.recordings] == ["02_mlp_eager.capture", "02_mlp_eager.eager"]
+    with pytest.raises(GuideError, match="asked for twice"):
+        ch.read("capture")
