@@ -197,14 +197,17 @@ class Chapter:
         chapter.flags = flags
         return chapter
 
-    def read(self, name: str) -> Recording:
+    def read(self, name: str, *, missing_ok: bool = False) -> Recording | None:
         """Recording ``name`` as its lesson left it, fingerprint unchecked (the lesson's page checks it).
 
         For a deep-dive page (:meth:`recorded`): it shows more of what a lesson measured without
-        defining the lesson's code again.
+        defining the lesson's code again; or for another lesson that compares its run with this
+        one's, where ``missing_ok`` gives None for a recording this GPU does not have.
         """
         rec = Recording(self._ask(f"{self.example}.{name}"), self.folder, {})
         if not rec.run_path.is_file():
+            if missing_ok:
+                return None
             raise GuideError(f"no recording {rec.run_path.name} in {self.folder}: its lesson, "
                              f"examples/plot_{self.example}.py, records it (live) or replays it; build that "
                              "page first")
