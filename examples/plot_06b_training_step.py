@@ -205,7 +205,7 @@ bench = chapter.measure("bench", benchmark,
                               bench_step.training_step, FusedGeGLUMLP])
 result = bench.values
 times = {name: Spread.from_dict(t) for name, t in result["variants_us"].items()}
-floor = Spread.from_dict(result["nine_gemms_us"])
+nine_gemms = Spread.from_dict(result["nine_gemms_us"])
 
 # %%
 
@@ -220,7 +220,7 @@ step_table = pd.DataFrame([
     {
         "variant": name,
         "device µs per step": spread_cell(times[name]),
-        "× nine GEMMs": f"{times[name].median / floor.median:.3f}",
+        "× nine GEMMs": f"{times[name].median / nine_gemms.median:.3f}",
         "against eager": compare(times[name], times["eager"]) if name != "eager" else "–",
         "saved MB": result["memory"][name]["saved_mb"],
         "peak MB": result["memory"][name]["peak_mb"],
@@ -228,7 +228,7 @@ step_table = pd.DataFrame([
     for name in VARIANTS if name in times
 ]).set_index("variant")
 tables.styled(step_table, precision=1,
-              caption=f"cuBLAS's nine GEMMs back to back: {spread_cell(floor)} µs per step")
+              caption=f"cuBLAS's nine GEMMs back to back: {spread_cell(nine_gemms)} µs per step")
 
 # %%
 # What the forward keeps for the backward
@@ -293,7 +293,8 @@ gemms = {name: step_gemms(run.trace, rows=rows, dim=dim, hidden=hidden, referenc
          for name, run in runs.items()}
 held = {name: {"held": step_memory(run.trace, run.trace.steps[0])["held_at_backward_mb"]}
         for name, run in runs.items()}
-evidence = {"saved": saved, "held": held, "gemms": gemms, "times": times | {"nine GEMMs": floor}}
+evidence = {"saved": saved, "held": held, "gemms": gemms,
+            "times": times | {"nine GEMMs": nine_gemms}}
 verdicts = expect.judge(predictions, evidence)
 tables.verdict_table(verdicts)
 

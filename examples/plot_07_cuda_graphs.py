@@ -43,7 +43,6 @@ def capture(module, x):
     return graph, static_x, static_y
 
 
-
 # %%
 # The four ways. ``replay`` reuses the captured input; ``copy in, replay`` is
 # what a caller with a *new* input must do: copy it into ``static_x`` first.
@@ -74,7 +73,6 @@ def forwards(module, x):
 
     return {"eager": eager, "reduce-overhead": reduce_overhead, "replay": replay,
             "copy in, replay": copy_in_replay}
-
 
 
 # %%
@@ -168,9 +166,6 @@ def capture_cost():
 
 captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUMLP])
 
-
-captured = chapter.measure("capture", capture_cost, code=[capture, SimpleGeGLUMLP])
-
 # %%
 # Before we look
 # --------------
@@ -196,7 +191,6 @@ def predictions(model):
     ]
 
 
-
 # %%
 # ``torch.compile(mode="reduce-overhead")`` should replay a graph too; what
 # it costs the host besides is the question.
@@ -215,7 +209,6 @@ def reduce_overhead_predictions(model):
         expect.Prediction(f"{model}, reduce-overhead: copies the input into its graph's buffer",
                           predicates.copies_on_device, of=compiled, must_hold=False),
     ]
-
 
 
 # %%
@@ -309,10 +302,6 @@ def payback(model, variant):
     calls = f"{cost.median / saved:,.0f}" if compare(graph, eager) == "faster" else "never (tie)"
     return {"capture, wall µs": spread_cell(cost, 0), "wall µs saved per call": f"{saved:.1f}",
             "calls to pay back": calls}
-
-
-paybacks = {f"mlp: {v}": payback("mlp", v) for v in ("replay", "copy in, replay")}
-tables.styled(pd.DataFrame(paybacks).T)
 
 
 paybacks = {f"mlp: {v}": payback("mlp", v) for v in ("replay", "copy in, replay")}

@@ -40,7 +40,6 @@ def make_step(vocab_size=50257):
     return train_step
 
 
-
 # %%
 # The profiler block
 # ------------------
@@ -202,9 +201,6 @@ pace_facts(train, what="step")
 def profile_padded_step():
     return profile_callable(lambda: make_step(50304), out_dir, name="gpt2_padded",
                             rates=train.run["rates"])  # the rates measured with the first profile
-
-
-padded = chapter.profile_own("padded", profile_padded_step, label="gpt2_padded", code=[make_step])
 
 
 padded = chapter.profile_own("padded", profile_padded_step, label="gpt2_padded", code=[make_step])

@@ -89,3 +89,25 @@ def test_a_chapter_another_gpu_recorded_warns_in_gpu_names(tmp_path, monkeypatch
     monkeypatch.setenv("PROFILING_GUIDE_GPU", "nvidia-h100-80gb-hbm3")
     ch = Chapter("02_mlp_eager", {}, mode="replay", root=tmp_path)
     assert ch.stand_in_for is None and 'class="admonition note pg-banner"' in ch.banner()._repr_html_()
+
+
+def test_a_recording_is_measured_profiled_or_read_once_per_page(tmp_path):
+    """A second call for the same recording would run the work again live and show it twice."""
+    ch = live_chapter(tmp_path)
+
+    def values():
+        return {"x": 1}
+
+    ch.measure("capture", values)
+    with pytest.raises(GuideError, match=r"recording 02_mlp_eager\.capture is asked for twice"):
+        ch.measure("capture", values)
+    exported = tmp_path / "some-gpu" / ".02_mlp_eager.eager.partial.trace.json.gz"
+    exported.write_bytes(b"trace")
+    ch.record_trace("eager", lambda: None, label="mlp_fwd", time_it=False)
+    ran = []
+    with pytest.raises(GuideError, match="asked for twice"):  # refused before the profiler runs again
+        ch.profile("eager", lambda: None, profiler=lambda *a: ran.append(a), label="mlp_fwd", time_it=False)
+    assert ran == []
+    assert [r.name for r in ch.recordings] == ["02_mlp_eager.capture", "02_mlp_eager.eager"]
+    with pytest.raises(GuideError, match="asked for twice"):
+        ch.read("capture")

@@ -93,10 +93,10 @@ def test_the_reference_rates_sit_under_the_datasheet_peaks(gpu):
     assert len(refs["gemm_tflops"]["candidates"]) == 3  # 8192³, gate/up, down
 
 
-def test_variant_bars_draw_one_bar_per_variant_and_each_floor(bench):
+def test_variant_bars_draw_one_bar_per_variant_and_each_mark(bench):
     times = {n: Spread.from_dict(t) for n, t in bench["variants_us"].items()}
-    floors = {"cuBLAS GEMMs alone": bench["gemms_alone_us"]["median"], "datasheet bound": bench["datasheet_bound_us"]}
-    fig = charts.variant_bars(times, floors, breakdown={"eager": {"gemm": 170.0, "pointwise": 80.0}})
+    marks = {"cuBLAS GEMMs alone": bench["gemms_alone_us"]["median"], "datasheet bound": bench["datasheet_bound_us"]}
+    fig = charts.variant_bars(times, marks, breakdown={"eager": {"gemm": 170.0, "pointwise": 80.0}})
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == list(times)
     assert sum(t.get_text().strip().endswith("µs") for t in ax.texts) == len(times)
@@ -135,7 +135,7 @@ def test_the_committed_benchmark_json_has_the_documented_keys(gpu):
         assert key in data
     table = bench_format.format_table(bench_records.BenchmarkRun.from_json(data).result).splitlines()
     assert table[1].startswith("cuBLAS GEMMs alone") and table[-1].startswith("datasheet bound")
-    assert table[2].startswith("cuBLAS gate/up GEMMs alone")  # a floor: no verdict
+    assert table[2].startswith("cuBLAS gate/up GEMMs alone")  # a reference: no verdict
     assert all(("(faster)" in line or "(slower)" in line or "(tie with GEMMs alone)" in line) for line in table[3:-1])
 
 
@@ -148,7 +148,7 @@ def test_the_typed_benchmark_records_read_and_write_the_committed_json_unchanged
     # bench-mlp --backward keeps the training step beside the forward's run, under its own key
     assert "training_step" in data
     assert run.to_json() == {k: v for k, v in data.items() if k != "training_step"}
-    # a file written before the gate/up floor existed still reads, with no such floor
+    # a file written before the gate/up reference existed still reads, with no such reference
     older = {k: v for k, v in data.items() if k != "gate_up_gemms_alone_us"}
     assert bench_records.BenchmarkRun.from_json(older).result.gate_up_gemms_alone_us is None
     sweep = json.loads((gpu / "06_fused.sweep.run.json").read_text())["values"]
@@ -157,7 +157,7 @@ def test_the_typed_benchmark_records_read_and_write_the_committed_json_unchanged
     assert [r.to_json() for r in rows] == sweep
 
 
-def test_the_gate_up_floor_is_a_row_of_the_table_without_a_verdict():
+def test_the_gate_up_reference_is_a_row_of_the_table_without_a_verdict():
     data = json.loads((GPUS[0] / "bench_mlp.json").read_text())
     run = bench_records.BenchmarkRun.from_json(data)
     run.result.gate_up_gemms_alone_us = Spread(120.0, 119.0, 121.0, 7)

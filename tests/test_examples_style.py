@@ -7,9 +7,11 @@ never an f-string that picks its words with a condition.
 """
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from visible_code import visible_code
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
 MAX_LINE = 100
@@ -77,6 +79,58 @@ def conditional_sentences(path: Path) -> list[int]:
     return found
 
 
+def repeated_statements(source: str) -> list[int]:
+    """First lines of statements, or runs of statements, that repeat the ones just before them.
+
+    In one block, statements ``A B A B`` (or ``A A``) show the second copy twice:
+    comments and blank lines between the copies do not count, since a reader who
+    copies the page's cells would run them twice.
+    """
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not (isinstance(block, list) and block and isinstance(block[0], ast.stmt)):
+                continue
+            dumps = [ast.dump(stmt) for stmt in block]
+            for i in range(len(block)):
+                for k in range(1, (len(block) - i) // 2 + 1):
+                    if dumps[i:i + k] == dumps[i + k:i + 2 * k]:
+                        found.add(block[i + k].lineno)
+    return sorted(found)
+
+
+#: The Chapter methods that measure, profile or read one recording, named by their first argument.
+RECORDING_CALLS = {"profile", "profile_own", "measure", "record_trace", "capture", "run_ranks", "read"}
+
+
+def repeated_recordings(source: str) -> list[str]:
+    """Recording names a page asks one chapter for more than once (a literal name in each call).
+
+    Names built at run time (a loop's f-string) are checked when the page runs:
+    :class:`~profiling_guide.pages.chapter.Chapter` refuses a second request.
+    """
+    asked = Counter()
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in RECORDING_CALLS and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            asked[ast.unparse(node.func.value), node.args[0].value] += 1
+    return [f"{who}.{name}" for (who, name), n in asked.items() if n > 1]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_no_statement_shows_twice_in_a_row(example):
+    lines = repeated_statements(visible_code(example))
+    assert not lines, f"{example.name}: the statement at line(s) {lines} repeats the one before it"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_no_recording_is_measured_or_read_twice(example):
+    twice = repeated_recordings(example.read_text())
+    assert not twice, f"{example.name}: asked more than once for {', '.join(twice)}"
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_no_line_is_longer_than_100_characters(example):
     allowed = RECORDED_LONG_LINES.get(example.name, [])
@@ -115,3 +169,10 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     assert [len(code) for _, code in cells(page)] == [0, 26, 3]
     assert [n for n, _ in long_lines(page)] == [33]
     assert conditional_sentences(page) == [34, 35]
+    twice = ('x = chapter.measure("capture", f)\n# a comment\n\nx = chapter.measure("capture", f)\n'
+             'for v in vs:\n    show(v)\n    show(v)\nshow(v)\n'
+             'y = chapter.profile_own("padded", g, label="a")\nprint(y)\n'
+             'z = chapter.profile_own("padded", g, label="a")\nother.read("padded")\n'
+             'rows = payback(m)\nshow(rows)\n\nrows = payback(m)\nshow(rows)\n')
+    assert repeated_statements(twice) == [4, 7, 16]
+    assert repeated_recordings(twice) == ["chapter.capture", "chapter.padded"]

@@ -16,6 +16,7 @@ from pyflakes.reporter import Reporter  # noqa: E402
 
 from quick_python import run_here
 from visible_code import private_names, visible_code
+from vocabulary import floor_misuses
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("plot_*.py"))
 
@@ -61,7 +62,8 @@ def test_the_page_shows_no_private_name(example):
 def test_the_page_runs_as_a_script_in_replay(example, tmp_path):
     """The copied page, in a folder of its own, replays its recordings (none stale) and prints the banner.
 
-    It runs in this process (:func:`quick_python.run_here`), as the docs build runs it.
+    It runs in this process (:func:`quick_python.run_here`), as the docs build runs it. What it
+    prints (its sentences of facts, its verdicts) calls no measured reference a floor.
     """
     script = tmp_path / example.name
     script.write_text(visible_code(example))
@@ -69,3 +71,4 @@ def test_the_page_runs_as_a_script_in_replay(example, tmp_path):
                                                  "PROFILING_GUIDE_STALE": "error"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Replayed from a recording made on NVIDIA" in result.stdout
+    assert not floor_misuses(result.stdout), floor_misuses(result.stdout)

@@ -163,7 +163,8 @@ from profiling_guide.pages.facts import Facts
 Facts(*(f"{n}: {result['fused_configs'][n]}" for n in steps if result["fused_configs"].get(n)))
 
 # %%
-# Every variant and every design of the benchmark run, against the floors:
+# Every variant and every design of the benchmark run, against the reference
+# (cuBLAS's GEMMs alone) and the datasheet bound:
 
 from profiling_guide.pages.tables import spread_cell
 
@@ -237,7 +238,7 @@ tables.verdict_table(host_verdicts)
 # every variant's median device µs per forward at each shape, with cuBLAS's
 # bare GEMMs at that shape, and the same as a chart, each point over the
 # GEMMs alone. It measured what the chart and the table need, device times
-# and the floors: no reference rates, no CPU costs, and 60 timed forwards per
+# and the GEMMs alone: no reference rates, no CPU costs, and 60 timed forwards per
 # repeat (a small shape rotates through many inputs, so one round may be
 # enough).
 

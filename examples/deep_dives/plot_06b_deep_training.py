@@ -79,10 +79,10 @@ tables.styled(pd.concat(gemms), precision=1)
 from profiling_guide.pages.facts import Facts
 from profiling_guide.spread import Spread
 
-floor = Spread.from_dict(result["nine_gemms_us"])
+nine_gemms = Spread.from_dict(result["nine_gemms_us"])
 eager_gemms_us = gemms["eager"]["µs"].sum()
 Facts(f"eager's nine GEMM kernels in a profiled step: {eager_gemms_us:.1f} µs summed; "
-      f"cuBLAS's nine GEMMs timed back to back: {floor.median:.1f} µs")
+      f"cuBLAS's nine GEMMs timed back to back: {nine_gemms.median:.1f} µs")
 
 # %%
 # Why ours is not at the nine GEMMs' time

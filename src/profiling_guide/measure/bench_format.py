@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from profiling_guide.measure.bench_mlp import FLOORS, GATE_UP_GEMMS_ALONE, GEMMS_ALONE
+from profiling_guide.measure.bench_mlp import GATE_UP_GEMMS_ALONE, GEMM_REFERENCES, GEMMS_ALONE
 from profiling_guide.measure.bench_records import ShapeResult
 from profiling_guide.spread import compare
 
@@ -13,12 +13,12 @@ def format_table(result: ShapeResult) -> str:
     """variant | device µs (median, IQR) | × GEMMs alone | × datasheet bound, then the errors."""
     alone, bound = result.gemms_alone_us, result.datasheet_bound_us
     lines = [f"{'variant':<26} {'device µs (median, IQR)':>28} {'× GEMMs alone':>14} {'× datasheet bound':>18}"]
-    floors = [(GEMMS_ALONE, alone)]
+    references = [(GEMMS_ALONE, alone)]
     if result.gate_up_gemms_alone_us:
-        floors.append((GATE_UP_GEMMS_ALONE, result.gate_up_gemms_alone_us))
-    for name, t in [*floors, *result.variants_us.items()]:
+        references.append((GATE_UP_GEMMS_ALONE, result.gate_up_gemms_alone_us))
+    for name, t in [*references, *result.variants_us.items()]:
         vs_bound = f"{t.median / bound:>18.2f}" if bound else f"{'–':>18}"
-        verdict = "" if name in FLOORS else f"  ({compare(t, alone).replace('tie', 'tie with GEMMs alone')})"
+        verdict = "" if name in GEMM_REFERENCES else f"  ({compare(t, alone).replace('tie', 'tie with GEMMs alone')})"
         lines.append(f"{name:<26} {format(t, '.1f'):>28} {t.median / alone.median:>14.3f} {vs_bound}{verdict}")
     if bound:
         lines.append(f"{'datasheet bound':<26} {bound:>28.1f}")

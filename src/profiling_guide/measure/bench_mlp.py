@@ -23,7 +23,7 @@ GPU's queue kept full; each variant is timed in ``repeats`` interleaved
 passes and reported as the median and interquartile range of those passes.
 The CPU time to issue one forward is measured separately, profiler off.
 
-A reference and a floor, both in the result:
+A reference and a bound, both in the result:
 
 * **cuBLAS GEMMs alone** (``gemms_alone_us``): the MLP's three bare GEMMs,
   timed the same way. What a perfect fusion of everything else would reach
@@ -33,7 +33,7 @@ A reference and a floor, both in the result:
   fused kernel does (it adds the GeLU·mul and stores h instead of g and u).
 * **the datasheet bound** (``datasheet_bound_us``): the MLP's FLOPs at the
   vendor's dense bf16 peak, or its least HBM traffic at the datasheet
-  bandwidth, whichever takes longer: the floor, nothing runs faster.
+  bandwidth, whichever takes longer: nothing runs faster.
 
 Its records (:class:`~profiling_guide.measure.bench_records.ShapeResult`,
 :class:`~profiling_guide.measure.bench_records.BenchmarkRun`, their JSON) are in
@@ -181,7 +181,7 @@ def _bare_gate_up_gemms(mlp: SimpleGeGLUMLP) -> Callable:
 
 GEMMS_ALONE = "cuBLAS GEMMs alone"
 GATE_UP_GEMMS_ALONE = "cuBLAS gate/up GEMMs alone"
-FLOORS = (GEMMS_ALONE, GATE_UP_GEMMS_ALONE)  # timed in the same passes as the variants, reported apart
+GEMM_REFERENCES = (GEMMS_ALONE, GATE_UP_GEMMS_ALONE)  # timed in the same passes as the variants, reported apart
 
 
 # ---------------------------------------------------------------- timing
@@ -205,7 +205,7 @@ def measure_shape(
     Every variant is built and checked first; then ``repeats`` passes time each
     variant in turn (interleaved, so a drift of the clock touches all alike),
     and each variant's device time is a :class:`~profiling_guide.spread.Spread`
-    over those passes. The same passes time the :data:`FLOORS`: the
+    over those passes. The same passes time the :data:`GEMM_REFERENCES`: the
     workload's three bare cuBLAS GEMMs (what a perfect fusion of everything
     else would reach with the library's GEMMs), and its gate and up GEMMs
     alone (the products our fused kernel computes). ``cpu_issue`` also times
@@ -350,9 +350,12 @@ _RUNS: dict[str, dict] = {}
 def run_benchmark(*args, **kwargs) -> dict:
     """:func:`benchmark` (same arguments) as JSON: ``BenchmarkRun.to_json()``, what the chapters record.
 
-    Measured once per process for the same arguments: every page of a build
-    that shows the benchmark reads the same run (each gets its own copy), as
-    every page reads the same :func:`~profiling_guide.measure.timing.reference_rates`.
+    Measured once per process for the same arguments: every page that shows
+    the benchmark in the same process reads the same run (each gets its own
+    copy), as every page reads the same
+    :func:`~profiling_guide.measure.timing.reference_rates`. Pages recorded in
+    different processes hold different runs, and chapter 6 says which
+    (:func:`~profiling_guide.pages.facts.two_runs`).
 
     Keys: ``gpu``, ``versions``, ``shape``, ``references`` (see
     :func:`~profiling_guide.measure.timing.reference_rates`), ``variants_us`` (name →
@@ -390,7 +393,7 @@ def sweep(
     the fused kernels autotune once per shape: the first sweep takes minutes.
     ``rates=False`` leaves out the measured reference rates (the references
     then hold the datasheet alone) and ``cpu_issue=False`` each variant's CPU
-    cost: what a chart of device times over the floors does not need.
+    cost: what a chart of device times against the GEMMs alone does not need.
     ``calls_per_repeat``: see :func:`measure_shape`.
     """
     _require_cuda()

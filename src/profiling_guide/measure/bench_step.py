@@ -254,7 +254,7 @@ def run_training_step(*args, **kwargs) -> dict:
 
 def format_training_step(result: dict) -> str:
     """The training-step benchmark as a plain-text table (the CLI prints it), with the clocks where sampled."""
-    floor = result.get("nine_gemms_us")
+    nine = result.get("nine_gemms_us")
     clocks = result.get("clocks", {})
 
     def clock_cells(name):
@@ -265,8 +265,8 @@ def format_training_step(result: dict) -> str:
 
     lines = [f"{'training step':<24}{'device µs (IQR)':>26}{'× nine GEMMs':>14}{'saved MB':>10}{'peak MB':>10}"
              + (f"{'SM MHz':>8}{'W':>7}" if clocks else "")]  # fmt: skip
-    if floor:
-        lines.append(f"{NINE_GEMMS:<24}{_cell(floor):>26}{1.0:>14.3f}{'':>10}{'':>10}{clock_cells(NINE_GEMMS)}")
+    if nine:
+        lines.append(f"{NINE_GEMMS:<24}{_cell(nine):>26}{1.0:>14.3f}{'':>10}{'':>10}{clock_cells(NINE_GEMMS)}")
     for name, spread in result["variants_us"].items():
         mem = result["memory"].get(name, {})
         lines.append(f"{name:<24}{_cell(spread):>26}{result['ratio_to_nine_gemms'][name]:>14.3f}"

@@ -104,6 +104,8 @@ class Chapter:
         self.mode = resolve_mode(mode)
         self.root = Path(root) if root else default_root()
         self.recordings: list[Recording] = []
+        #: The recordings this page has asked for, by full name: each is measured (or read) once.
+        self._asked: set[str] = set()
         self.flags = argparse.Namespace(**self.args)
         #: GPUs a run of this chapter uses (a chapter of several ranks); its recordings live in ``<gpu>-x<ranks>/``.
         self.ranks = ranks
@@ -197,14 +199,17 @@ class Chapter:
         chapter.flags = flags
         return chapter
 
-    def read(self, name: str) -> Recording:
+    def read(self, name: str, *, missing_ok: bool = False) -> Recording | None:
         """Recording ``name`` as its lesson left it, fingerprint unchecked (the lesson's page checks it).
 
         For a deep-dive page (:meth:`recorded`): it shows more of what a lesson measured without
-        defining the lesson's code again.
+        defining the lesson's code again; or for another lesson that compares its run with this
+        one's, where ``missing_ok`` gives None for a recording this GPU does not have.
         """
-        rec = Recording(f"{self.example}.{name}", self.folder, {})
+        rec = Recording(self._ask(f"{self.example}.{name}"), self.folder, {})
         if not rec.run_path.is_file():
+            if missing_ok:
+                return None
             raise GuideError(f"no recording {rec.run_path.name} in {self.folder}: its lesson, "
                              f"examples/plot_{self.example}.py, records it (live) or replays it; build that "
                              "page first")
@@ -264,6 +269,20 @@ class Chapter:
         return candidates[0]  # none has it: the error comes, naming the file, when a recording is read
 
     # ------------------------------------------------------------------ record
+    def _ask(self, full: str, *, keep: bool = True) -> str:
+        """``full``, the first time this page asks for it; a second request is an error.
+
+        A page that profiles or measures the same recording twice runs the work twice live and
+        shows it, and lists its files, twice: one call per recording. ``keep=False`` only checks
+        (before a live profile, so a second one fails before it runs).
+        """
+        if full in self._asked:
+            raise GuideError(f"recording {full} is asked for twice on this page: measure or read it "
+                             "once and reuse the result")
+        if keep:
+            self._asked.add(full)
+        return full
+
     def _name_and_fingerprint(self, name: str, code: Iterable, extra_args: dict | None) -> tuple[str, str, dict]:
         full = f"{self.example}.{name}"
         args = {**self.args, **(extra_args or {})}
@@ -345,6 +364,7 @@ class Chapter:
         ``extra`` is kept in the run record as is (JSON-ready).
         """
         full, fp, all_args = self._name_and_fingerprint(name, [step, *code], args)
+        self._ask(full)
         if not self.live:
             return self._replay(full, fp, needs_trace=True)
         rec = Recording(full, self.folder, {})
@@ -407,6 +427,7 @@ class Chapter:
         profiler-off timings (for a page that times its steps its own way).
         """
         extra = None
+        self._ask(f"{self.example}.{name}", keep=False)
         if self.live:
             if warm_up:
                 self.warm_up(step)
@@ -429,6 +450,7 @@ class Chapter:
         """
         full, fp, all_args = self._name_and_fingerprint(name, [train_ranks, *code],
                                           {"script_args": list(args), "ranks": self.ranks})
+        self._ask(full)
         if not self.live:
             rec = self._replay(full, fp, needs_trace=False)
             if len(rec.rank_trace_paths) != self.ranks:
@@ -456,6 +478,7 @@ class Chapter:
         stale if ``profile``, ``code`` or the arguments changed since it was made.
         """
         extra = None
+        self._ask(f"{self.example}.{name}", keep=False)
         if self.live:
             with to_console():
                 result = profile()
@@ -499,6 +522,7 @@ class Chapter:
         The profiling is :func:`profiling_guide.measure.capture.profile_to_trace`: the
         same ``torch.profiler`` block the chapters show.
         """
+        self._ask(f"{self.example}.{name}", keep=False)
         if self.live:
             with to_console():
                 profile_to_trace(step, Path(self.trace_file(name)), label=label)
@@ -514,6 +538,7 @@ class Chapter:
     def measure(self, name: str, fn: Callable[[], dict], *, code: Iterable = (), args: dict | None = None) -> Recording:
         """Run ``fn()`` (live) and keep the JSON-ready dict it returns, or load it (replay)."""
         full, fp, all_args = self._name_and_fingerprint(name, [fn, *code], args)
+        self._ask(full)
         if not self.live:
             return self._replay(full, fp, needs_trace=False)
         with to_console():

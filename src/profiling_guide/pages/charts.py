@@ -15,7 +15,7 @@ from profiling_guide.pages.palette import KIND_COLORS
 from profiling_guide.pages.timeline import WIDTH_IN
 
 GAP_COLOR = "#d9d9d9"
-FLOOR_COLOR = "#444444"
+MARK_COLOR = "#444444"  # the lines a rate or a time is read against: roofs, references, bounds
 MARKERS = "osD^vP*X"  # one per series, cycled
 
 
@@ -31,13 +31,13 @@ def variant_color(name: str) -> str:
     return VARIANT_COLORS.get(name, "#7f7f7f")
 
 
-def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict[str, dict[str, float]] | None = None,
+def variant_bars(times_us: dict, marks_us: dict[str, float], *, breakdown: dict[str, dict[str, float]] | None = None,
                  title: str | None = None):
-    """One horizontal bar per variant (median device µs per forward, IQR as a whisker), each floor a dashed line.
+    """One horizontal bar per variant (median device µs per forward, IQR as a whisker), each mark a dashed line.
 
     ``times_us`` maps a variant to a :class:`~profiling_guide.spread.Spread`;
-    ``floors_us`` maps a floor's name (e.g. "cuBLAS GEMMs alone",
-    "datasheet bound") to its µs. With ``breakdown`` (variant → {kernel kind →
+    ``marks_us`` maps the name of a time to read the bars against (a
+    reference such as "cuBLAS GEMMs alone", the "datasheet bound") to its µs. With ``breakdown`` (variant → {kernel kind →
     µs}), each bar is split into the device time of each kind of kernel; what
     is left of the median is drawn grey: time on the GPU between kernels.
     """
@@ -58,8 +58,8 @@ def variant_bars(times_us: dict, floors_us: dict[str, float], *, breakdown: dict
                     linewidth=1)
         ax.text(t.q3, i, f"  {t.median:.0f} µs", va="center", fontsize=10)
     styles = iter(["--", ":", "-."])
-    for label, us in floors_us.items():
-        ax.axvline(us, color=FLOOR_COLOR, linestyle=next(styles, "--"), linewidth=1, label=f"{label}: {us:.0f} µs")
+    for label, us in marks_us.items():
+        ax.axvline(us, color=MARK_COLOR, linestyle=next(styles, "--"), linewidth=1, label=f"{label}: {us:.0f} µs")
     ax.set_yticks(range(len(names)), names, fontsize=10)
     ax.invert_yaxis()
     ax.set_xlim(0, max(t.q3 for t in times_us.values()) * 1.25)
@@ -93,9 +93,9 @@ def roofline(points: dict[str, tuple[float, float]], *, references: dict, title:
     grid = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.2), layout="constrained")
     if sheet:
-        ax.plot(grid, np.minimum(top_flops, top_bw * grid), color=FLOOR_COLOR, linewidth=1.5,
+        ax.plot(grid, np.minimum(top_flops, top_bw * grid), color=MARK_COLOR, linewidth=1.5,
                 label=f"datasheet ceiling ({sheet['model']}): {top_flops:.0f} TFLOP/s, {top_bw:.2f} TB/s")
-    ax.plot(grid, np.minimum(gemm, copy * grid), color=FLOOR_COLOR, linewidth=1, linestyle="--",
+    ax.plot(grid, np.minimum(gemm, copy * grid), color=MARK_COLOR, linewidth=1, linestyle="--",
             label=f"measured reference: {gemm:.0f} TFLOP/s, {copy:.2f} TB/s")
     for i, (label, (x, y)) in enumerate(points.items()):
         ax.scatter([x], [y], marker=MARKERS[i % len(MARKERS)], s=55, zorder=3, color=variant_color(label),
@@ -136,7 +136,7 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
             if pts:
                 ax.plot(*zip(*pts), marker=MARKERS[i % len(MARKERS)], label=v, linewidth=1.2, markersize=5,
                         color=variant_color(v))
-        ax.axhline(1.0, color=FLOOR_COLOR, linestyle="--", linewidth=1)
+        ax.axhline(1.0, color=MARK_COLOR, linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.tick_params(labelsize=10)
         ax.set_xlabel("rows (batch·seq)", fontsize=10)

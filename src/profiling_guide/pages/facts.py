@@ -17,6 +17,15 @@ from collections import Counter
 
 import pandas as pd
 
+from profiling_guide.analysis.launches import (
+    changed_launches,
+    kernel_launches,
+    mover,
+    paired_gemms,
+    ranking_changes,
+    resident_blocks,
+    sm_count,
+)
 from profiling_guide.analysis.roofline import (
     CEILING_COLUMN,
     REFERENCE_COLUMN,
@@ -191,14 +200,168 @@ def fused_kernels(work: pd.DataFrame, benchmark_us: Spread) -> Facts:
 
 
 # ------------------------------------------------------------------ the benchmark
-def floors(result: dict) -> Facts:
-    """The two floors of a :func:`~.bench_mlp.run_benchmark` result: cuBLAS GEMMs alone, the datasheet bound."""
+def reference_and_bound(result: dict) -> Facts:
+    """What a :func:`~.bench_mlp.run_benchmark` result measures the variants against.
+
+    The reference: cuBLAS's three GEMMs alone, timed in the same passes (a
+    kernel that computes the products itself may beat it). The datasheet
+    bound: the least time the MLP can take at the datasheet's peaks (nothing
+    runs faster).
+    """
     alone, bound = _spread(result["gemms_alone_us"]), result["datasheet_bound_us"]
     sheet = result["references"].get("datasheet")
-    lines = [f"cuBLAS GEMMs alone: {alone:.1f} µs."]
+    lines = [f"Reference, cuBLAS's three GEMMs alone: {alone:.1f} µs."]
     if bound and sheet:
         lines.append(f"Datasheet bound: {bound:.1f} µs ({sheet['model']}: {result['flops'] / 1e9:.1f} "
                      f"GFLOP at {sheet['bf16_tflops']:.0f} TFLOP/s).")
+    return Facts(*lines)
+
+
+#: How a page names a kernel's library (:attr:`~profiling_guide.trace.kernel_names.KernelName.library`).
+LIBRARY_NAMES = {"cublas": "cuBLAS", "cutlass": "CUTLASS", "triton": "Triton", "cudnn": "cuDNN", "aten": "ATen"}
+
+
+def _library(launches) -> str:
+    return " and ".join(dict.fromkeys(LIBRARY_NAMES.get(k.library, k.library) for k in launches))
+
+
+def _listed(values) -> str:
+    """``"a"``, ``"a or b"``, ``"a, b or c"``: the distinct values, in order."""
+    distinct = list(dict.fromkeys(values))
+    return distinct[0] if len(distinct) == 1 else ", ".join(distinct[:-1]) + " or " + distinct[-1]
+
+
+def _launch_shape(launches, trace) -> str:
+    """``"1,536 blocks of 128 threads, 384 of 256"`` (distinct launches), ``"one per SM"`` where the grid is."""
+    shapes = list(dict.fromkeys((k.blocks, k.threads) for k in launches))
+    text = ", ".join(f"{b:,} {'blocks ' if i == 0 else ''}of {t} threads" for i, (b, t) in enumerate(shapes))
+    sms = sm_count(trace)
+    return text + (", one per SM" if sms and all(b == sms for b, _ in shapes) else "")
+
+
+def _warps_per_sm(launches, trace) -> str:
+    held = [resident_blocks(k, trace) for k in launches]
+    return _listed([f"{n * k.warps}" for n, k in zip(held, launches) if n]) if all(held) else "?"
+
+
+def autotuned_gemms(autotuned, eager) -> Facts:
+    """max-autotune's GEMM kernels beside eager's on the same products, from the two traces of one run.
+
+    ``autotuned`` and ``eager``: the two profiled recordings (``autotuned``
+    None where max-autotune did not run). The GEMMs are paired in launch order
+    (:func:`~profiling_guide.analysis.launches.paired_gemms`); for the kernels
+    max-autotune ran in place of eager's, the sentence gives their summed mean
+    µs against eager's, each kernel's launch (blocks of threads, and how many
+    outputs of its product each block computes, where the grid divides them
+    evenly) and how many warps its registers and shared memory let one SM hold
+    (:func:`~profiling_guide.analysis.launches.resident_blocks`); for the
+    kernels it kept, that they are eager's.
+    """
+    if autotuned is None:
+        return Facts("max-autotune did not run on this GPU: no GEMMs of its own to compare.")
+    autotuned, eager = autotuned.trace, eager.trace
+    pairs = paired_gemms(autotuned, eager)
+    other = [(a, e) for a, e in pairs if a.name != e.name]
+    kept = [e for a, e in pairs if a.name == e.name]
+    if not other:
+        mine, theirs = sum(a.us for a, _ in pairs), sum(e.us for _, e in pairs)
+        return Facts(f"At this shape max-autotune kept eager's {_library(kept)} kernels for all {len(pairs)} "
+                     f"GEMMs, launched as in eager's trace ({_launch_shape(kept, eager)}): {mine:.1f} µs "
+                     f"per profiled forward against {theirs:.1f} µs in eager's trace, the same kernels "
+                     "profiled twice.")
+    ours, theirs = [a for a, _ in other], [e for _, e in other]
+    mine_us, their_us = sum(k.us for k in ours), sum(k.us for k in theirs)
+    per_block = [f"{k.product[0] * k.product[2] // k.blocks:,}" for k in ours
+                 if k.product and k.blocks and k.product[0] * k.product[2] % k.blocks == 0]
+    outputs = f"one block per {_listed(per_block)} outputs ({_launch_shape(ours, autotuned)})" \
+        if len(per_block) == len(ours) else _launch_shape(ours, autotuned)
+    rest = f"; for the other {len(kept)} it kept eager's kernels" if kept else ""
+    return Facts(
+        f"For {len(other)} of its {len(pairs)} GEMMs max-autotune ran {_library(ours)} kernels in place of "
+        f"eager's {_library(theirs)} ones, {mine_us:.1f} µs per profiled forward against {their_us:.1f} µs "
+        f"for the same products ({mine_us / their_us:.2f}×): its kernels launch {outputs}, and their "
+        f"registers and shared memory let at most {_warps_per_sm(ours, autotuned)} warps share an SM, "
+        f"where eager's launch {_launch_shape(theirs, eager)}, {_warps_per_sm(theirs, eager)} warps "
+        f"each{rest}.")
+
+
+def _date(rec) -> str:
+    """A run record's date as ``2026-11-24 22:15 UTC``."""
+    date = str(rec.run.get("date", "?"))
+    return f"{date[:10]} {date[11:16]} UTC" if len(date) >= 16 else date
+
+
+GEMMS_ALONE = "GEMMs alone"
+
+
+def _bench_times(values: dict, names) -> dict[str, Spread]:
+    times = {n: _spread(values["variants_us"][n]) for n in names if n in values["variants_us"]}
+    return times | {GEMMS_ALONE: _spread(values["gemms_alone_us"])}
+
+
+def two_runs(runs: dict[str, dict], shown) -> Facts:
+    """Two runs of the MLP benchmark on one GPU: their dates, where they rank ``shown`` differently, and why.
+
+    ``runs``: two entries, the earlier run first, each ``label → {"bench":
+    recording, variant: its profiled recording...}`` (a recording None where
+    that run has none). Compared: the variants in ``shown`` and cuBLAS's
+    GEMMs alone. For each pair ranked differently
+    (:func:`~profiling_guide.analysis.launches.ranking_changes`), the one of
+    the two whose time changed more (:func:`~profiling_guide.analysis.launches.mover`)
+    is named with both pairs of times and, where both runs profiled it, with
+    its kernel time per profiled forward in each trace and the kernels whose
+    launch differs between the two traces
+    (:func:`~profiling_guide.analysis.launches.changed_launches`).
+    """
+    (first, a), (second, b) = runs.items()
+    if a.get("bench") is None:
+        return Facts(f"{first[:1].upper()}{first[1:]}'s benchmark is not recorded on this GPU: no other run to "
+                     "compare this one with.")
+    va, vb = a["bench"].values, b["bench"].values
+    if (va.get("gpu") or {}).get("name") != (vb.get("gpu") or {}).get("name"):
+        return Facts(f"{first[:1].upper()}{first[1:]}'s benchmark was recorded on another GPU: no run of its "
+                     "to compare on this one.")
+    if va["variants_us"] == vb["variants_us"] and va["gemms_alone_us"] == vb["gemms_alone_us"]:
+        return Facts(f"The benchmark above is {first}'s run itself, recorded {_date(a['bench'])}: "
+                     "both pages read one run.")
+    ta, tb = _bench_times(va, shown), _bench_times(vb, shown)
+    lines = [f"Two runs of one benchmark: {first}'s, recorded {_date(a['bench'])}, and {second}'s, recorded "
+             f"{_date(b['bench'])}; the table above is {second}'s."]
+    changes = ranking_changes(ta, tb)
+    if not changes:
+        lines.append("Their rankings agree: every pair of these variants compares the same way in both runs "
+                     "(a tie where the spreads overlap).")
+        return Facts(*lines)
+    flip = {"faster": "slower", "slower": "faster", "tie": "tie"}
+    movers: dict[str, list[str]] = {}
+    for x, y, v1, v2 in changes:
+        if mover(x, y, ta, tb) == y:  # the variant that moved comes first
+            x, y, v1, v2 = y, x, flip[v1], flip[v2]
+        movers.setdefault(x, []).append(
+            f"against {y}, {_verdict_words(v1)} in {first}'s run ({ta[x].median:.1f} against "
+            f"{ta[y].median:.1f} µs) and {_verdict_words(v2)} in {second}'s ({tb[x].median:.1f} against "
+            f"{tb[y].median:.1f} µs)")
+    for name, pairs in movers.items():
+        lines.append(f"Ranked otherwise: {name} " + "; ".join(pairs) + ".")
+        ra, rb = a.get(name), b.get(name)
+        if ra is None or rb is None:
+            kept = first if ra is not None else second if rb is not None else None
+            lines.append(f"Only {kept}'s run kept a trace of {name}: which kernels it ran in the other is not "
+                         "recorded." if kept else f"Neither run kept a trace of {name}.")
+            continue
+        ka, kb = kernel_launches(ra.trace), kernel_launches(rb.trace)
+        line = (f"In the two runs' traces {name}'s kernels add up to {sum(k.us for k in ka):.1f} and "
+                f"{sum(k.us for k in kb):.1f} µs per forward")
+        if len(ka) != len(kb):
+            lines.append(f"{line}, in {len(ka)} and {len(kb)} kernels.")
+            continue
+        changed = changed_launches(ra.trace, rb.trace)
+        line += ("; launched otherwise: " + "; ".join(
+            f"{x.kernel}, {x.blocks:,} blocks of {x.threads} threads and {x.us:.1f} µs in {first}'s, "
+            f"{'' if y.name == x.name else y.kernel + ', '}{y.blocks:,} blocks of {y.threads} threads and "
+            f"{y.us:.1f} µs in {second}'s" for x, y in changed)
+                 if changed else ", every kernel launched the same way in both")
+        lines.append(line + ".")
     return Facts(*lines)
 
 
