@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from site_pages import CHROMIUM, CHROMIUM_ARGS, SITE, unavailable
+from site_visits import Visits
 
 
 @pytest.fixture(scope="session")
@@ -120,3 +121,9 @@ def page(chromium):
     tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.method} {req.url} ({req.failure})"))
     yield tab
     tab.close()
+
+
+@pytest.fixture(scope="session")
+def visit(chromium, base_url):
+    """``visit(path, size)``: what every registered check saw there, each (page, size) loaded once per run."""
+    return Visits(chromium, base_url)
