@@ -206,7 +206,7 @@ def _one_quick_python_server_per_run(tmp_path_factory):
 def recording(name: str, gpu: Path = H100) -> Path:
     path = gpu / f"{name}.trace.json.gz"
     if not path.is_file():
-        pytest.fail(f"missing recording {path}: record it on a GPU (see README)")
+        pytest.fail(f"missing recording {path}: record it on a GPU (see CONTRIBUTING.md)")
     return path
 
 

@@ -265,6 +265,6 @@ fig = charts.sweep_lines(sweep.values, SWEEP_VARIANTS,
 # gated GEMM from `quack-kernels <https://github.com/Dao-AILab/quack>`_
 # beside ours, and ``scripts/probe_pingpong.py --quack`` times it with and
 # without clusters of two CTAs, whose TMA loads it multicasts to both; the
-# README lists their flags and the committed runs.
+# repository's ``CONTRIBUTING.md`` lists their flags and the committed runs.
 
 host_verdicts.require()

@@ -20,8 +20,9 @@ shows, once per live build.
 # ------------
 # Chapter 9's, at batch 8 and 16 heads, less FlexAttention (it compiles a
 # kernel for each length and mask: its block mask is measured below, at
-# chapter 9's length), and FlashAttention-4 where it is installed: the outside anchor, a Hopper/Blackwell kernel written in CuTe DSL
-# by FlashAttention's authors. It takes q, k and v as
+# chapter 9's length), and FlashAttention-4 where it is installed: the
+# outside anchor, a Hopper/Blackwell kernel written in CuTe DSL by
+# FlashAttention's authors. It takes q, k and v as
 # ``[batch, seq, heads, head_dim]``; it gets its inputs in that layout, the
 # others in SDPA's ``[batch, heads, seq, head_dim]``.
 
