@@ -126,10 +126,17 @@ def _latest_gpus(run) -> list[tuple[int, int, float, int, int]]:
 
 
 def step_lags(run) -> pd.DataFrame:
-    """Per profiled step: the rank whose GPU began it last, by how much (ms, clocks aligned), and the step's
-    collectives that rank arrived last at."""
-    rows = [{"step": f"#{step}", "its GPU began last": f"rank {rank}", "by, ms": lag / 1e3,
-             "it arrived last at": _calls(arrived, calls)} for step, rank, lag, arrived, calls in _latest_gpus(run)]
+    """Per profiled step: the rank whose GPU began it last, by how much (ms, clocks aligned), the step's
+    collectives that rank arrived last at, and the wait at the step's collectives (ms per call: median, first,
+    last), which grows or shrinks through the step as one GPU computes a little faster than the other."""
+    rows = []
+    for step, rank, lag, arrived, calls in _latest_gpus(run):
+        waits = [m.max_wait_us / 1e3 for m in run.calls if m.step == step and len(m.kernels) > 1]
+        rows.append({"step": f"#{step}", "its GPU began last": f"rank {rank}", "by, ms": lag / 1e3,
+                     "it arrived last at": _calls(arrived, calls),
+                     "wait per call, median, ms": statistics.median(waits) if waits else float("nan"),
+                     "at the first call, ms": waits[0] if waits else float("nan"),
+                     "at the last, ms": waits[-1] if waits else float("nan")})
     return pd.DataFrame(rows).set_index("step")
 
 
@@ -229,15 +236,19 @@ def lag_predates_recording(run, tolerance_us: float = 20.0):
     return _predicate
 
 
-def late_gpu_arrives_last(run):
-    """No rank is named, and in each profiled step the rank whose GPU began the step last arrived last at most of
-    the step's collectives."""
+def late_gpu_arrives_last(run, same_compute: float = 0.01):
+    """No rank is named; in each profiled step the rank whose GPU began the step last arrived last at most of
+    the step's collectives; and the ranks' GPUs compute within ``same_compute`` of each other per step."""
     def _predicate(_=None):
         steps = _latest_gpus(run)
-        holds = run.straggler is None and all(arrived > calls / 2 for *_, arrived, calls in steps)
-        said = "; ".join(f"step {step}: rank {rank}'s GPU {lag / 1e3:.2f} ms later, last at {arrived} of {calls}"
+        compute = run.per_rank.groupby("rank")["compute_us"].mean()
+        apart = (compute.max() - compute.min()) / compute.max()
+        holds = (run.straggler is None and all(arrived > calls / 2 for *_, arrived, calls in steps)
+                 and apart <= same_compute)
+        said = "; ".join(f"step {step}: rank {rank}'s GPU {lag / 1e3:.3f} ms later, last at {arrived} of {calls}"
                          for step, rank, lag, arrived, calls in steps)
-        return holds, f"{said}; named: {'none' if run.straggler is None else f'rank {run.straggler}'}"
+        return holds, (f"{said}; GPU compute per step {apart:.1%} apart; named: "
+                       f"{'none' if run.straggler is None else f'rank {run.straggler}'}")
     return _predicate
 
 
