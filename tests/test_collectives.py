@@ -15,6 +15,7 @@ from profiling_guide.analysis.bandwidth import (
     bus_factor,
     busbw_gbps,
     read_sweep,
+    sent_bytes,
     sweep_from_data,
 )
 from profiling_guide.analysis.collectives import (
@@ -181,6 +182,18 @@ def test_bus_factors_are_nccl_tests():
     assert bus_factor("all_reduce", 4) == 1.5
     assert bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == 0.75
     assert bus_factor("broadcast", 8) == 1.0 and bus_factor("send", 2) is None
+
+
+def test_each_rank_sends_the_buffer_times_the_bus_factor():
+    # A ring all-reduce of S bytes on n ranks: 2(n-1) sends of S/n per rank; an all-gather of S gathered bytes or
+    # a reduce-scatter of S input bytes: n-1 sends of S/n. Not S: an all-gather's rank already holds its S/n.
+    assert sent_bytes("all_reduce", 2, 100) == 100 and sent_bytes("all_reduce", 4, 100) == 150
+    assert sent_bytes("all_gather", 2, 100) == sent_bytes("reduce_scatter", 2, 100) == 50
+    assert sent_bytes("all_gather", 4, 100) == 75 and sent_bytes("send", 2, 100) is None
+    gather = next(m for m in matched("fsdp2") if m.collective == "all_gather")
+    assert (gather.buffer_bytes, gather.group_size, gather.sent_bytes) == (32 * 2**20, 4, 24 * 2**20)
+    bucket = next(m for m in matched("ddp") if m.collective == "all_reduce")
+    assert bucket.sent_bytes == 48 * 2**20
 
 
 def test_the_factors_reproduce_the_sweeps_own_bus_bandwidths():

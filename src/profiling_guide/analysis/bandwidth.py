@@ -12,6 +12,19 @@ the gathered output of an all-gather, the input of the others) that took
 
 GB here is 10⁹ bytes, as nccl-tests prints it.
 
+The same factor gives the **bytes each rank sends** for one call,
+``bytes × factor`` (:func:`sent_bytes`): in a ring all-reduce each rank
+sends ``2(n−1)`` chunks of ``bytes/n`` (``n−1`` reduce-scatter steps, then
+``n−1`` all-gather steps); in a ring all-gather or reduce-scatter ``n−1``
+chunks of ``bytes/n``, ``bytes`` being the full buffer (the gathered output,
+the reduce-scatter's input); a broadcast's root or a reduce's ranks send the
+buffer once. That is the traffic busbw is the rate of (no algorithm moves
+less per rank on average, in-switch reductions such as NVLS aside). On two
+ranks an all-reduce sends the whole buffer, an all-gather or a
+reduce-scatter half of it. Summing the buffers instead counts an
+all-gather's full output as moved, though each rank already held its own
+``1/n`` of it.
+
 A sweep (:func:`read_sweep`; ``profiling-guide bench-nccl`` measures one) holds
 busbw of each collective at sizes from a few MiB to a GiB, on the machine
 that ran the job. :meth:`Sweep.busbw_at` reads it at any size (log-log
@@ -47,6 +60,15 @@ def bus_factor(collective: str, group_size: int) -> float | None:
     if collective in ("broadcast", "reduce"):
         return 1.0
     return None
+
+
+def sent_bytes(collective: str, group_size: int, nbytes: float) -> float | None:
+    """The bytes each rank sends for one call of ``collective`` on a ``nbytes`` buffer among ``group_size`` ranks.
+
+    ``nbytes × bus_factor``: see the module docstring (None where the collective has no factor).
+    """
+    factor = bus_factor(collective, group_size)
+    return None if factor is None else nbytes * factor
 
 
 def algbw_gbps(nbytes: float, us: float) -> float:

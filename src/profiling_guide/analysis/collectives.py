@@ -28,6 +28,14 @@ the **transfer time** is the shortest duration across the ranks (the rank
 that arrived last waited for no one), and every other rank's **wait** is its
 duration minus that (TraceLens's NCCL analyser uses the same transfer time).
 Durations need no shared clock, so this holds for ranks on different hosts.
+
+A call also says how many bytes each rank **sent** for it
+(:attr:`MatchedCall.sent_bytes`): the buffer times nccl-tests' bus factor,
+``2(n−1)/n`` for an all-reduce and ``(n−1)/n`` for an all-gather or a
+reduce-scatter of ``n`` ranks (:mod:`~profiling_guide.analysis.bandwidth`),
+read from the op's ``Collective name``, ``In msg nelems`` or ``Out msg
+nelems``, ``dtype`` and ``Group size``; and how much of each rank's kernel
+ran with compute beside it on that rank's GPU (``hidden_us``).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from functools import cached_property
 
 import pandas as pd
 
+from profiling_guide.analysis.bandwidth import sent_bytes
+from profiling_guide.analysis.overlap import collective_exposure
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
 
@@ -102,6 +112,8 @@ class CollectiveCall:
     kernel_start_us: float | None = None
     kernel_us: float | None = None
     kernels: int = 0  # NCCL kernels the call launched
+    #: µs of its kernels with a compute kernel running beside them on this rank's GPU (None: no kernel in a step)
+    hidden_us: float | None = None
 
     @property
     def buffer_bytes(self) -> int | None:
@@ -155,6 +167,7 @@ def collective_calls(trace: Trace, rank: int) -> list[CollectiveCall]:
     start to the last one's end.
     """
     calls, counters = [], defaultdict(int)
+    hidden = {id(ev): us for step in trace.steps for ev, us in collective_exposure(step.device_events)}
     ops = sorted((op for op in trace.ops if op.name == COMMS_OP and not op.annotation),
                  key=lambda op: op.start_us)
     for op in ops:
@@ -175,6 +188,8 @@ def collective_calls(trace: Trace, rank: int) -> list[CollectiveCall]:
             call.kernel, call.kernel_start_us = kernels[0].name, start
             call.algorithm, call.protocol = kernels[0].decoded.algorithm, kernels[0].decoded.protocol
             call.kernel_us, call.kernels = max(k.end_us for k in kernels) - start, len(kernels)
+            beside = [hidden[id(k)] for k in kernels if id(k) in hidden]
+            call.hidden_us = sum(beside) if beside else None
         calls.append(call)
     return calls
 
@@ -215,6 +230,8 @@ class MatchedCall:
     kernels: dict[int, tuple[float, float]] = field(default_factory=dict)
     #: ranks of the group whose traces hold no kernel for this call
     missing: tuple[int, ...] = ()
+    #: rank → µs of its kernel with compute beside it on its GPU (ranks whose trace says)
+    hidden: dict[int, float] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -237,6 +254,18 @@ class MatchedCall:
     @cached_property
     def max_wait_us(self) -> float:
         return max(dur for _, dur in self.kernels.values()) - self.transfer_us
+
+    @property
+    def sent_bytes(self) -> float | None:
+        """The bytes each rank sends for this call: the buffer × nccl-tests' bus factor (2(n−1)/n, (n−1)/n...)."""
+        return None if self.buffer_bytes is None else sent_bytes(self.collective, self.group_size, self.buffer_bytes)
+
+    @property
+    def transfer_hidden_share(self) -> float | None:
+        """The share of the transfer (the last rank's kernel) that ran with compute beside it on that rank's GPU."""
+        us = self.hidden.get(self.last_rank)
+        dur = self.kernels[self.last_rank][1]
+        return None if us is None or dur <= 0 else min(us / dur, 1.0)
 
 
 def match_calls(calls: list[CollectiveCall]) -> list[MatchedCall]:
@@ -268,7 +297,8 @@ def match_calls(calls: list[CollectiveCall]) -> list[MatchedCall]:
                         buffer_bytes=first.buffer_bytes, group_size=max(len(ranks), 1),
                         algorithm=timed[0].algorithm if timed else None,
                         protocol=timed[0].protocol if timed else None,
-                        kernels={c.rank: (c.kernel_start_us, c.kernel_us) for c in timed})
+                        kernels={c.rank: (c.kernel_start_us, c.kernel_us) for c in timed},
+                        hidden={c.rank: c.hidden_us for c in timed if c.hidden_us is not None})
         m.missing = tuple(sorted(ranks - set(m.kernels)))
         matched.append(m)
     matched.sort(key=lambda m: (m.step is None, m.step or 0, m.group, m.index))

@@ -66,6 +66,10 @@ class RankSummary:
     before_window: int  # device events launched before the profiler began recording
     gpu: str | None = None
     step_starts_us: dict[int, float] = field(default_factory=dict)  # step number → its CPU start, own clock
+    #: step number → when its GPU began the step's work (its first device event's start), own clock
+    device_starts_us: dict[int, float] = field(default_factory=dict)
+    #: when the device work launched before the profiler began recording ended, own clock (None: there was none)
+    before_window_end_us: float | None = None
     #: each step re-timed, for the run's verdict (:func:`~profiling_guide.analysis.run_verdict.rank_timing`)
     timing: RankTiming | None = None
 
@@ -75,12 +79,16 @@ def summarize_rank(trace: Trace, rank: int) -> RankSummary:
     devices = trace.metadata.get("deviceProperties") or []
     gpu = devices[0].get("name") if devices and isinstance(devices[0], dict) else None
     calls = collective_calls(trace, rank)
+    before = [ev.end_us for ev in trace.device_events if ev.before_window]
     return RankSummary(
         rank=rank, source=trace.source, steps=[summarize_step(s) for s in trace.steps],
         breakdown={s.number: time_breakdown(s.device_events) for s in trace.steps},
         calls=calls, unmatched_kernels=len(unmatched_kernels(trace)),
         before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=str(gpu) if gpu else None,
-        step_starts_us={s.number: s.start_us for s in trace.steps}, timing=rank_timing(trace, rank, calls))
+        step_starts_us={s.number: s.start_us for s in trace.steps},
+        device_starts_us={s.number: min(ev.start_us for ev in s.device_events) for s in trace.steps
+                          if s.device_events},
+        before_window_end_us=max(before) if before else None, timing=rank_timing(trace, rank, calls))
 
 
 @dataclass
@@ -111,15 +119,21 @@ class RunAnalysis:
     ranks: list[int]
     missing: list[int]  # ranks of the world whose traces were not given
     steps: list[int]  # step numbers every rank has
-    #: one row per rank and step, with compute_us, comm_us, overlap_us, exposed_us, idle_us, span_us, wait_us
-    #: and waited_for (the rank it waited for most)
+    #: one row per rank and step, with compute_us, comm_us, overlap_us, exposed_us, idle_us, span_us, wait_us,
+    #: waited_for (the rank it waited for most), arrived_last (the step's calls it arrived last at, of calls) and
+    #: gpu_lag_us (how much later than the earliest rank its GPU began the step, clocks aligned) and cpu_lead_us
+    #: (how long before its GPU its CPU began the step)
     per_rank: pd.DataFrame
     calls: list[MatchedCall]
     #: one row per kind of call (by collective, dtype, bytes, group size, algorithm and protocol), with its calls
-    #: per step, transfer time and bus bandwidth against the sweep
+    #: per step, transfer time, bus bandwidth against the sweep, the bytes each rank sends per call (sent_bytes)
+    #: and per step (sent_per_step), and the median share of the transfer that ran beside compute (transfer_hidden)
     collectives: pd.DataFrame
     #: one row per rank, with arrived_last, calls, late_us (per step, how long it kept the others waiting),
-    #: wait_us and start_lag_us (mean per step, how much later than the earliest rank it began the step)
+    #: wait_us, start_lag_us (mean per step, how much later than the earliest rank its CPU began the step),
+    #: gpu_lag_us (the same for its GPU's first work of the step) and before_lag_us (how much later than the
+    #: earliest rank its GPU finished the work launched before the profiler began recording; NaN where a rank
+    #: had none)
     stragglers: pd.DataFrame
     straggler: int | None  # the rank the others waited for, when they waited enough to matter
     offsets_us: dict[int, float]  # each rank's clock minus the lowest rank's (:func:`clock_offsets`)
@@ -142,14 +156,17 @@ def _common_steps(summaries: list[RankSummary]) -> list[int]:
     return sorted(common)
 
 
-def _per_rank_table(summaries, calls, steps) -> pd.DataFrame:
+def _per_rank_table(summaries, calls, steps, gpu_lags) -> pd.DataFrame:
     wait: dict[tuple[int, int], float] = defaultdict(float)
     waited_for: dict[tuple[int, int], Counter] = defaultdict(Counter)
+    last_at, calls_at = Counter(), Counter()
     for m in calls:
         if len(m.kernels) < 2:
             continue
         last = m.last_rank
+        last_at[last, m.step] += 1
         for r in m.kernels:
+            calls_at[r, m.step] += 1
             w = m.wait_us(r)
             wait[r, m.step] += w
             if r != last:
@@ -162,9 +179,14 @@ def _per_rank_table(summaries, calls, steps) -> pd.DataFrame:
             rows.append({"rank": rs.rank, "step": number, "span_us": b.span_us, "compute_us": b.compute_us,
                          "comm_us": b.comm_us, "overlap_us": b.overlap_us, "exposed_us": b.exposed_comm_us,
                          "idle_us": b.idle_us, "busy_us": b.busy_us, "wait_us": wait[rs.rank, number],
-                         "waited_for": who[0][0] if who and who[0][1] > 0 else None})
+                         "waited_for": who[0][0] if who and who[0][1] > 0 else None,
+                         "arrived_last": last_at[rs.rank, number], "calls": calls_at[rs.rank, number],
+                         "gpu_lag_us": gpu_lags.get((rs.rank, number), float("nan")),
+                         "cpu_lead_us": rs.device_starts_us[number] - rs.step_starts_us[number]
+                         if number in rs.device_starts_us and number in rs.step_starts_us else float("nan")})
     return pd.DataFrame(rows, columns=["rank", "step", "span_us", "compute_us", "comm_us", "overlap_us", "exposed_us",
-                                       "idle_us", "busy_us", "wait_us", "waited_for"])
+                                       "idle_us", "busy_us", "wait_us", "waited_for", "arrived_last", "calls",
+                                       "gpu_lag_us", "cpu_lead_us"])
 
 
 def _stragglers(calls, ranks, n_steps) -> pd.DataFrame:
@@ -195,6 +217,30 @@ def _start_lags(summaries, steps, offsets) -> dict[int, float]:
     return {rank: statistics.mean(values) for rank, values in lags.items()}
 
 
+def _gpu_lags(summaries, steps, offsets) -> dict[tuple[int, int], float]:
+    """(rank, step) → how much later than the earliest rank its GPU began the step's work, clocks aligned."""
+    lags = {}
+    for number in steps:
+        starts = {s.rank: s.device_starts_us[number] - offsets.get(s.rank, 0.0) for s in summaries
+                  if number in s.device_starts_us}
+        if len(starts) < 2:
+            continue
+        first = min(starts.values())
+        for rank, start in starts.items():
+            lags[rank, number] = start - first
+    return lags
+
+
+def _before_lags(summaries, offsets) -> dict[int, float]:
+    """Per rank, how much later than the earliest rank its GPU finished the work launched before the recording."""
+    ends = {s.rank: s.before_window_end_us - offsets.get(s.rank, 0.0) for s in summaries
+            if s.before_window_end_us is not None}
+    if len(ends) < 2:
+        return {}
+    first = min(ends.values())
+    return {rank: end - first for rank, end in ends.items()}
+
+
 def _collectives_table(calls, steps, sweep: Sweep | None) -> pd.DataFrame:
     groups: dict[tuple, list[MatchedCall]] = defaultdict(list)
     for m in calls:
@@ -205,23 +251,28 @@ def _collectives_table(calls, steps, sweep: Sweep | None) -> pd.DataFrame:
     for (collective, dtype, nbytes, size, algorithm, protocol), same in groups.items():
         transfers = sorted(m.transfer_us for m in same)
         median = statistics.median(transfers)
+        sent = same[0].sent_bytes
+        hidden = [h for h in (m.transfer_hidden_share for m in same) if h is not None]
         row = {"collective": collective, "dtype": DTYPE_WORDS.get(dtype, dtype), "bytes": nbytes,
+               "sent_bytes": sent if sent is not None else float("nan"),
                "group_size": size, "algorithm": algorithm, "protocol": protocol, "per_step": len(same) / n,
                "complete": sum(m.complete for m in same), "transfer_us": median, "transfer_min_us": transfers[0],
                "transfer_max_us": transfers[-1], "wait_us": sum(m.max_wait_us for m in same) / n,
                "algbw_gbps": algbw_gbps(nbytes, median) if nbytes else float("nan"),
                "busbw_gbps": busbw_gbps(collective, size, nbytes, median) if nbytes else float("nan"),
+               "transfer_hidden": statistics.median(hidden) if hidden else float("nan"),
                "sweep_gbps": float("nan"), "of_sweep": float("nan"), "regime": None, "in_sweep_range": False}
         if sweep is not None and nbytes and collective in sweep.ops():
             at = sweep.busbw_at(collective, nbytes)
             row.update(sweep_gbps=at, of_sweep=row["busbw_gbps"] / at if at else float("nan"),
                        regime=sweep.regime(collective, nbytes), in_sweep_range=sweep.in_range(collective, nbytes))
         rows.append(row)
-    columns = ["collective", "dtype", "bytes", "group_size", "algorithm", "protocol", "per_step", "complete",
-               "transfer_us", "transfer_min_us", "transfer_max_us", "wait_us", "algbw_gbps", "busbw_gbps",
-               "sweep_gbps", "of_sweep", "regime", "in_sweep_range"]
+    columns = ["collective", "dtype", "bytes", "sent_bytes", "group_size", "algorithm", "protocol", "per_step",
+               "complete", "transfer_us", "transfer_min_us", "transfer_max_us", "wait_us", "algbw_gbps", "busbw_gbps",
+               "transfer_hidden", "sweep_gbps", "of_sweep", "regime", "in_sweep_range"]
     df = pd.DataFrame(rows, columns=columns)
     df["total_us"] = df["per_step"] * df["transfer_us"]
+    df["sent_per_step"] = df["per_step"] * df["sent_bytes"]
     return df.sort_values("total_us", ascending=False, ignore_index=True)
 
 
@@ -237,16 +288,22 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
                          "(one torch.profiler schedule, prof.step() once per step)")
     calls = match_calls([c for s in summaries for c in s.calls])
     offsets = clock_offsets(calls)
-    per_rank = _per_rank_table(summaries, calls, steps)
+    gpu_lags = _gpu_lags(summaries, steps, offsets)
+    per_rank = _per_rank_table(summaries, calls, steps, gpu_lags)
     stragglers = _stragglers(calls, ranks, len(steps))
     lags = _start_lags(summaries, steps, offsets)
     stragglers["start_lag_us"] = [lags.get(int(r), 0.0) for r in stragglers["rank"]]
+    mean_gpu_lag = per_rank.groupby("rank")["gpu_lag_us"].mean()
+    stragglers["gpu_lag_us"] = [float(mean_gpu_lag.get(int(r), float("nan"))) for r in stragglers["rank"]]
+    before = _before_lags(summaries, offsets)
+    stragglers["before_lag_us"] = [before.get(int(r), float("nan")) for r in stragglers["rank"]]
     span = statistics.median(per_rank["span_us"]) if len(per_rank) else 0.0
     top = stragglers.iloc[0] if len(stragglers) else None
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
     timings = {s.rank: s.timing for s in summaries if s.timing is not None}
     transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
-    culprit = find_culprit(timings, transfers, steps) if timings else None
+    late = {int(r): float(us) for r, us in zip(stragglers["rank"], stragglers["late_us"])}
+    culprit = find_culprit(timings, transfers, steps, late) if timings else None
     if culprit is not None:
         # the rank the others wait for is the one whose delay, removed, saves the most: the last to arrive may
         # be late only because of another rank's delay (run_verdict's module docstring)

@@ -13,9 +13,11 @@ extra work arrives last in turn. Instead each rank is re-timed on its own:
    each call's transfer time: its shortest kernel on any rank) puts each
    call's transfer time back on the path of each rank: that rank's step
    *standalone*, with no rank to wait for. The culprit is the rank whose
-   standalone step is longest by at least :data:`~.verdict.MIN_SAVING` of the
-   run's step; fixing it would bring the run to the next rank's standalone
-   step.
+   standalone step is longest, when its lateness is more than noise
+   (:func:`find_culprit` states the rule: longer than every other rank's by
+   :data:`~.verdict.MIN_SAVING` of the run's step and by more than the run's
+   step varies from step to step, and a rank the others do wait for); fixing
+   it would bring the run to the next rank's standalone step.
 3. :func:`run_verdict` names what holds the culprit up: **load_imbalance**
    when its extra time is GPU work the other ranks do not have (the op and
    label where its compute exceeds theirs most), else its own verdict (read
@@ -107,6 +109,16 @@ def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
     return RankTiming(steps, {k: v / n for k, v in compute.items()})
 
 
+#: Why :func:`find_culprit` named no rank (:attr:`CulpritFinding.reason`), in words that follow "no rank is named:".
+REASONS = {
+    "one_rank": "one rank alone has no one to wait for",
+    "small": "the slowest rank on its own is longer than the next by less than 5 % of the run's step",
+    "noise": "the slowest rank on its own is longer than the next by no more than the run's step varies from "
+             "step to step",
+    "not_waited_for": "the others do not wait for the slowest rank on its own (less than 5 % of the run's step)",
+}
+
+
 @dataclass
 class CulpritFinding:
     """Each rank's standalone step, the run's, and the culprit if one rank's is clearly the longest (ms)."""
@@ -119,10 +131,52 @@ class CulpritFinding:
     excess_ms: float = 0.0  # how much longer the culprit's standalone step is than the next rank's
     #: every rank as slow as the culprit (within MIN_SAVING / 2 of the run's step): they all need the fix
     slow: list[int] = field(default_factory=list)
+    #: the rank whose standalone step is longest, named or not, and how much longer it is than the next
+    #: rank's (not counting ranks as slow as it, within half the threshold, unless every rank is)
+    slowest: int | None = None
+    margin_ms: float = 0.0
+    #: the run's noise: the IQR of its re-timed step over the profiled steps (0 with one step)
+    noise_ms: float = 0.0
+    #: per rank, how long per step the others waited for it in the collectives it arrived last at (where given)
+    waited_for_ms: dict[int, float] = field(default_factory=dict)
+    #: why no rank is named (a key of :data:`REASONS`); None when one is
+    reason: str | None = None
+
+    @property
+    def threshold_ms(self) -> float:
+        """The least margin that names a rank: :data:`~.verdict.MIN_SAVING` of the run's step, or the noise."""
+        return max(MIN_SAVING * self.run_step_ms, self.noise_ms)
 
 
-def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float], steps: list[int]) -> CulpritFinding:
-    """The culprit rank, if any (see the module docstring, step 2)."""
+def _iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q3 - q1
+
+
+def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float], steps: list[int],
+                 late_us: dict[int, float] | None = None) -> CulpritFinding:
+    """The culprit rank, if any (see the module docstring, step 2).
+
+    The rule: the rank whose standalone step is longest (median over the
+    profiled steps) is named when its lateness is more than noise:
+
+    * its standalone step is longer than every other rank's (ranks within
+      half the threshold of it count as alike: all of them are named) by at
+      least :data:`~.verdict.MIN_SAVING` of the run's step, and by more than
+      the run's re-timed step varies from step to step, the IQR over the
+      profiled steps (the *noise*: a lateness that small could be any step's);
+    * and the others do wait for it: ``late_us`` (rank → µs per step the others
+      waited for it, in the collectives it arrived last at) is at least
+      MIN_SAVING of the run's step for it (for the alike ranks together). A
+      rank that is slowest on its own only because its compute shared the GPU
+      with collectives waiting for another rank keeps no one waiting, and is not
+      named. Without ``late_us`` this part is not checked.
+
+    Otherwise no rank is named, and :attr:`CulpritFinding.reason` says which
+    part failed.
+    """
     ranks = sorted(timings)
     standalone: dict[int, list[float]] = defaultdict(list)
     own: dict[int, list[float]] = defaultdict(list)
@@ -147,16 +201,28 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
                 without[r].append(max(max(others), min(alone[r], max(others))))
     med = {r: statistics.median(v) / 1e3 for r, v in standalone.items()}
     found = CulpritFinding(statistics.median(run_steps) / 1e3 if run_steps else 0.0, med,
-                           {r: statistics.median(v) / 1e3 for r, v in own.items()}, None, None)
+                           {r: statistics.median(v) / 1e3 for r, v in own.items()}, None, None,
+                           noise_ms=_iqr(run_steps) / 1e3,
+                           waited_for_ms={r: late_us.get(r, 0.0) / 1e3 for r in ranks} if late_us is not None else {})
     if len(med) < 2:
+        found.reason = "one_rank"
         return found
     # the slowest ranks, alike within half the threshold: where several run the same extra work, all of them
     # must be fixed, and the run then goes at the pace of the rest
     top = max(med.values())
     slow = sorted(r for r, v in med.items() if v >= top - MIN_SAVING * found.run_step_ms / 2)
     rest = [v for r, v in med.items() if r not in slow]
-    if rest and top - max(rest) >= MIN_SAVING * found.run_step_ms:
-        found.culprit, found.slow, found.excess_ms = slow[0], slow, top - max(rest)
+    found.slowest = max(med, key=lambda r: (med[r], -r))
+    found.margin_ms = top - max(rest if rest else [v for r, v in med.items() if r != found.slowest])
+    waited = sum(found.waited_for_ms.get(r, 0.0) for r in slow)
+    if not rest or found.margin_ms < MIN_SAVING * found.run_step_ms:
+        found.reason = "small"
+    elif found.margin_ms <= found.noise_ms:
+        found.reason = "noise"
+    elif late_us is not None and waited < MIN_SAVING * found.run_step_ms:
+        found.reason = "not_waited_for"
+    else:
+        found.culprit, found.slow, found.excess_ms = slow[0], slow, found.margin_ms
         found.predicted_ms = max(rest)
     return found
 

@@ -485,14 +485,43 @@ def before_after(times: dict[str, Spread], peak_mb: dict[str, float], changes: l
     return Facts(*lines)
 
 
-def lockstep(analyses: dict) -> Facts:
-    """Per run: which rank arrived last at most collectives, how long the others waited, and whom it names."""
-    lines = []
+def bytes_sent(analyses: dict) -> Facts:
+    """What each rank of each job sends per step, its definition, and the buffers it is computed from.
+
+    ``analyses``: job name → :class:`~profiling_guide.analysis.ranks.RunAnalysis`.
+    """
+    sizes = sorted({int(n) for run in analyses.values() for n in run.collectives["group_size"]})
+    lines = ["Bytes each rank sends per step: for each collective call, its buffer (nccl-tests' size: an "
+             "all-gather's gathered output, else the input, from the call's In or Out msg nelems and dtype) "
+             "× 2(n−1)/n for an all-reduce, × (n−1)/n for an all-gather or a reduce-scatter, n the call's "
+             f"Group size ({', '.join(map(str, sizes))} here): what a ring sends, and what nccl-tests' bus "
+             "bandwidth counts."]
     for name, run in analyses.items():
-        top = run.stragglers.iloc[0]
-        waits = run.per_rank.groupby("rank")["wait_us"].mean().drop(int(top["rank"]))
-        named = "none" if run.straggler is None else f"rank {run.straggler}"
-        lines.append(f"{name}: rank {int(top['rank'])} arrived last at {int(top['arrived_last'])} of "
-                     f"{int(top['calls'])} calls; the others waited {waits.mean() / 1e3:.2f} ms per step; "
-                     f"named: {named}.")
+        calls = ", ".join(f"{r.per_step:g} {r.collective} of {r.bytes / 1e6:,.2f} MB"
+                          for r in run.collectives.itertuples())
+        buffers = float((run.collectives["bytes"] * run.collectives["per_step"]).sum())
+        sent = float(run.collectives["sent_per_step"].sum())
+        lines.append(f"{name}: {sent / 1e6:,.0f} MB sent per rank per step ({calls} per step; "
+                     f"{buffers / 1e6:,.0f} MB of buffers).")
     return Facts(*lines)
+
+
+def recording_start(run) -> Facts:
+    """How far apart the ranks' GPUs were when the profiler began recording (when each finished the work
+    launched before it, clocks aligned, the latest against the earliest), and per rank and profiled step its
+    GPU's compute and idle time and how far its CPU ran ahead of its GPU."""
+    lags = run.stragglers.dropna(subset=["before_lag_us"]).sort_values("before_lag_us")
+    if len(lags) < 2:
+        return Facts("No rank's GPU was still running work launched before the profiler began recording.")
+    first, last = lags.iloc[0], lags.iloc[-1]
+    by_rank = run.per_rank.groupby("rank")
+    idle, compute, lead = (by_rank[c].mean() / 1e3 for c in ("idle_us", "compute_us", "cpu_lead_us"))
+    ranks = sorted(idle.index)
+    return Facts(
+        f"When the profiler began recording, every GPU was still running work launched before it: rank "
+        f"{int(last['rank'])}'s finished it {last['before_lag_us'] / 1e3:.2f} ms after rank {int(first['rank'])}'s "
+        "(clocks aligned).",
+        "Per profiled step, GPU computing: " + ", ".join(f"rank {r} {compute[r]:.2f} ms" for r in ranks)
+        + "; GPU idle: " + ", ".join(f"rank {r} {idle[r]:.2f} ms" for r in ranks)
+        + "; the CPU began the step ahead of its GPU by " + ", ".join(f"{lead[r]:.2f} ms on rank {r}" for r in ranks)
+        + ".")

@@ -220,12 +220,14 @@ def _shortened_with_title(value) -> str:
 
 
 def is_fraction_column(name) -> bool:
-    """A column of fractions (0–1) that reads better as a percentage: ``share``, ``*_share``, ``of_reference``.
+    """A column of fractions (0–1) that reads better as a percentage: ``share``, ``*_share``, ``of_reference``,
+    and a header that says so, ``% of ...``.
 
     Spaces count as underscores, so a readable header (``device-time share``,
     ``of reference``) keeps the percentage format.
     """
-    return isinstance(name, str) and (name.endswith("share") or name.replace(" ", "_") == "of_reference")
+    return isinstance(name, str) and (name.endswith("share") or name.replace(" ", "_") == "of_reference"
+                                      or name.startswith("% "))
 
 
 def _cell_text(value) -> str:

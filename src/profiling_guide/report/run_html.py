@@ -21,8 +21,8 @@ from pathlib import Path
 from profiling_guide import __version__
 from profiling_guide.analysis.bandwidth import Sweep, read_sweep
 from profiling_guide.analysis.ranks import RunAnalysis, analyse_run, straggler_activity, summarize_rank
-from profiling_guide.analysis.run_verdict import run_verdict
-from profiling_guide.analysis.verdict import verdict_of
+from profiling_guide.analysis.run_verdict import REASONS, run_verdict
+from profiling_guide.analysis.verdict import MIN_SAVING, verdict_of
 from profiling_guide.errors import GuideError
 from profiling_guide.files import atomic_output, check_writable
 from profiling_guide.pages.interactive_timeline import RanksTimeline, timeline_html
@@ -60,7 +60,7 @@ def _op_name(name: str) -> str:
 # ------------------------------------------------------------------ sections
 def _who_waits(run: RunAnalysis, activity) -> str:
     if run.straggler is None:
-        return _no_straggler(run.stragglers)
+        return _no_straggler(run)
     row = run.stragglers[run.stragglers["rank"] == run.straggler].iloc[0]
     text = (f"Rank {run.straggler} keeps the others waiting: it arrived last at {int(row['arrived_last'])} of "
             f"{int(row['calls'])} collectives, {fmt_us(row['late_us'])} per step after the first rank to "
@@ -71,14 +71,31 @@ def _who_waits(run: RunAnalysis, activity) -> str:
     return out
 
 
-def _no_straggler(stragglers) -> str:
-    """Why no rank is named: no collective matched across ranks, or the latest rank was late by little."""
+def _no_straggler(run: RunAnalysis) -> str:
+    """Why no rank is named: no collective matched across ranks, or the rule of
+    :func:`~profiling_guide.analysis.run_verdict.find_culprit` names none (which part of it, with the numbers)."""
+    stragglers = run.stragglers
     if not len(stragglers) or stragglers["late_us"].iloc[0] <= 0:
         return "<p>No collective was matched on two or more ranks, so no rank can be said to wait for another.</p>"
     top = stragglers.iloc[0]
-    return (f"<p class=\"pg-verdict\">No rank kept the others waiting for long: the longest lateness, rank "
-            f"{int(top['rank'])}'s, came to {html.escape(fmt_us(top['late_us']))} per step, less than "
-            "5% of a step.</p>")
+    late = int(top["rank"])
+    text = (f"No rank is named as holding the others up. Rank {late} arrived last most: at "
+            f"{int(top['arrived_last'])} of {int(top['calls'])} collectives, {fmt_us(top['late_us'])} per step "
+            "after the first rank to arrive.")
+    f = run.culprit
+    if f is not None and f.slowest is not None and f.reason in REASONS:
+        text += (f" A rank is named when, re-timed on its own, its step is longer than every other rank's by at "
+                 f"least 5% of the run's step ({fmt_us(1e3 * MIN_SAVING * f.run_step_ms)}) and by more than the "
+                 f"noise (the IQR of the run's step over its steps, {fmt_us(1e3 * f.noise_ms)}), and the others "
+                 f"wait for it at least 5% of a step. The slowest on its own, rank {f.slowest}, needs "
+                 f"{fmt_us(1e3 * f.margin_ms)} a step more than the next, and the others waited "
+                 f"{fmt_us(1e3 * f.waited_for_ms.get(f.slowest, 0.0))} a step for it: {REASONS[f.reason]}.")
+        if late != f.slowest and late in f.standalone_ms:
+            text += (f" Rank {late}, whom they waited for, needs {fmt_us(1e3 * f.standalone_ms[late])} a step on "
+                     f"its own, with the profiler's cost taken out of its CPU's time, against rank {f.slowest}'s "
+                     f"{fmt_us(1e3 * f.standalone_ms[f.slowest])}: its lateness comes with the profiler, not with "
+                     "its work.")
+    return f'<p class="pg-verdict">{html.escape(text)}</p>'
 
 
 def _who_waited(run: RunAnalysis) -> str:
@@ -143,16 +160,15 @@ def _verdicts(run: RunAnalysis) -> str:
             "longest.</p>")
 
 
-_RANK_HEAD = ["step", "compute ms", "communication ms (hidden behind compute)", "exposed communication ms",
+_RANK_HEAD = ["step", "compute ms", "communication ms", "of it hidden behind compute, ms", "exposed communication ms",
               "idle ms", "waited for another rank, ms"]
 
 
 def _rank_row(label: str, r) -> str:
-    hidden = f" ({r.overlap_us / r.comm_us:.0%})" if r.comm_us else ""
     who = "" if r.waited_for is None or (isinstance(r.waited_for, float) and math.isnan(r.waited_for)) else \
         f" (rank {int(r.waited_for)})"
-    return (_cell(label) + _cell(_ms(r.compute_us), num=True) + _cell(_ms(r.comm_us) + hidden, num=True)
-            + _cell(_ms(r.exposed_us), num=True) + _cell(_ms(r.idle_us), num=True)
+    return (_cell(label) + _cell(_ms(r.compute_us), num=True) + _cell(_ms(r.comm_us), num=True)
+            + _cell(_ms(r.overlap_us), num=True) + _cell(_ms(r.exposed_us), num=True) + _cell(_ms(r.idle_us), num=True)
             + _cell(_ms(r.wait_us) + (who if r.wait_us >= 1 else ""), num=True))
 
 
@@ -160,10 +176,11 @@ def _per_rank(run: RunAnalysis) -> str:
     df = run.per_rank
     note = ('<p class="pg-note">Per step, over the GPU\'s span of the work the step launched: <b>compute</b>, time '
             "with any kernel that is not communication running; <b>communication</b>, time with an NCCL kernel "
-            "running, and the share of it with compute beside it; <b>exposed communication</b>, with no compute "
-            "beside it; <b>idle</b>, nothing running. HTA's temporal breakdown and comm/comp overlap define them "
-            "so. <b>Waited</b>: the sum over the step's collectives of how much longer this rank's kernel ran "
-            "than the shortest one of that call, the rank it waited for most in brackets.</p>")
+            "running, and the part of it with compute beside it (<b>hidden</b>); <b>exposed communication</b>, "
+            "with no compute beside it (hidden and exposed add up to communication); <b>idle</b>, nothing "
+            "running. HTA's temporal breakdown and comm/comp overlap define them so. <b>Waited</b>: the sum over "
+            "the step's collectives of how much longer this rank's kernel ran than the shortest one of that "
+            "call, the rank it waited for most in brackets.</p>")
     if len(run.ranks) <= TABLE_PER_RANK:
         parts = []
         for rank in run.ranks:
