@@ -9,7 +9,9 @@ page quotes the same CPU cost for the same forward. What an example prints is
 captured as sphinx-gallery would put it on its page (stdout and stderr alike)
 and written to ``<out>/<example>.page.txt``; the run fails if that text holds
 a log line, a warning or a traceback (progress and compiler logs must go to
-the console). The recordings land in ``docs/recordings/<gpu>/``.
+the console). The recordings land in ``docs/recordings/<gpu>/``, and each
+example's live seconds in its ``build_times.json`` (what "About this build"
+shows; the examples run here replace their own entries, the others stay).
 Use it where the docs build's own dependencies cannot be installed; otherwise
 ``PROFILING_GUIDE_MODE=live nox -s docs`` does the same and builds the site.
 """
@@ -84,13 +86,38 @@ def main(argv: list[str] | None = None) -> int:
         print("error: recording needs a CUDA GPU and none is visible", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    failed = 0
+    failed, seconds = 0, {}
     for path in chosen:
         start = time.perf_counter()
         problem = run_one(path, args.out)
         failed += problem is not None
+        if problem is None:
+            seconds[path.name] = time.perf_counter() - start
         print(f"{path.stem}: {'ok' if problem is None else problem} ({time.perf_counter() - start:.0f} s)", flush=True)
+    if seconds:
+        keep_build_times(seconds)
     return 1 if failed else 0
+
+
+def keep_build_times(seconds: dict[str, float]) -> None:
+    """Merge this run's seconds per example into ``docs/recordings/<gpu>/build_times.json``, in gallery order."""
+    import datetime
+    import json
+
+    import torch
+
+    from profiling_guide.files import write_json_atomic
+    from profiling_guide.pages.recordings import gpu_slug
+
+    slug = gpu_slug(torch.cuda.get_device_name(0))
+    path = ROOT / "docs" / "recordings" / slug / "build_times.json"
+    old = json.loads(path.read_text()).get("examples", {}) if path.is_file() else {}
+    merged = {**old, **{name: {"seconds": round(s, 1)} for name, s in seconds.items()}}
+    order = [p.name for p in EXAMPLES]
+    examples = {name: merged[name] for name in sorted(merged, key=lambda n: order.index(n) if n in order else len(order))}
+    write_json_atomic(path, {"gpu": slug, "date": datetime.date.today().isoformat(),
+                             "total_seconds": round(sum(e["seconds"] for e in examples.values()), 1),
+                             "examples": examples}, sort_keys=False)
 
 
 if __name__ == "__main__":
