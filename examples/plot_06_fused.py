@@ -229,8 +229,9 @@ from profiling_guide.pages import facts
 facts.reference_and_bound(result)
 
 # %%
-# Chapter 5 shows this benchmark too, from the run that recorded its own
-# page, and two runs need not agree. Inductor picks some kernels by timing
+# Chapter 5 shows this benchmark too: the same run where both pages were
+# recorded in one process, as a live build records them, or else a run of
+# its own, and two runs need not agree. Inductor picks some kernels by timing
 # candidates on the GPU: max-autotune each GEMM's kernel as it compiles, and
 # both modes the launch configuration (blocks, threads) of the fused
 # GeLU·mul kernel at its first call. Another run can keep other kernels and

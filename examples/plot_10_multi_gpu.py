@@ -206,10 +206,10 @@ tables.styled(strategies.named_table(analyses), precision=2)
 
 # %%
 # In plain DDP, at every all-reduce one rank arrives last, and the other
-# waits for it; yet no rank holds the other up. Step by step, the rank that
-# arrives last at most of a step's all-reduces is the one whose GPU began
-# that step later; the wait then grows or shrinks through the step, as one
-# GPU computes a little faster than the other:
+# waits for it; yet no rank holds the other up. Step by step: whose GPU
+# began the step later, by how much, and at how many of the step's
+# all-reduces it arrived last; the wait grows or shrinks through the step,
+# as one GPU computes a little faster than the other:
 
 tables.styled(strategies.step_lags(analyses["ddp"]), precision=3)
 
@@ -226,12 +226,14 @@ tables.styled(strategies.step_lags(analyses["ddp"]), precision=3)
 # the numbers:
 
 predictions += [
-    expect.Prediction("In plain DDP no rank is named; in each step, the rank whose GPU began it "
-                      "last arrives last at most of its all-reduces; the GPUs compute within 1 %",
-                      strategies.late_gpu_arrives_last(analyses["ddp"])),
+    expect.Prediction("In plain DDP no rank is named; the GPUs compute within 1 %",
+                      strategies.no_rank_named(analyses["ddp"])),
+    expect.Prediction("In each step, the rank whose GPU began it last arrives last at most of its "
+                      "all-reduces (guess)",
+                      strategies.late_gpu_arrives_last(analyses["ddp"]), must_hold=False),
     expect.Prediction("That rank's lag is older than the profiled steps: its GPU finished the work "
-                      "launched before the recording as much later",
-                      strategies.lag_predates_recording(analyses["ddp"])),
+                      "launched before the recording as much later (guess)",
+                      strategies.lag_predates_recording(analyses["ddp"]), must_hold=False),
 ]
 facts.recording_start(analyses["ddp"])
 

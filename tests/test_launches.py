@@ -9,6 +9,7 @@ the tests check it against the traces' facts on each GPU, not against words.
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from conftest import GPUS, H100, H200
@@ -94,8 +95,14 @@ def test_chapter_5_shows_the_sentence():
 
 
 # ------------------------------------------------------------------ two runs
+# Chapters 5 and 6 of an earlier H200 recording, run in two processes: Inductor's pointwise autotuning picked
+# another launch for the compiled MLP's fused GeLU·mul kernel in each (kept from that recording).
+TWO_RUNS = Path(__file__).parent / "data" / "two_runs_h200"
+
+
 def test_the_launch_that_changed_between_two_runs_is_found():
-    changed = changed_launches(trace(H200, "05_compare.compile"), trace(H200, "06_fused.compiled"))
+    changed = changed_launches(Trace.load(TWO_RUNS / "05_compare.compile.trace.json.gz"),
+                               Trace.load(TWO_RUNS / "06_fused.compiled.trace.json.gz"))
     assert [(a.kind, a.name == b.name, a.blocks, a.threads, b.blocks, b.threads) for a, b in changed] == [
         ("pointwise", True, 24576, 128, 49152, 256)]
     assert changed_launches(trace(H100, "05_compare.compile"), trace(H100, "06_fused.compiled")) == []
@@ -118,7 +125,11 @@ def test_chapter_6_says_which_run_its_numbers_come_from_and_what_moved(gpu):
     shown = ["eager", "compile", "compile-max-autotune", "liger", "fused-pingpong"]
     lines = facts.two_runs({"chapter 5": earlier, "chapter 6": mine}, shown).sentences
     dates = [r.run["date"] for r in (earlier["bench"], mine["bench"])]
-    assert dates[0] != dates[1]
+    if earlier["bench"].values["variants_us"] == mine["bench"].values["variants_us"]:
+        # recorded in one process, as a live build runs them: chapter 6 reads the benchmark chapter 5 ran
+        assert lines == [f"The benchmark above is chapter 5's run itself, recorded {dates[0][:10]} "
+                         f"{dates[0][11:16]} UTC: both pages read one run."]
+        return
     assert lines[0] == (f"Two runs of one benchmark: chapter 5's, recorded {dates[0][:10]} {dates[0][11:16]} UTC, "
                         f"and chapter 6's, recorded {dates[1][:10]} {dates[1][11:16]} UTC; the table above is "
                         "chapter 6's.")
@@ -126,11 +137,6 @@ def test_chapter_6_says_which_run_its_numbers_come_from_and_what_moved(gpu):
         assert lines[1].startswith("Ranked otherwise: compile-max-autotune against eager, slower in chapter 5's "
                                    "run (275.3 against 262.8 µs) and faster in chapter 6's")
         assert lines[2].startswith("Only chapter 5's run kept a trace of compile-max-autotune")
-    else:  # compile moved: its fused GeLU·mul kernel launched otherwise in chapter 6's run
-        assert lines[1].startswith("Ranked otherwise: compile against compile-max-autotune, a tie in chapter 5's")
-        assert "against liger, faster in chapter 5's run" in lines[1]
-        assert "launched otherwise: triton poi: gelu·mul, 24,576 blocks of 128 threads" in lines[2]
-        assert "49,152 blocks of 256 threads" in lines[2]
     assert len(lines) == 3
 
 

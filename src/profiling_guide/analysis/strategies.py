@@ -236,19 +236,24 @@ def lag_predates_recording(run, tolerance_us: float = 20.0):
     return _predicate
 
 
-def late_gpu_arrives_last(run, same_compute: float = 0.01):
-    """No rank is named; in each profiled step the rank whose GPU began the step last arrived last at most of
-    the step's collectives; and the ranks' GPUs compute within ``same_compute`` of each other per step."""
+def no_rank_named(run, same_compute: float = 0.01):
+    """No rank is named, and the ranks' GPUs compute within ``same_compute`` of each other per step."""
     def _predicate(_=None):
-        steps = _latest_gpus(run)
         compute = run.per_rank.groupby("rank")["compute_us"].mean()
         apart = (compute.max() - compute.min()) / compute.max()
-        holds = (run.straggler is None and all(arrived > calls / 2 for *_, arrived, calls in steps)
-                 and apart <= same_compute)
-        said = "; ".join(f"step {step}: rank {rank}'s GPU {lag / 1e3:.3f} ms later, last at {arrived} of {calls}"
-                         for step, rank, lag, arrived, calls in steps)
-        return holds, (f"{said}; GPU compute per step {apart:.1%} apart; named: "
+        holds = run.straggler is None and apart <= same_compute
+        return holds, (f"GPU compute per step {apart:.1%} apart; named: "
                        f"{'none' if run.straggler is None else f'rank {run.straggler}'}")
+    return _predicate
+
+
+def late_gpu_arrives_last(run):
+    """In each profiled step the rank whose GPU began the step last arrived last at most of the step's collectives."""
+    def _predicate(_=None):
+        steps = _latest_gpus(run)
+        holds = all(arrived > calls / 2 for *_, arrived, calls in steps)
+        return holds, "; ".join(f"step {step}: rank {rank}'s GPU {lag / 1e3:.3f} ms later, last at {arrived} of "
+                                f"{calls}" for step, rank, lag, arrived, calls in steps)
     return _predicate
 
 
