@@ -202,6 +202,40 @@ def _one_quick_python_server_per_run(tmp_path_factory):
     share_servers_in(root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root)
 
 
+# ------------------------------------------------------------------ recordings checked by their listed code only
+def pytest_terminal_summary(terminalreporter):
+    """Name, at the end of every run, the recordings whose run record has no closure fingerprint.
+
+    They are checked by the fingerprint of the code their page lists (a kernel it runs may change unnoticed)
+    until they are re-recorded on a GPU; pages never say so, the console does.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import collections
+    import json
+    import textwrap
+
+    folders: dict[str, collections.Counter] = {}
+    for path in sorted((ROOT / "docs" / "recordings").glob("*/*.run.json")):
+        try:
+            run = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(run, dict) and "closure_fingerprint" not in run:
+            folders.setdefault(path.parent.name, collections.Counter())[path.name.split(".")[0]] += 1
+    if not folders:
+        return
+    count = sum(sum(examples.values()) for examples in folders.values())
+    terminalreporter.write_sep("-", f"{count} recordings checked by their listed code only")
+    terminalreporter.write_line("WARNING: these run records have no closure_fingerprint: an edit to a kernel or "
+                                "helper they run would not make them stale. Re-record them on a GPU "
+                                "(PROFILING_GUIDE_MODE=live python examples/plot_<example>.py). Recordings per "
+                                "example:")
+    for folder, examples in folders.items():
+        listed = ", ".join(f"{example} {n}" for example, n in examples.items())
+        terminalreporter.write_line(textwrap.fill(f"{folder}: {listed}", width=110, subsequent_indent="    "))
+
+
 # ------------------------------------------------------------------ recorded traces
 def recording(name: str, gpu: Path = H100) -> Path:
     path = gpu / f"{name}.trace.json.gz"

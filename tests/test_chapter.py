@@ -60,7 +60,8 @@ def test_record_trace_moves_the_exported_trace_and_writes_its_run_record(tmp_pat
     assert not exported.exists() and rec.trace_path.read_bytes() == b"trace"
     assert (rec.run["name"], rec.run["label"], rec.run["timings"], rec.run["note"]) == (
         "02_mlp_eager.eager", "mlp_fwd", {}, "kept")
-    assert rec.run["fingerprint"] == ch._name_and_fingerprint("eager", [step], None)[1]
+    fp = ch._name_and_fingerprint("eager", [step], None)[1]
+    assert (rec.run["fingerprint"], rec.run["closure_fingerprint"]) == (fp.listed, fp.closure)
     assert rec in ch.recordings and rec.run_path.is_file()
 
 

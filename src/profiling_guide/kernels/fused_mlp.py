@@ -228,10 +228,13 @@ def tuned_config(design: str, x2d: torch.Tensor, hidden: int, config: dict | tri
 
 
 
-# Not split, though radon rates it E: chapter 6's recordings fingerprint this function's code
-# (plot_06_fused.py: code=[FusedGeGLUMLP, fused_mlp.geglu]), so a split would make them stale
-# until they are recorded again on a GPU. Its checks, in order, are of the inputs, the design and
-# the device; its work is the last few lines.
+# Not split, though radon rates it E: a split changes the code recordings fingerprint. Chapter 6
+# lists this function (plot_06_fused.py: code=[FusedGeGLUMLP, fused_mlp.geglu]), so its "fused"
+# and "host" recordings would go stale on both GPUs at once; so would every recording whose closure
+# reaches it (pages/closure.py: the benchmarks of chapters 5 and 6, chapter 6's sweep, chapter 6b's
+# training steps) once its run record holds a closure fingerprint. None can be recorded again
+# without a GPU. Its checks, in order, are of the inputs, the design and the device; its work is
+# the last few lines.
 def geglu(
     x2d: torch.Tensor,
     w_gate: torch.Tensor,

@@ -136,10 +136,11 @@ def _memory(step: Callable, module, x: torch.Tensor, dy: torch.Tensor) -> dict:
     return {"saved_mb": round(saved / 1e6, 2), "peak_mb": round(peak / 1e6, 2)}
 
 
-# Not split, though radon rates it D: chapter 6b's recordings fingerprint this function's code
-# (plot_06b_training_step.py: code=[bench_step.measure_training_step, ...]), so a split would make
-# them stale until they are recorded again on a GPU. In order: the checks, the rotating inputs, each
-# variant built and its gradients checked, the interleaved timing, the clocks.
+# Not split, though radon rates it D: a split changes the code chapter 6b's benchmark recording
+# fingerprints (plot_06b_training_step.py: code=[bench_step.measure_training_step, ...]), by its
+# listed code and by its closure alike, so it would go stale on both GPUs until recorded again on
+# a GPU. In order: the checks, the rotating inputs, each variant built and its gradients checked,
+# the interleaved timing, the clocks.
 def measure_training_step(
     batch: int = 64,
     seq: int = 128,

@@ -21,6 +21,7 @@ import html
 import inspect
 import os
 import re
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable
@@ -57,10 +58,10 @@ from profiling_guide.pages.recordings import (
     GPU_ENV,
     MODE_ENV,
     ROOT_ENV,
+    Fingerprints,
     Recording,
     StaleRecordingError,
     default_root,
-    fingerprint,
     gpu_slug,
     resolve_mode,
     stale_policy,
@@ -283,12 +284,16 @@ class Chapter:
             self._asked.add(full)
         return full
 
-    def _name_and_fingerprint(self, name: str, code: Iterable, extra_args: dict | None) -> tuple[str, str, dict]:
+    def _name_and_fingerprint(self, name: str, code: Iterable,
+                              extra_args: dict | None) -> tuple[str, Fingerprints, dict]:
         full = f"{self.example}.{name}"
         args = {**self.args, **(extra_args or {})}
-        return full, fingerprint(code, args), args
+        fp = Fingerprints(code, args)
+        if self.live:  # taken before the run, as the page's objects stand when it lists them
+            fp.listed, fp.closure  # noqa: B018
+        return full, fp, args
 
-    def _replay(self, full: str, fp: str, *, needs_trace: bool) -> Recording:
+    def _replay(self, full: str, fp: Fingerprints, *, needs_trace: bool) -> Recording:
         rec = Recording(full, self.folder, {})
         if not rec.run_path.is_file() or (needs_trace and not rec.trace_path.is_file()):
             missing = rec.trace_path if needs_trace and rec.run_path.is_file() else rec.run_path
@@ -297,10 +302,18 @@ class Chapter:
                 f"{MODE_ENV}=live python examples/plot_{self.example}.py (or nox -s docs there)"
             )
         rec.run = read_run_record(rec.run_path)
-        if rec.run.get("fingerprint") != fp:
-            rec.stale = True
+        if "closure_fingerprint" in rec.run:
+            rec.stale = rec.run["closure_fingerprint"] != fp.closure
+            what = "its code (or code of profiling_guide it runs) or arguments"
+        else:  # recorded before the closure was fingerprinted: only what the page lists can be checked
+            rec.stale = rec.run.get("fingerprint") != fp.listed
+            rec.listed_only = not rec.stale
+            what = "its code or arguments"
+        if rec.listed_only:
+            _say_listed_only(rec, self.example)
+        if rec.stale:
             msg = (
-                f"recording {full} is stale: its code or arguments changed since "
+                f"recording {full} is stale: {what} changed since "
                 f"{rec.run.get('date', '?')}; re-record on a GPU with {MODE_ENV}=live "
                 f"python examples/plot_{self.example}.py"
             )
@@ -311,7 +324,7 @@ class Chapter:
         self.recordings.append(rec)
         return rec
 
-    def _run_record(self, name: str, fp: str, args: dict, **fields) -> dict:
+    def _run_record(self, name: str, fp: Fingerprints, args: dict, **fields) -> dict:
         return {
             "name": name,
             "example": self.example,
@@ -319,7 +332,8 @@ class Chapter:
             "versions": self.versions,
             "args": args,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "fingerprint": fp,
+            "fingerprint": fp.listed,
+            "closure_fingerprint": fp.closure,
             **fields,
         }
 
@@ -354,7 +368,10 @@ class Chapter:
         (``_move_trace``), ``step`` timed with the profiler off
         (``_time_step``) and the run record written (``_write_record``).
         ``code`` lists what the step runs (functions, classes, modules) so the
-        fingerprint notices when it changes; ``step`` itself is always included.
+        fingerprints notice when it changes; ``step`` itself is always included.
+        The closure fingerprint also follows what they reach in ``profiling_guide``
+        (the kernels a listed function launches: :mod:`~profiling_guide.pages.closure`),
+        but not what the step reaches through a value (``model(x)``): list its class.
         The timings are spreads over repeats (:mod:`profiling_guide.measure.timing`):
         ``device_us`` (the GPU's queue kept full), ``cpu_issue_us`` (the host's
         time to issue one call) and ``wall_us_per_call`` (one call at a time,
@@ -422,8 +439,8 @@ class Chapter:
         and times ``step`` with the profiler off. ``keep(prof)``, given what
         ``profiler`` returned, adds JSON-ready fields to the run record (e.g.
         ``prof.key_averages().table()``). In replay ``step`` never runs:
-        the recording is read back, and it is stale if ``step``, ``code`` or
-        the arguments changed since it was made. ``time_it=False`` skips the
+        the recording is read back, and it is stale if ``step``, ``code`` (or
+        what they reach in ``profiling_guide``) or the arguments changed since it was made. ``time_it=False`` skips the
         profiler-off timings (for a page that times its steps its own way).
         """
         extra = None
@@ -475,7 +492,8 @@ class Chapter:
         recording, and the timings, reference rates, steps and target of its run
         record are kept in the chapter's. ``label`` is the ``record_function``
         label of its steps. In replay ``profile`` never runs; the recording is
-        stale if ``profile``, ``code`` or the arguments changed since it was made.
+        stale if ``profile``, ``code`` (or what they reach in ``profiling_guide``) or the arguments changed
+        since it was made.
         """
         extra = None
         self._ask(f"{self.example}.{name}", keep=False)
@@ -553,6 +571,21 @@ class Chapter:
     def downloads(self) -> Downloads:
         """Links to this page's traces and run records (in the built site under ``_recordings/``)."""
         return Downloads(self)
+
+
+_SAID_LISTED_ONLY: set[Path] = set()
+
+
+def _say_listed_only(rec: Recording, example: str) -> None:
+    """Say on the console, once per process, that ``rec`` is checked by its listed code only; never on a page."""
+    if rec.run_path in _SAID_LISTED_ONLY:
+        return
+    _SAID_LISTED_ONLY.add(rec.run_path)
+    console = sys.__stderr__ or sys.stderr
+    console.write(f"note: recording {rec.name} ({rec.folder.name}) is checked by its listed code only: its run "
+                  "record has no closure_fingerprint, so an edit to a kernel or helper it runs would not make it "
+                  f"stale; re-record it on a GPU with {MODE_ENV}=live python examples/plot_{example}.py\n")
+    console.flush()
 
 
 def _gpu_name(folder: Path) -> str:

@@ -2,8 +2,8 @@
 
 A *recording* is what a live run leaves behind for a machine without a GPU:
 ``<name>.trace.json.gz`` (the profiler's Chrome trace) and ``<name>.run.json``
-(the GPU, the versions, the arguments, the timings and a fingerprint of the
-code that ran). Measurements that are not traces (benchmarks, sweeps) are kept
+(the GPU, the versions, the arguments, the timings and two fingerprints of the
+code that ran: :class:`Fingerprints`). Measurements that are not traces (benchmarks, sweeps) are kept
 as ``<name>.run.json`` alone. They live in ``docs/recordings/<gpu-slug>/``
 (``<example>.<name>.trace.json.gz`` and ``.run.json``), and a wheel of the
 package carries them as ``profiling_guide/recordings/<gpu-slug>/``:
@@ -38,6 +38,7 @@ from pathlib import Path
 
 from profiling_guide.errors import GuideError
 from profiling_guide.files import write_json_atomic as _write_json_atomic
+from profiling_guide.pages.closure import Reached, reach
 from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 
@@ -138,13 +139,54 @@ def _without_prose(source: str) -> str:
 
 
 def fingerprint(code: Iterable = (), args: dict | None = None) -> str:
-    """A short hash of the code objects (functions, classes, modules, strings) and arguments."""
+    """A short hash of the code objects (functions, classes, modules, strings) and arguments: the *listed*
+    fingerprint, of what ``code`` names and nothing it calls (a run record's ``fingerprint``)."""
     h = hashlib.sha256()
     for obj in code:
         h.update(_code_text(obj).encode())
         h.update(b"\0")
     h.update(json.dumps(args or {}, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
+
+
+def reached(code: Iterable = ()) -> Reached:
+    """What ``code`` reaches in this package, transitively (:mod:`profiling_guide.pages.closure`)."""
+    return reach(list(code), fallback=_code_text)
+
+
+def closure_fingerprint(code: Iterable = (), args: dict | None = None) -> str:
+    """A short hash of everything ``code`` reaches in this package and of the arguments: the *closure*
+    fingerprint (a run record's ``closure_fingerprint``).
+
+    It hashes each reached definition's syntax tree (no comments, docstrings or layout), so reformatting
+    or rewording never makes a recording stale, and any edit to what runs does: the listed code, the
+    kernels it launches, their helpers and constants.
+    """
+    return reached(code).fingerprint(args)
+
+
+class Fingerprints:
+    """Both fingerprints of a recording's code and arguments, each computed when first asked for.
+
+    ``listed`` (:func:`fingerprint`) hashes the source of the listed objects alone; ``closure``
+    (:func:`closure_fingerprint`) hashes everything they reach in this package. A live run stores
+    both; a replay checks ``closure`` where its run record has one, else ``listed``.
+    """
+
+    def __init__(self, code: Iterable, args: dict | None):
+        self.code, self.args = list(code), args
+
+    @cached_property
+    def listed(self) -> str:
+        return fingerprint(self.code, self.args)
+
+    @cached_property
+    def reached(self) -> Reached:
+        return reached(self.code)
+
+    @cached_property
+    def closure(self) -> str:
+        return self.reached.fingerprint(self.args)
 
 
 # -------------------------------------------------------------------- recordings
@@ -183,6 +225,9 @@ class Recording:
     folder: Path
     run: dict
     stale: bool = False
+    #: Checked by the fingerprint of its listed code only: its run record has no ``closure_fingerprint``
+    #: (made before the closure was fingerprinted), so an edit to a kernel it runs goes unnoticed.
+    listed_only: bool = False
 
     @property
     def trace_path(self) -> Path:

@@ -45,6 +45,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "label": (str,),
     "date": (str,),
     "fingerprint": (str,),
+    "closure_fingerprint": (str,),
     "gpu": (dict, type(None)),
     "versions": (dict, type(None)),
     "args": (dict,),
