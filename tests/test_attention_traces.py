@@ -62,3 +62,19 @@ def test_the_report_lists_each_backends_kernels_as_attention(backend, tmp_path, 
     assert "attention" in kinds
     assert cli_main(["report", str(H100 / f"09_attention.{backend}.trace.json.gz"), "-o", str(out)]) == 0
     assert ">attention<" in out.read_text()
+
+
+@pytest.mark.parametrize("gpu", ["nvidia-h100-80gb-hbm3", "nvidia-h200"])
+def test_the_zero_occupancy_rule_counts_kernels_of_a_block_per_sm_and_names_the_small_ones_apart(gpu):
+    from types import SimpleNamespace
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "recordings" / gpu
+    runs = {v: SimpleNamespace(trace=Trace.load(folder / f"09_attention.{v}.trace.json.gz"))
+            for v in ("naive", "naive_inplace", "math", "efficient", "flash", "cudnn", "flex")}
+    rows = attention.occupancy_rows(runs)
+    small = [r for r in rows if (r["blocks_per_sm"] or 0) < 1 and r["occupancy"] == 0]
+    counted = [r for r in rows if (r["blocks_per_sm"] or 0) >= 1 and r["occupancy"] == 0]
+    _, seen = attention.zero_occupancy_follows_launch(runs)()
+    assert seen.startswith(f"of the kernels with at least one block per SM, at 0 %: {len(counted)},")
+    # math's one-block fill kernel is at 0 % rightly, and said apart
+    assert small and f"Also at 0 %, rightly: {len(small)} with fewer blocks than SMs" in seen
