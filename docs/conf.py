@@ -87,6 +87,7 @@ exclude_patterns = [
     "_build",
     "jupyter_execute",
     "recordings",
+    "samples",  # traces the report page reads (docs/samples/h100x4), not pages
     "**.ipynb_checkpoints",
     *[f"{GALLERY_DIR}/{depth}*.{ext}" for depth in ("", "**/") for ext in ("ipynb", "py", "zip", "md5", "json")],
 ]
@@ -660,11 +661,11 @@ def write_sample_reports(app, exception) -> None:
         record = trace.with_name(f"{stem}.run.json")
         write_report(trace, out / f"{stem}.report.html", rates=record if record.is_file() else None)
         written += 1
-    # Every rank of three 4-GPU runs (tests/data/h100x4), against the NCCL sweep measured beside them.
+    # Every rank of three 4-GPU runs (docs/samples/h100x4), against the NCCL sweep measured beside them.
     from profiling_guide.report.run_html import write_run_report
     from profiling_guide.trace.run import trace_files
 
-    runs = REPO / "tests" / "data" / "h100x4"
+    runs = REPO / "docs" / "samples" / "h100x4"
     for run in ("ddp_straggler", "ddp", "fsdp2"):
         merge = out / f"h100x4_{run}.merged.json.gz" if run == "ddp_straggler" else None
         write_run_report(trace_files([runs / run]), out / f"h100x4_{run}.report.html", sweep=runs / "nccl_sweep.json",

@@ -1,6 +1,6 @@
 """Collectives read from real 4-rank traces (H100 ×4, NCCL 2.28.9): calls, matching, waits, bandwidth, overlap.
 
-The traces are in ``tests/data/h100x4`` (its README says what each case ran):
+The traces are in ``docs/samples/h100x4`` (its README says what each case ran):
 DDP, FSDP2, and DDP where rank 3 runs 24 extra 4096³ matmuls before its
 backward, so that the other ranks wait for it in their all-reduces.
 """
@@ -33,7 +33,7 @@ from profiling_guide.trace.kernel_names import decode
 from profiling_guide.trace.model import DeviceEvent
 from profiling_guide.trace.model import Trace
 
-H100X4 = Path(__file__).parent / "data" / "h100x4"
+H100X4 = Path(__file__).resolve().parents[1] / "docs" / "samples" / "h100x4"
 CASES = ("ddp", "ddp_straggler", "fsdp2")
 SWEEP = H100X4 / "nccl_sweep.json"
 ALL_RANKS = [(case, rank) for case in CASES for rank in range(4)]

@@ -116,7 +116,7 @@ def test_hta_counts_inductors_launcher_op_as_a_kernel(hta):
 
 
 # ------------------------------------------------ several ranks: time breakdown and overlap
-H100X4 = Path(__file__).parent / "data" / "h100x4"
+H100X4 = Path(__file__).resolve().parents[1] / "docs" / "samples" / "h100x4"
 RUNS = ("ddp", "ddp_straggler", "fsdp2")
 #: Our sweep and HTA's pandas agree to this many µs, and the overlap to this many percentage points
 #: (HTA rounds it to two decimals). The timestamps are floats near 4.8e12 µs, each good to about

@@ -333,7 +333,7 @@ def test_truncated_or_malformed_family_names_decode_without_raising(name):
 
 
 @pytest.mark.parametrize("name, fields", [
-    # NCCL 2.28 on the H100s of tests/data/h100x4: collective, operator, type, algorithm, protocol
+    # NCCL 2.28 on the H100s of docs/samples/h100x4: collective, operator, type, algorithm, protocol
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
      ("all_reduce", "sum", "bf16", "RING", "LL")),
     ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL128(ncclDevKernelArgsStorage<4096ul>)",

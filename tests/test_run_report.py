@@ -1,4 +1,4 @@
-"""``profiling-guide report`` over every rank of a run, on real 4-rank traces (``tests/data/h100x4``)."""
+"""``profiling-guide report`` over every rank of a run, on real 4-rank traces (``docs/samples/h100x4``)."""
 
 import gc
 import gzip
@@ -22,7 +22,7 @@ from profiling_guide.report.run_html import run_notes, write_run_report
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run import rank_info, read_run, trace_files
 
-H100X4 = Path(__file__).parent / "data" / "h100x4"
+H100X4 = Path(__file__).resolve().parents[1] / "docs" / "samples" / "h100x4"
 CASES = ("ddp", "ddp_straggler", "fsdp2")
 SWEEP = H100X4 / "nccl_sweep.json"
 ASKS_FOR_FASTER = "Faster kernels, or fewer, would help"  # the GPU verdict's advice

@@ -1,6 +1,6 @@
 """The run report over 8, 64 and 512 ranks: time and memory grow linearly in the ranks.
 
-The runs are built from the four ranks of ``tests/data/h100x4/ddp_straggler``:
+The runs are built from the four ranks of ``docs/samples/h100x4/ddp_straggler``:
 rank ``i`` is a copy of fixture rank ``i % 4`` whose ``distributedInfo``
 says rank ``i`` of ``n`` and whose ``record_param_comms`` ops name a group of
 ``n``. Each copy keeps what the report reads of a rank (its steps and
@@ -23,7 +23,7 @@ import pytest
 
 import profiling_guide
 
-FIXTURE = Path(__file__).parent / "data" / "h100x4" / "ddp_straggler"
+FIXTURE = Path(__file__).resolve().parents[1] / "docs" / "samples" / "h100x4" / "ddp_straggler"
 SIZES = (8, 64, 512)
 #: CPU time per rank at 512 ranks may exceed that at 64 by this factor.
 TIME_SLACK = 1.6

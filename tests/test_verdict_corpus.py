@@ -111,9 +111,9 @@ def test_no_report_sends_the_reader_to_the_timeline(tmp_path, capsys):
 
 
 def test_the_four_h100_fixtures_name_rank_3_alone_and_predict_the_run_without_it(tmp_path, capsys):
-    """tests/data/h100x4: rank 3 runs 24 extra GEMMs before its backward in ddp_straggler; ddp and fsdp2 have no
+    """docs/samples/h100x4: rank 3 runs 24 extra GEMMs before its backward in ddp_straggler; ddp and fsdp2 have no
     culprit. Without the profiler, ddp_straggler took 23.2 ms a step and plain DDP 18.5 ms (cases.json)."""
-    h100x4 = Path(__file__).parent / "data" / "h100x4"
+    h100x4 = Path(__file__).resolve().parents[1] / "docs" / "samples" / "h100x4"
     cases = json.loads((h100x4 / "cases.json").read_text())["cases"]
     straggler = _report(h100x4 / "ddp_straggler", tmp_path, capsys)
     v = straggler["verdict"]

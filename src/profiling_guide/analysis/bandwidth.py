@@ -161,7 +161,7 @@ def sweep_from_data(data, source: str = "<memory>") -> Sweep:
 
 
 def read_sweep(path: str | Path) -> Sweep:
-    """Read a sweep file (the format of ``tests/data/h100x4/nccl_sweep.json``)."""
+    """Read a sweep file (the format of ``docs/samples/h100x4/nccl_sweep.json``)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
