@@ -19,6 +19,9 @@ Besides the configuration, this file holds the site's small extensions:
 * ``pg-headlines``, the landing page's table of both GPUs' headline figures,
   read from each GPU's ``bench_mlp.json``.
 
+The chapters' figures are saved and written by ``_figures.py`` (an extension
+and sphinx-gallery's image scraper), so that they stay legible on a phone.
+
 One build per GPU: ``PROFILING_GUIDE_GPU`` names the recordings a build
 replays, and ``_static/switcher.json`` lists the builds (``version``: the
 recordings folder, ``url``: where the build lives, relative to the site's
@@ -29,6 +32,7 @@ other GPU's build.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
 import importlib
 import importlib.util
@@ -73,6 +77,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
+    "_figures",  # after the gallery: its figures legible on a phone (docs/_figures.py)
     "myst_nb",
     "sphinx_copybutton",
     "_glossary_links",  # docs/_glossary_links.py: each glossary term linked from its first use on a page
@@ -113,6 +118,8 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "matplotlib_animations": False,
     "image_srcset": ["2x"],
+    # sphinx-gallery's matplotlib scraper, each figure tagged with its smallest text (docs/_figures.py)
+    "image_scrapers": ("_figures.scrape_figures",),
     "default_thumb_file": str(HERE / "_static" / "thumb.png"),
     "min_reported_time": 0,
     # The landing page's `minigallery` reads example files by glob; it wants a
@@ -189,16 +196,18 @@ if REPOSITORY_URL:
 
 # sphinx-gallery skips an example whose source has not changed since the last
 # build; the gallery folder is shared by the builds, so after another GPU's
-# build every example runs again. The marker is written once a build succeeds.
+# build every example runs again, as it does after a change to how the figures
+# are saved (docs/_figures.py). The marker is written once a build succeeds.
 GALLERY_GPU = HERE / GALLERY_DIR / ".built-for-gpu"
-if not (GALLERY_GPU.is_file() and GALLERY_GPU.read_text().strip() == BUILD_GPU):
+GALLERY_STAMP = f"{BUILD_GPU} figures:{hashlib.sha256((HERE / '_figures.py').read_bytes()).hexdigest()[:12]}"
+if not (GALLERY_GPU.is_file() and GALLERY_GPU.read_text().strip() == GALLERY_STAMP):
     sphinx_gallery_conf["run_stale_examples"] = True
     GALLERY_GPU.unlink(missing_ok=True)
 
 
 def mark_gallery_gpu(app, exception) -> None:
     if exception is None and GALLERY_GPU.parent.is_dir():
-        GALLERY_GPU.write_text(BUILD_GPU + "\n")
+        GALLERY_GPU.write_text(GALLERY_STAMP + "\n")
 
 
 def build_href(docname: str, build: dict, page: str = "index") -> str:

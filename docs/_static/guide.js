@@ -27,11 +27,12 @@
     });
     return best;
   }
-  // Figures are drawn for a wide screen: a click (a tap) opens the full-size (2x) image
-  // over the page, at least at the size it was drawn for and as wide as the screen allows;
-  // a click on the image shows every pixel of it, and the close button, Escape, a click
-  // beside the image or the browser's Back closes it. Without JavaScript there is no link:
-  // the figure stays as it is.
+  // A click (a tap) on a figure opens the full-size (2x) image over the page, at least at
+  // the size it was drawn for and as wide as the screen allows; a click on the image shows
+  // every pixel of it, and the close button, Escape, a click beside the image or the
+  // browser's Back closes it. A chapter's figures come with their link to the 2x image
+  // (docs/_figures.py), which without JavaScript opens the image itself; other figures
+  // (a notebook's) get one here.
   var FIGURES = ".bd-article img.sphx-glr-single-img, .bd-article img.sphx-glr-multi-img, .bd-article .cell_output img";
   // pushed: the open figure has a history entry of its own (Back closes it);
   // goingBack: a close has asked the browser to drop that entry, and it has not yet.
@@ -110,14 +111,16 @@
   function zoomable() {
     var figures = document.querySelectorAll(FIGURES);
     for (var i = 0; i < figures.length; i++) {
-      var img = figures[i];
-      if (img.closest("a")) continue;
-      var link = document.createElement("a");
-      link.href = largest(img);
-      link.className = "pg-zoom";
-      link.title = "Open the figure at full size";
-      img.parentNode.insertBefore(link, img);
-      link.appendChild(img);
+      var img = figures[i], link = img.closest("a.pg-zoom");
+      if (!link) {
+        if (img.closest("a")) continue; // a figure that links elsewhere keeps its link
+        link = document.createElement("a");
+        link.href = largest(img);
+        link.className = "pg-zoom";
+        link.title = "Open the figure at full size";
+        img.parentNode.insertBefore(link, img);
+        link.appendChild(img);
+      }
       link.addEventListener("click", function (ev) {
         if (ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return; // a new tab, as asked
         ev.preventDefault();
@@ -169,10 +172,24 @@
       });
     }
   }
+  // A figure wider than the column (a phone's) scrolls in its box, .pg-figure: guide.css
+  // shows a line under it saying so, on a box marked here as wider than it shows.
+  function wideFigures() {
+    var touch = window.matchMedia && window.matchMedia("(hover: none)").matches;
+    var hint = touch ? "drag the figure sideways for the rest \u00b7 tap it to open it full size"
+      : "scroll the figure sideways for the rest \u00b7 click it to open it full size";
+    var boxes = document.querySelectorAll(".bd-article .pg-figure");
+    for (var i = 0; i < boxes.length; i++) {
+      boxes[i].dataset.hint = hint;
+      boxes[i].classList.toggle("pg-figure-wide", boxes[i].scrollWidth > boxes[i].clientWidth + 1);
+    }
+  }
   function ready() {
     mark();
     firstColumn();
     zoomable();
+    wideFigures();
+    window.addEventListener("resize", wideFigures);
     gpuSwitcher();
   }
   if (document.readyState === "loading") {

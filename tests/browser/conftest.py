@@ -69,27 +69,55 @@ def prefixed_url(site: Path):
 
 
 @pytest.fixture(scope="session")
-def chromium():
-    """Debian's Chromium, headless, with a fresh profile and no background network traffic."""
+def playwright_api():
+    """Playwright, started once for the session (it drives every Chromium the tests open)."""
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         unavailable(f"Chromium not found at {CHROMIUM}: apt-get install chromium")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         unavailable("Playwright for Python is not installed: pip install playwright (or run nox -s browser)")
-    profile = tempfile.mkdtemp(prefix="pg-chromium-")
     with sync_playwright() as pw:
-        try:
-            context = pw.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-                viewport={"width": 1280, "height": 900},
-            )
-        except Exception as err:  # noqa: BLE001 - the message names the fix either way
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            unavailable(f"Chromium at {CHROMIUM} did not start ({first}): apt-get install chromium")
-        yield context
-        context.close()
+        yield pw
+
+
+def _did_not_start(err: Exception):
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    unavailable(f"Chromium at {CHROMIUM} did not start ({first}): apt-get install chromium")
+
+
+@pytest.fixture(scope="session")
+def chromium(playwright_api):
+    """Debian's Chromium, headless, with a fresh profile and no background network traffic."""
+    profile = tempfile.mkdtemp(prefix="pg-chromium-")
+    try:
+        context = playwright_api.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 900},
+        )
+    except Exception as err:  # noqa: BLE001 - the message names the fix either way
+        _did_not_start(err)
+    yield context
+    context.close()
     shutil.rmtree(profile, ignore_errors=True)
+
+
+#: A phone as Chromium emulates one: 390×844 CSS px (an iPhone 12 to 14), 3 device pixels to the CSS
+#: pixel (so the browser picks a figure's 2x image), touch, and the page's mobile viewport.
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 3, "is_mobile": True, "has_touch": True}
+
+
+@pytest.fixture(scope="session")
+def phone(playwright_api):
+    """Chromium as a phone (:data:`PHONE`): taps are touches, not clicks."""
+    try:
+        browser = playwright_api.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    except Exception as err:  # noqa: BLE001 - the message names the fix either way
+        _did_not_start(err)
+    context = browser.new_context(**PHONE)
+    yield context
+    context.close()
+    browser.close()
 
 
 _SCREENSHOTS: list[Path] = []
@@ -111,14 +139,28 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"screenshots: {count} in {folder}")
 
 
-@pytest.fixture
-def page(chromium):
-    """A new tab that records console errors and uncaught exceptions."""
-    tab = chromium.new_page()
+def _recording_tab(context):
+    """A new tab of ``context`` that records console errors, uncaught exceptions and failed requests."""
+    tab = context.new_page()
     tab.errors = []
     tab.on("console", lambda msg: tab.errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
     tab.on("pageerror", lambda exc: tab.errors.append(f"uncaught: {exc}"))
     tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.method} {req.url} ({req.failure})"))
+    return tab
+
+
+@pytest.fixture
+def page(chromium):
+    """A new tab that records console errors and uncaught exceptions."""
+    tab = _recording_tab(chromium)
+    yield tab
+    tab.close()
+
+
+@pytest.fixture
+def phone_page(phone):
+    """A new tab on the phone (:data:`PHONE`), recording errors as :func:`page` does."""
+    tab = _recording_tab(phone)
     yield tab
     tab.close()
 

@@ -61,3 +61,10 @@ def example_pages() -> list[str]:
     """The example pages of every build, relative to the site's root."""
     prefixes = [b["prefix"] for b in builds()] or [""]
     return [p for p in pages() if any(p.startswith(prefix + "auto_examples/plot_") for prefix in prefixes)]
+
+
+def chapter_pages() -> list[str]:
+    """Every chapter's page of every build, deep dives (``auto_examples/deep_dives/``) included, from the site's root."""
+    prefixes = [b["prefix"] for b in builds()] or [""]
+    return [p for p in pages() if any(p.startswith(prefix + "auto_examples/") for prefix in prefixes)
+            and p.rsplit("/", 1)[-1].startswith("plot_")]
