@@ -175,6 +175,11 @@ tables.styled(strategies.rank_table(analyses["ddp_straggler"]), precision=2,
               caption="DDP, rank 1 a straggler")
 
 # %%
+# .. raw:: html
+#
+#    <details class="pg-aside"><summary>Who waits for whom, and when a rank is named:
+#    the rule, job by job and step by step</summary>
+#
 # Even two identical ranks are not in lockstep. A collective's kernel runs
 # until the last rank arrives, so at every call one rank arrives last and
 # the others wait for it. Per job and rank: the calls it arrived last at and
@@ -238,6 +243,10 @@ predictions += [
 facts.recording_start(analyses["ddp"])
 
 # %%
+# .. raw:: html
+#
+#    </details>
+#
 # What the straggler did while the others waited, from its own trace: the
 # ops whose device work ran in those gaps, with the ``record_function`` label
 # around them, per profiled step.
@@ -252,7 +261,8 @@ tables.styled(strategies.activity_table(activity, len(slow.steps)).head(4), prec
 # %%
 # The collectives, per call: its buffer (nccl-tests' size), how many per
 # step, what each rank sends per step, and its bus bandwidth (nccl-tests'
-# definition) beside the sweep measured on the same machine at that size.
+# definition), also as a percentage of the sweep measured on the same
+# machine at that size.
 # One weight's gradient is 2048 × 8192 bf16 values, 33.55 MB: more than a
 # 25 MB or a 5 MB bucket holds, so those two runs all-reduce the same
 # twelve single-weight buckets. The sweep times back-to-back calls with

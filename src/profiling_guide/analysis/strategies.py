@@ -46,8 +46,8 @@ def collectives_table(runs: dict) -> pd.DataFrame:
         for r in run.collectives.itertuples():
             rows.append({"job": name, "collective": r.collective, "MB per call": r.bytes / 1e6,
                          "calls / step": r.per_step, "MB sent per rank / step": r.sent_per_step / 1e6,
-                         "bus GB/s": r.busbw_gbps, "sweep GB/s": r.sweep_gbps, "% of the sweep": r.of_sweep,
-                         "% of the transfer beside compute": r.transfer_hidden})
+                         "bus GB/s": r.busbw_gbps, "% of the sweep": 100 * r.of_sweep,
+                         "% of the transfer beside compute": 100 * r.transfer_hidden})
     return pd.DataFrame(rows).set_index(["job", "collective"])
 
 
@@ -112,7 +112,7 @@ def activity_table(activity: pd.DataFrame, n_steps: int) -> pd.DataFrame:
     n = max(n_steps, 1)
     return pd.DataFrame({"where": activity["where"], "op": activity["op"], "label": activity["label"],
                          "ops / step": activity["ops"] / n, "ms / step": activity["us"] / n / 1e3,
-                         "% of the gaps": activity["share"]})
+                         "% of the gaps": 100 * activity["share"]})
 
 
 def _latest_gpus(run) -> list[tuple[int, int, float, int, int]]:

@@ -220,14 +220,14 @@ def _shortened_with_title(value) -> str:
 
 
 def is_fraction_column(name) -> bool:
-    """A column of fractions (0–1) that reads better as a percentage: ``share``, ``*_share``, ``of_reference``,
-    and a header that says so, ``% of ...``.
+    """A column of fractions (0–1) that reads better as a percentage: ``share``, ``*_share``, ``of_reference``.
 
     Spaces count as underscores, so a readable header (``device-time share``,
-    ``of reference``) keeps the percentage format.
+    ``of reference``) keeps the percentage format. A header that starts with
+    ``% of`` holds percentages already (``% of datasheet ceiling``): it is
+    printed as it is.
     """
-    return isinstance(name, str) and (name.endswith("share") or name.replace(" ", "_") == "of_reference"
-                                      or name.startswith("% "))
+    return isinstance(name, str) and (name.endswith("share") or name.replace(" ", "_") == "of_reference")
 
 
 def _cell_text(value) -> str:
