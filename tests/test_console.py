@@ -32,3 +32,16 @@ def test_the_page_streams_come_back_after_an_error():
     except ValueError:
         pass
     assert (sys.stdout, sys.stderr) == before
+
+
+def test_a_chapter_prints_its_banner_in_a_process_that_imported_sphinx_gallery_for_something_else(monkeypatch):
+    import sys
+    import types
+
+    from profiling_guide.output import in_gallery
+
+    monkeypatch.setitem(sys.modules, "sphinx_gallery", types.ModuleType("sphinx_gallery"))
+    assert not in_gallery()  # imported, but not executing an example: a script run prints
+    scope = {"__name__": "sphinx_gallery.gen_rst", "in_gallery": in_gallery}
+    exec("def run():\n    return in_gallery()\n", scope)  # noqa: S102 - a frame of sphinx-gallery's executor
+    assert scope["run"]()

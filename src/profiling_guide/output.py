@@ -28,8 +28,20 @@ def scrolling(table_html: str) -> str:
 
 
 def in_gallery() -> bool:
-    """True while sphinx-gallery executes an example (it shows the values of bare expressions)."""
-    return "sphinx_gallery" in sys.modules
+    """True while sphinx-gallery executes an example (it shows the values of bare expressions).
+
+    Asked of the call stack, not of what is imported: a process that has
+    imported sphinx-gallery for another reason (a test of the docs build's
+    own extensions) and then runs a chapter as a script still prints.
+    """
+    if "sphinx_gallery" not in sys.modules:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("sphinx_gallery."):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def echo(obj):
