@@ -63,6 +63,11 @@ def example_pages() -> list[str]:
     return [p for p in pages() if any(p.startswith(prefix + "auto_examples/plot_") for prefix in prefixes)]
 
 
+def build_chapter_pages(build: dict) -> list[str]:
+    """One build's chapter pages, deep dives included, relative to that build's root."""
+    return [p for p in build_pages(build) if p.startswith("auto_examples/") and p.rsplit("/", 1)[-1].startswith("plot_")]
+
+
 def chapter_pages() -> list[str]:
     """Every chapter's page of every build, deep dives (``auto_examples/deep_dives/``) included, from the site's root."""
     prefixes = [b["prefix"] for b in builds()] or [""]

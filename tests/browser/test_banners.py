@@ -10,15 +10,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from site_pages import SITE, build_pages, builds
+from site_pages import SITE, build_chapter_pages, builds
 
 BANNER = re.compile(r'<div class="admonition (\w+) pg-banner"><p class="admonition-title">([^<]*)</p><p>([^<]*)</p>')
 
 
 def _cases():
     cases = [pytest.param(build, page, id=f"{build['name']}:{page}")
-             for build in builds() for page in build_pages(build)
-             if re.fullmatch(r"auto_examples/(deep_dives/)?plot_\w+\.html", page)]
+             for build in builds() for page in build_chapter_pages(build)]
     return cases or [pytest.param(None, None, marks=pytest.mark.skip("no built site: run nox -s docs"))]
 
 

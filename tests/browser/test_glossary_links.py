@@ -13,7 +13,7 @@ import sys
 from html.parser import HTMLParser
 
 import pytest
-from site_pages import ROOT, SITE, build_pages, builds
+from site_pages import ROOT, SITE, build_chapter_pages, builds
 
 sys.path.insert(0, str(ROOT / "docs"))
 from _glossary_terms import NOT_AUTOMATIC, term_pattern  # noqa: E402 - the rule the site's extension applies
@@ -75,7 +75,7 @@ def glossary_terms() -> dict[str, str]:
 
 def _cases():
     cases = [pytest.param(build, page, id=f"{build['name']}:{page}") for build in builds()
-             for page in build_pages(build) if re.fullmatch(r"auto_examples/(deep_dives/)?plot_\w+\.html", page)]
+             for page in build_chapter_pages(build)]
     return cases or [pytest.param(None, None, marks=pytest.mark.skip("no built site: run nox -s docs"))]
 
 

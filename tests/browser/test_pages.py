@@ -26,7 +26,8 @@ LOADED_PAGES = [p for p in ALL_PAGES if "_modules/" not in p] + [
     next(p for p in ALL_PAGES if p.startswith(prefix + "_modules/")) for prefix in PREFIXES
     if any(p.startswith(prefix + "_modules/") for p in ALL_PAGES)]
 
-IMAGES_DECODE = check("broken_images", """
+# Each check() registers a script run at every visit and returns the key of its result.
+BROKEN_IMAGES = check("broken_images", """
 async () => {
   const bad = [];
   for (const img of Array.from(document.images)) {
@@ -38,7 +39,7 @@ async () => {
 }
 """)
 
-WIDE_ELEMENTS = check("wide_elements", """
+WIDE_ELEMENTS_SEEN = check("wide_elements", """
 () => {
   const doc = document.scrollingElement;
   const limit = doc.clientWidth;
@@ -65,7 +66,7 @@ def open_page(page, base_url: str, path: str):
 def test_page_loads_without_console_errors_and_its_images_decode(visit, path):
     seen = visit(path, "laptop")
     assert seen["status"] == 200, f"{path}: HTTP {seen['status']}"
-    assert seen[IMAGES_DECODE] == [], f"{path}: images that do not decode: {seen[IMAGES_DECODE]}"
+    assert seen[BROKEN_IMAGES] == [], f"{path}: images that do not decode: {seen[BROKEN_IMAGES]}"
     assert not seen["errors"], f"{path}: " + "; ".join(seen["errors"])
 
 
@@ -132,7 +133,7 @@ def test_search_finds_the_linear_chapter(page, base_url, prefix):
 
 @pytest.mark.parametrize("path", READER_PAGES)
 def test_prose_does_not_scroll_sideways_on_a_phone(visit, path):
-    seen = visit(path, "phone")[WIDE_ELEMENTS]
+    seen = visit(path, "phone")[WIDE_ELEMENTS_SEEN]
     assert "check_failed" not in seen, f"{path}: {seen.get('check_failed')}"
     assert seen["scrollWidth"] <= seen["clientWidth"], (
         f"{path} at 390 px: the page scrolls sideways ({seen['scrollWidth']} > {seen['clientWidth']} px); "
