@@ -116,6 +116,8 @@ class Verdict:
     missing: str | None = None
     notes: list[str] = field(default_factory=list)
     profiler_scale: float = 1.0  # the per-op cost's factor (1 unless calibrated from a run record)
+    #: the profiled step label's host work re-timed at this share of its length (a run record's calibration)
+    profiler_factor: float | None = None
 
     @property
     def step_ms(self) -> float | None:
@@ -133,13 +135,36 @@ class Verdict:
 
 
 # ----------------------------------------------------------- the what-ifs
-def without_profiler(g: StepGraph, timing: Timing, scale: float = 1.0) -> Timing:
-    """``timing`` with the profiler's estimated cost taken out of every host stretch it falls in."""
+@dataclass(frozen=True)
+class ProfilerCost:
+    """How the profiler's cost is taken out of a step's host stretches.
+
+    ``scale`` multiplies the per-op estimate (:data:`PROFILER_OP_US`,
+    :data:`PROFILER_CALL_US`). Where a run record measured the CPU time of the
+    ``record_function`` label that spans the step with the profiler off, every
+    host stretch inside that ``label`` (recorded ops, runtime calls and the
+    untraced Python between them alike) is instead scaled by ``factor``, the
+    profiler-off time over the profiled one: the step re-timed without the
+    profiler then issues its work in the time that was measured.
+    """
+
+    scale: float = 1.0
+    label: str | None = None
+    factor: float | None = None
+
+
+def without_profiler(g: StepGraph, timing: Timing, cost: ProfilerCost | float = 1.0) -> Timing:
+    """``timing`` with the profiler's cost taken out of every host stretch it falls in (see :class:`ProfilerCost`)."""
+    if not isinstance(cost, ProfilerCost):
+        cost = ProfilerCost(scale=float(cost))
     out = timing.copy()
     for i, seg in enumerate(g.host):
-        cost = scale * (PROFILER_OP_US * seg.prof_ops + PROFILER_CALL_US * seg.prof_calls)
-        if cost > 0:
-            out.host_us[i] = max(out.host_us[i] - cost, (1 - PROFILER_MAX_SHARE) * out.host_us[i])
+        if cost.factor is not None and seg.where.label == cost.label:
+            out.host_us[i] = out.host_us[i] * cost.factor
+            continue
+        cost_us = cost.scale * (PROFILER_OP_US * seg.prof_ops + PROFILER_CALL_US * seg.prof_calls)
+        if cost_us > 0:
+            out.host_us[i] = max(out.host_us[i] - cost_us, (1 - PROFILER_MAX_SHARE) * out.host_us[i])
     return out
 
 
@@ -229,10 +254,10 @@ class StepWhatIfs:
     compute_fixed_us: float | None
 
 
-def step_what_ifs(g: StepGraph, *, gbps: float, scale: float = 1.0) -> StepWhatIfs:
+def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost | float = 1.0) -> StepWhatIfs:
     observed = observed_timing(g)
     profiled = simulate(g, observed)
-    base_timing = without_profiler(g, observed, scale)
+    base_timing = without_profiler(g, observed, cost)
     base = simulate(g, base_timing)
     path = critical_path(base)
     fixed = {cause: simulate(g, fix(base_timing)).period_us for cause, fix in _fixes(g, gbps).items()}
@@ -268,10 +293,10 @@ def verdict_of(trace: Trace, steps: list[Step], *, rank: int | None = None,
     if missing is not None:
         return Verdict(None, [], None, 0.0, {}, len(steps), missing=missing)
     graphs = [step_graph(trace, s, rank=rank) for s in steps]
-    scale, notes = _calibration(trace, steps, unprofiled)
+    cost, notes = _calibration(trace, steps, unprofiled)
     gbps = pinned_gbps(graphs)
-    per_step = [step_what_ifs(g, gbps=gbps, scale=scale) for g in graphs]
-    return _pooled(per_step, rank, scale, notes)
+    per_step = [step_what_ifs(g, gbps=gbps, cost=cost) for g in graphs]
+    return _pooled(per_step, rank, cost, notes)
 
 
 def _missing(trace: Trace, steps: list[Step]) -> str | None:
@@ -298,9 +323,10 @@ def host_speed(steps: list[Step]) -> float | None:
     return min(max(statistics.median(lengths) / TRIVIAL_REF_US, 0.5), 4.0)
 
 
-def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tuple[float, list[str]]:
-    """The factor on the profiler's per-op cost: from a run record's profiler-off CPU time where there is one,
-    else from how long the trace's trivial ops took (:func:`host_speed`)."""
+def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tuple[ProfilerCost, list[str]]:
+    """How to take the profiler's cost out: from a run record's profiler-off CPU time where there is one (the
+    label's stretches scaled to it), else the per-op estimate scaled by how long the trace's trivial ops took
+    (:func:`host_speed`)."""
     notes = []
     if not trace.steps:
         notes.append("the trace has no ProfilerStep markers: it is read as one step; record with "
@@ -308,30 +334,33 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
     if not unprofiled or not unprofiled.get("cpu_us") or not unprofiled.get("label"):
         speed = host_speed(steps)
         if speed is None:
-            return 1.0, notes
+            return ProfilerCost(), notes
         notes.append(f"the profiler's cost per op scaled by {speed:.2f}: this trace's trivial ops took that many "
                      f"times the {TRIVIAL_REF_US} µs they took where it was measured")
-        return speed, notes
+        return ProfilerCost(scale=speed), notes
     label = unprofiled["label"]
     spans = [op for s in steps for op in s.ops if op.annotation and op.name == label]
     if not spans:
-        return 1.0, notes
+        return ProfilerCost(), notes
     profiled = statistics.mean(op.dur_us for op in spans)
     ops = sum(sum(1 for o in s.ops if not o.annotation and o.start_us >= sp.start_us and o.end_us <= sp.end_us)
               for s in steps for sp in spans if sp in s.ops) / len(spans)
     calls = sum(sum(1 for c in s.runtime_calls if sp.start_us <= c.start_us <= sp.end_us)
                 for s in steps for sp in spans if sp in s.ops) / len(spans)
     estimate = PROFILER_OP_US * ops + PROFILER_CALL_US * calls
-    measured = profiled - float(unprofiled["cpu_us"])
-    if estimate <= 0:
-        return 1.0, notes
-    scale = min(max(measured / estimate, 0.0), 5.0)
-    notes.append(f"the profiler's cost per op calibrated from the run record: {scale:.2f}× the default "
-                 f"({measured:,.0f} µs of '{label}' measured, {estimate:,.0f} µs estimated)")
-    return scale, notes
+    off = float(unprofiled["cpu_us"])
+    measured = profiled - off
+    # outside the label (the loop's own calls between steps) the per-op estimate, at this host's measured rate
+    scale = min(max(measured / estimate, 0.0), 5.0) if estimate > 0 else 1.0
+    factor = min(max(off / profiled, 0.0), 1.0) if profiled > 0 else None
+    notes.append(f"the profiler's cost calibrated from the run record: '{label}' took {profiled:,.0f} µs of CPU "
+                 f"per step profiled and {off:,.0f} µs without the profiler, so its host work is re-timed at "
+                 f"{factor:.2f}× its profiled length ({measured:,.0f} µs of profiler cost against {estimate:,.0f} "
+                 "µs estimated per op)")
+    return ProfilerCost(scale=scale, label=label, factor=factor), notes
 
 
-def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str]) -> Verdict:
+def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[str]) -> Verdict:
     def med(values):
         return statistics.median(values) / 1e3
 
@@ -363,7 +392,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, scale: float, notes: list[str]) -
     what_if = counted + ([compute] if compute is not None else [])
     verdict = what_if[0] if what_if else None
     profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
-    return Verdict(verdict, what_if, profiler, profiled, path_ms, len(per_step), notes=notes, profiler_scale=scale)
+    return Verdict(verdict, what_if, profiler, profiled, path_ms, len(per_step), notes=notes, profiler_scale=cost.scale,
+                   profiler_factor=cost.factor)
 
 
 def _ranked(where: Where, rank) -> Where:

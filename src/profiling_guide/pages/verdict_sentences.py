@@ -73,8 +73,8 @@ def profiler_sentence(v: Verdict) -> str:
     p = v.profiler
     if p is None:
         return ""
-    how = (f"calibrated from the run record ({v.profiler_scale:.2f}× the per-op default)"
-           if any("run record" in n for n in v.notes) else
+    how = (f"calibrated from the run record: the step's host work at {v.profiler_factor:.2f}× its profiled length"
+           if v.profiler_factor is not None else
            f"estimated per recorded op and runtime call, ×{v.profiler_scale:.2f} for this host")
     return (f"As profiled, the step re-times to {ms(p.step_ms)}; without the profiler's own cost ({how}) to "
             f"{ms(p.predicted_step_ms)}. The causes are ranked on that second figure.")
