@@ -151,12 +151,36 @@ def test_a_page_states_the_profiler_off_verdict_first_and_links_the_profilers_co
         rec = recording(gpu, name)
         v = verdict(gpu, name)
         facts = verdicts.pace_facts(rec)
-        assert facts.sentences[0].startswith(f"{verdicts.LEAD[v.bound]} ({v.bound.value})"), name
+        lead = f"{verdicts.LEAD[v.bound]} ({v.bound.value}: {verdicts.CAUSE_OF[v.bound]})"
+        assert facts.sentences[0].startswith(lead), name
         html = facts._repr_html_()
         if v.bound is not Bound.OVERHEAD and v.gaps.main is Cause.HOST:  # the gaps are the profiler's
             assert f'href="{verdicts.PROFILER_COST}"' in html, name
             linked += 1
     assert linked, "no page blames its gaps on the profiler: the link is untested"
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_a_box_whose_critical_path_names_another_cause_than_its_pace_says_why(gpu):
+    """The profiler-off pace (gpu_compute or launch_overhead) and the critical path's verdict in one box: where
+    they name different causes, the box says why (the loop's own sync, or how the two are timed); where the path
+    names the loop's own synchronize, the box says it is the loop's."""
+    explained = 0
+    for name in timed_recordings(gpu):
+        rec = recording(gpu, name)
+        v = verdict(gpu, name)
+        engine = verdicts.engine_verdict(rec)
+        text = " ".join(verdicts.pace_facts(rec).sentences)
+        if engine.verdict is None or v.bound not in verdicts.PACE_CAUSE:
+            continue
+        if verdicts._loop_sync(engine.verdict):
+            assert "the loop's own torch.cuda.synchronize() after each step" in text, name
+        elif engine.verdict.cause is not verdicts.PACE_CAUSE[v.bound]:
+            assert "is the slower side, yet the profiled loop's path names" in text, name
+            explained += 1
+        else:
+            assert "is the slower side, yet" not in text, name
+    assert gpu != "nvidia-h200" or explained, "no H200 box disagrees: the explanation is untested"
 
 
 # --------------------------------------------------------------- the idle time's causes, on made-up steps

@@ -13,6 +13,7 @@ words by a condition.
 from __future__ import annotations
 
 import html
+import re
 from collections import Counter
 
 import pandas as pd
@@ -35,6 +36,11 @@ from profiling_guide.output import echo
 from profiling_guide.spread import Spread, compare
 
 
+#: The report's causes (``docs/report.md``, "The verdict"): set in code type wherever a sentence names one.
+CAUSE_WORDS = re.compile(r"\b(gpu_compute|launch_overhead|host_gap|host_sync|exposed_communication|waiting_for_rank"
+                         r"|load_imbalance|profiler_overhead)\b")
+
+
 class Facts:
     """One or more computed sentences; renders as paragraphs (HTML) or lines (text)."""
 
@@ -52,7 +58,7 @@ class Facts:
         pending = dict(self.links)
         paragraphs = []
         for s in self.sentences:
-            text = html.escape(s)
+            text = CAUSE_WORDS.sub(r"<code>\1</code>", html.escape(s))
             for phrase, href in list(pending.items()):
                 escaped = html.escape(phrase)
                 if escaped in text:

@@ -28,6 +28,8 @@ from profiling_guide.analysis.verdict import verdict_of as verdict_of_trace
 from profiling_guide.errors import GuideError
 from profiling_guide.pages.facts import Facts
 from profiling_guide.pages.recordings import recorded_trace
+from profiling_guide.analysis.causes import Cause as VerdictCause
+from profiling_guide.pages.verdict_sentences import NAMES, ms, place
 from profiling_guide.pages.verdict_sentences import verdict_sentence as verdict_sentence_of
 from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
@@ -166,6 +168,12 @@ LEAD = {
     Bound.OVERHEAD: "The CPU sets the pace",
     Bound.TIE: "Neither side clearly sets the pace",
 }
+#: The report's cause for each profiler-off pace (``docs/report.md``, "The verdict"): one vocabulary on every page.
+CAUSE_OF = {
+    Bound.DEVICE: "gpu_compute",
+    Bound.OVERHEAD: "launch_overhead",
+    Bound.TIE: "launch_overhead and gpu_compute within each other's spread",
+}
 ACTION = {
     Bound.DEVICE: "The CPU runs ahead and the GPU works back to back: faster kernels, or fewer, are what helps.",
     Bound.OVERHEAD: ("The GPU waits for the host: less Python and fewer launches per {what} (torch.compile, "
@@ -194,15 +202,17 @@ def verdict_sentence(v: PaceVerdict, what: str = "forward") -> str:
                    f"({_sources(v.measurements)}) {'agree' if v.agree else 'disagree'}. Issuing one took the CPU "
                    f"{_pooled([m.cpu_issue for m in v.measurements])}, running it the GPU "
                    f"{_pooled([m.device for m in v.measurements])}")
-    return f"{LEAD[v.bound]} ({v.bound.value}): {numbers}. {ACTION[v.bound].format(what=what)}"
+    return f"{LEAD[v.bound]} ({v.bound.value}: {CAUSE_OF[v.bound]}): {numbers}. {ACTION[v.bound].format(what=what)}"
 
 
 GAP_WORDS = {
-    Cause.HOST: "waiting for the host to launch the next kernel (gaps between launches)",
-    Cause.SYNC: "after a synchronizing call had emptied its queue",
+    Cause.HOST: "waiting for the host to launch the next kernel (launch_overhead)",
+    Cause.SYNC: "after a synchronizing call had emptied its queue (host_sync)",
     Cause.QUEUED: "with its next kernel already launched (waiting on another stream or an event)",
-    Cause.COLLECTIVE: "in collective kernels with no compute beside them",
+    Cause.COLLECTIVE: "in collective kernels with no compute beside them (exposed_communication)",
 }
+#: The synchronizing calls a profiling loop makes after each step, outside the step's label.
+LOOP_SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize")
 HOST_GAPS = {
     Bound.OVERHEAD: "Those gaps are what an overhead-bound {what} looks like, profiled or not.",
     Bound.DEVICE: ("Those gaps are the profiler's own: the profiler slows the host and not the GPU, and with it "
@@ -211,12 +221,57 @@ HOST_GAPS = {
 }
 
 
+def _loop_sync(w) -> bool:
+    """Whether a what-if is the profiling loop's own ``synchronize`` after each step (outside the step's label)."""
+    return w.cause is VerdictCause.HOST_SYNC and w.where.label is None and w.where.op in LOOP_SYNCS
+
+
+#: The report's cause each profiler-off pace stands for.
+PACE_CAUSE = {Bound.DEVICE: VerdictCause.GPU_COMPUTE, Bound.OVERHEAD: VerdictCause.LAUNCH_OVERHEAD}
+
+
+def agreement_sentence(engine: Verdict | None, bound: Bound | None) -> str:
+    """Why the profiled loop's critical path names another cause than the profiler-off pace, where it does."""
+    if engine is None or engine.verdict is None or bound not in PACE_CAUSE:
+        return ""
+    w = engine.verdict
+    if w.cause is PACE_CAUSE[bound] or _loop_sync(w):
+        return ""
+    sync = next((x for x in engine.what_if[:3] if _loop_sync(x)), None)
+    side = "GPU" if bound is Bound.DEVICE else "CPU"
+    if sync is not None:
+        return (f"Profiler off the {side} is the slower side, yet the profiled loop's path names "
+                f"{w.cause.value}: the loop's own torch.cuda.synchronize() after each step empties the GPU's queue, "
+                f"so each step starts with the GPU waiting for its first launches. Without that sync (host_sync, "
+                f"−{ms(max(sync.saving_ms, 0.0))}) the loop would take about {ms(sync.predicted_step_ms)} a step.")
+    return (f"Profiler off the {side} is the slower side, yet the profiled loop's path names {w.cause.value}: the "
+            "profiler-off numbers time the host's issue and the GPU's run apart, while the path re-times the loop "
+            "as the trace ran it, each wait where it was.")
+
+
 def engine_sentence(engine: Verdict | None) -> list[str]:
-    """The verdict engine's answer for the profiled loop, in the report's words (one sentence, or none)."""
+    """The verdict engine's answer for the profiled loop, in the report's words (one sentence, or none).
+
+    Where its largest saving is the loop's own ``torch.cuda.synchronize()`` after each step, the sentence says
+    so: that call is there to time each step, and what removing it predicts is the loop whose pace the
+    profiler-off numbers give; the program's own causes are the ones after it.
+    """
     if engine is None or engine.verdict is None:
         return []
-    return ["Re-timed from the trace with the profiler's cost taken out, the profiled loop's critical path says: "
-            + verdict_sentence_of(engine)]
+    lead = "Re-timed from the trace with the profiler's cost taken out, the profiled loop's critical path says: "
+    w = engine.verdict
+    if not _loop_sync(w):
+        return [lead + verdict_sentence_of(engine)]
+    rest = [x for x in engine.what_if[1:3]]
+    text = (f"{lead}the largest saving, about {ms(w.saving_ms)} of the {ms(w.step_ms)} step, is the loop's own "
+            f"torch.cuda.synchronize() after each step (host_sync): each step starts "
+            "on an empty GPU queue, so the host's time to issue it and the GPU's time to run it add up. Without it "
+            f"the loop would take about {ms(w.predicted_step_ms)} a step; the sync is there to time each step, "
+            "and a training loop leaves it out.")
+    if rest:
+        text += " Then: " + "; ".join(f"{NAMES[x.cause].lower()} {place(x)} (−{ms(max(x.saving_ms, 0.0))})"
+                                      for x in rest) + "."
+    return [text]
 
 
 def engine_verdict(rec) -> Verdict:
@@ -238,7 +293,7 @@ def trace_sentences(v: PaceVerdict, what: str = "forward", engine: Verdict | Non
         lines.append(f"It sat idle {_us(idle)} per step: " + "; ".join(parts) + ".")
     if g.main is Cause.HOST:
         lines.append(HOST_GAPS[v.bound].format(what=what))
-    return lines + engine_sentence(engine)
+    return lines + engine_sentence(engine) + [agreement_sentence(engine, v.bound)]
 
 
 def other_gpu_sentence(v: PaceVerdict, other: str, theirs: list[Measurement], what: str = "forward",
