@@ -1,0 +1,222 @@
+"""Record a small GPT's training step for attribution to modules and source lines, and for trace diffs.
+
+    python scripts/record_attribution.py --out DIR                 # on a CUDA GPU
+    python scripts/record_attribution.py --out DIR --device cpu --quick   # a smoke test, no GPU
+
+The model is the verdict corpus's GPT (``scripts/record_verdict_corpus.py``:
+token and position embeddings, pre-norm blocks with attention through SDPA and
+a GELU MLP, layer norm, a tied head, fused AdamW). Each variant's step is
+profiled with one step skipped, one warm-up and six active steps, CPU and
+CUDA activities, ``record_shapes=True``, into ``<variant>.trace.json.gz``:
+
+* ``eager_bare``: no ``with_stack``, no ``with_modules`` (what a bare trace holds);
+* ``eager``: ``with_stack=True, with_modules=True``;
+* ``eager_again``: the same, recorded a second time (the same program twice);
+* ``compiled``: ``torch.compile`` (default mode), ``with_stack`` and ``with_modules``,
+  with inductor's provenance tracking on; what inductor records each kernel
+  fuses (``torch._inductor.debug.create_kernel_information_json()``: its
+  source lines, post-grad and pre-grad nodes) goes to
+  ``compiled.kernel_information.json``;
+* ``reduce_overhead``: ``torch.compile(mode="reduce-overhead")``, the same;
+* ``graphed``: the eager step captured whole in one ``torch.cuda.graph``, the
+  capture and six replays in one trace (the capture's launches, with their
+  stacks and modules, are what each replayed kernel maps back to).
+
+``timings.json`` holds, for the eager step, the wall time per step with the
+profiler off, on (``record_shapes``), and on with ``with_stack`` and
+``with_modules`` (seven repeats of ten steps each: median, quartiles), and the
+environment. It imports torch and the corpus script only, so it runs on the GPU
+machine as a plain file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_verdict_corpus import (  # noqa: E402 - the corpus script sits beside this one
+    REPEATS,
+    STEPS_PER_REPEAT,
+    WARMUP_STEPS,
+    Device,
+    _gpt_graph_step,
+    environment,
+    gpt_parts,
+    gpt_step,
+    log,
+    spread,
+)
+
+ACTIVE = 6
+
+
+def _activities(dev: Device) -> list:
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.cuda else [])
+
+
+def _write_trace(prof, path: Path) -> None:
+    partial = path.with_name("." + path.name + ".partial.json.gz")
+    prof.export_chrome_trace(str(partial))
+    os.replace(partial, path)
+
+
+def profile_steps(step, dev: Device, path: Path, *, stack: bool) -> None:
+    """Profile 2 + ACTIVE steps (skip one, warm one up, record the rest) and write the trace, all or nothing."""
+    with profile(activities=_activities(dev), schedule=schedule(wait=1, warmup=1, active=ACTIVE),
+                 record_shapes=True, with_stack=stack, with_modules=stack) as prof:
+        for _ in range(2 + ACTIVE):
+            step()
+            prof.step()
+    dev.sync()
+    _write_trace(prof, path)
+
+
+def time_steps(step, dev: Device, profiler: dict | None) -> dict:
+    """Wall ms per step: REPEATS × (STEPS_PER_REPEAT steps between two synchronizations), under ``profiler``'s
+    arguments (every step recorded) or with the profiler off (None)."""
+    def run() -> list[float]:
+        for _ in range(WARMUP_STEPS):
+            step()
+        dev.sync()
+        per_step = []
+        for _ in range(REPEATS if not dev.quick else 2):
+            dev.sync()
+            start = time.perf_counter()
+            n = STEPS_PER_REPEAT if not dev.quick else 2
+            for _ in range(n):
+                step()
+            dev.sync()
+            per_step.append(1e3 * (time.perf_counter() - start) / n)
+        return per_step
+
+    if profiler is None:
+        return spread(run())
+    with profile(activities=_activities(dev), **profiler):
+        samples = run()
+    return spread(samples)
+
+
+def forget_provenance() -> None:
+    """Empty what inductor recorded so far, so that each variant's file holds its own kernels only."""
+    import torch._inductor.debug as debug
+
+    for name in ("_inductor_post_to_pre_grad_nodes", "_inductor_kernel_stack_trace",
+                 "_inductor_triton_kernel_to_post_grad_node_info"):
+        recorded = getattr(debug, name, None)
+        if isinstance(recorded, dict):
+            recorded.clear()
+
+
+def kernel_information() -> dict:
+    """What inductor recorded each kernel of this process fuses (provenance tracking), or {} where it cannot."""
+    try:
+        from torch._inductor.debug import create_kernel_information_json
+    except ImportError:
+        return {}
+    return create_kernel_information_json()
+
+
+def compiled_step(dev: Device, mode: str | None):
+    model, idx, targets = gpt_parts(dev)
+    compiled = torch.compile(model, mode=mode) if mode else torch.compile(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.cuda)
+    return gpt_step(compiled, opt, idx, targets)
+
+
+def graphed(dev: Device, path: Path) -> None:
+    """The eager step captured in one CUDA graph: the capture and ACTIVE replays, profiled in one trace."""
+    run, _, keep = _gpt_graph_step(dev, compile=False)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # warm up on a side stream, as torch.cuda.graph asks
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with profile(activities=_activities(dev), record_shapes=True, with_stack=True, with_modules=True) as prof:
+        with torch.profiler.record_function("capture"):
+            with torch.cuda.graph(graph):
+                run()
+        prof.step()
+        for _ in range(ACTIVE):
+            graph.replay()
+            prof.step()
+        dev.sync()
+    _write_trace(prof, path)
+    del keep
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the traces and timings (made if absent)")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="where to run (default: cuda)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, two repeats: a smoke test")
+    args = parser.parse_args(argv)
+    dev = Device(args.device, args.quick)
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch._inductor.config.trace.provenance_tracking_level = 1
+    torch._inductor.config.force_disable_caches = True  # a cached graph records no provenance
+    failed = []
+    timings = {"environment": environment(dev), "active_steps": ACTIVE}
+
+    def attempt(name, fn):
+        started = time.perf_counter()
+        try:
+            fn()
+            log(f"{name}: {time.perf_counter() - started:.0f} s")
+        except Exception:  # noqa: BLE001 - one variant's failure is reported, the others still run
+            failed.append(name)
+            traceback.print_exc()
+        finally:
+            torch._dynamo.reset()
+            if dev.cuda:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+
+    def eager():
+        model, idx, targets = gpt_parts(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.cuda)
+        step = gpt_step(model, opt, idx, targets)
+        profile_steps(step, dev, args.out / "eager_bare.trace.json.gz", stack=False)
+        profile_steps(step, dev, args.out / "eager.trace.json.gz", stack=True)
+        profile_steps(step, dev, args.out / "eager_again.trace.json.gz", stack=True)
+        timings["eager_wall_ms"] = {
+            "profiler_off": time_steps(step, dev, None),
+            "record_shapes": time_steps(step, dev, {"record_shapes": True}),
+            "with_stack_and_modules": time_steps(step, dev, {"record_shapes": True, "with_stack": True,
+                                                              "with_modules": True}),
+        }
+
+    def compiled(name, mode):
+        def run():
+            forget_provenance()
+            step = compiled_step(dev, mode)
+            profile_steps(step, dev, args.out / f"{name}.trace.json.gz", stack=True)
+            info = kernel_information()
+            (args.out / f"{name}.kernel_information.json").write_text(json.dumps(info, indent=1) + "\n")
+            timings[f"{name}_kernels_with_provenance"] = len(info)
+        return run
+
+    attempt("eager", eager)
+    attempt("compiled", compiled("compiled", None))
+    attempt("reduce_overhead", compiled("reduce_overhead", "reduce-overhead"))
+    if dev.cuda:
+        attempt("graphed", lambda: graphed(dev, args.out / "graphed.trace.json.gz"))
+    (args.out / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+    log(json.dumps(timings.get("eager_wall_ms", {}), indent=1))
+    if failed:
+        log("failed:", ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
