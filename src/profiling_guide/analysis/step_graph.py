@@ -90,6 +90,7 @@ class HostSeg:
     #: the recorded ops and runtime calls whose profiler cost falls in this stretch (see :func:`profiler_units`)
     prof_ops: float = 0.0
     prof_calls: float = 0.0
+    prof_py: float = 0.0  # the traced Python calls (with_stack=True) whose profiler cost falls in this stretch
 
 
 @dataclass(slots=True, eq=False)
@@ -442,7 +443,7 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
     _blocking(host, dev, chain, trace, step, index_of)
-    profiler_units(host, step)
+    profiler_units(host, step, trace)
     ops = sum(1 for op in step.ops if not op.annotation)
     return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads)
 
@@ -589,14 +590,24 @@ def _blocking(host: list[HostSeg], dev: list[DevNode], chain, trace: Trace, step
             seg.sync_stream = own[-1] if own else last_stream
 
 
-def profiler_units(host: list[HostSeg], step: Step) -> None:
+def profiler_units(host: list[HostSeg], step: Step, trace: Trace | None = None) -> None:
     """Share each recorded op's and runtime call's profiler cost among the stretches of its top-level op.
 
     The profiler pays for every op and runtime call it records, inside the op
     that holds it: a top-level op's recorded ops and calls are spread over its
     own stretches (its time between calls, and its calls), in proportion to
-    their length. A call outside any op carries its own.
+    their length. A call outside any op carries its own. The Python calls it
+    traces (``with_stack=True``) run between ops and inside their Python
+    wrappers: the step's count of them is spread over its stretches that are
+    not runtime calls, in proportion to their length.
     """
+    if trace is not None and trace.python_starts:
+        calls_in_step = sum(bisect.bisect_right(starts, step.end_us) - bisect.bisect_left(starts, step.start_us)
+                            for starts in trace.python_starts.values())
+        python_time = sum(seg.dur_us for seg in host if seg.kind != "call")
+        for seg in host:
+            if seg.kind != "call" and python_time > 0:
+                seg.prof_py = calls_in_step * seg.dur_us / python_time
     ops: dict[int, int] = {}
     for op in step.ops:
         if not op.annotation:

@@ -54,6 +54,11 @@ from profiling_guide.trace.model import Step, Trace
 #: CPU-bound workloads timed with the profiler off and on (the references.json of tests/data/corpus/h100 and
 #: h200; H100: 1.50 and 2.66, H200: 1.33 and 2.58).
 PROFILER_OP_US, PROFILER_CALL_US = 1.4, 2.6
+#: The profiler's cost per traced Python call (µs), with ``with_stack=True``: a small GPT's eager training step
+#: on the H200 took 13.2 ms (IQR 12.5–14.0) with ``record_shapes`` and 16.0 ms (IQR 14.5–17.4) with
+#: ``with_stack`` and ``with_modules`` too, for 1,243 traced Python calls a step, on a host whose trivial ops ran
+#: 3.0× the reference (tests/data/attribution/h200: timings.json and eager.trace.json.gz).
+PROFILER_PY_US = 0.74
 #: Ops that do no work but set a tensor's metadata: their recorded length is the host's per-op cost under the
 #: profiler, which scales the costs above (:func:`host_speed`). They took 0.37 µs (H100) and 0.31 µs (H200) as
 #: the profiler's cost was measured.
@@ -162,7 +167,8 @@ def without_profiler(g: StepGraph, timing: Timing, cost: ProfilerCost | float = 
         if cost.factor is not None and seg.where.label == cost.label:
             out.host_us[i] = out.host_us[i] * cost.factor
             continue
-        cost_us = cost.scale * (PROFILER_OP_US * seg.prof_ops + PROFILER_CALL_US * seg.prof_calls)
+        cost_us = cost.scale * (PROFILER_OP_US * seg.prof_ops + PROFILER_CALL_US * seg.prof_calls
+                                + PROFILER_PY_US * seg.prof_py)
         if cost_us > 0:
             out.host_us[i] = max(out.host_us[i] - cost_us, (1 - PROFILER_MAX_SHARE) * out.host_us[i])
     return out

@@ -224,6 +224,8 @@ class _EventReader:
         self.device_events: list[DeviceEvent] = []
         self.memory_events: list[MemoryEvent] = []
         self.flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
+        #: thread -> the start of every Python call traced there (``with_stack=True``): the profiler pays for each
+        self.python_starts: dict = {}
         self._names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
         self._shared: dict[bytes, list] = {}  # one list object per distinct list-valued arg (see _share)
 
@@ -239,6 +241,11 @@ class _EventReader:
             if cat is None:
                 return
             self.fail(index, f"'cat' must be a string, got {_show(cat)}")
+        if cat == "python_function":  # counted only (the profiler's cost): a malformed one is skipped, not fatal
+            ts, tid = ev.get("ts"), ev.get("tid")
+            if type(ts) in (int, float) and -_MAX_US < ts < _MAX_US and (tid is None or type(tid) in (int, str)):
+                self.python_starts.setdefault(tid, []).append(float(ts))
+            return
         if cat not in _USED_CATS:
             return
         name = ev.get("name")
@@ -382,6 +389,7 @@ class Trace:
         for index, ev in events:
             reader.read(index, ev)
         self.ops, self.runtime_calls, self.device_events = reader.ops, reader.runtime_calls, reader.device_events
+        self.python_starts = {tid: sorted(starts) for tid, starts in reader.python_starts.items()}
         # the caching allocators' events, by time (a trace profiled with profile_memory=True)
         self.memory_events = sorted(reader.memory_events, key=attrgetter("start_us"))
         for found in (self.ops, self.runtime_calls, self.device_events):
