@@ -80,11 +80,10 @@ def test_no_rank_waits_long_in_plain_ddp():
 
 def test_fsdp2s_ranks_2_and_3_wait_in_their_collectives_for_rank_0_yet_no_rank_is_the_culprit():
     a = run("fsdp2")
-    # Profiled, ranks 2 and 3 wait for rank 0; re-timed alone, no rank's step is 5 % longer than another's
-    # (without the profiler all four took 30.6-30.7 ms a step, cases.json): no rank is named the culprit.
-    assert a.straggler is None and a.culprit.culprit is None
-    alone = a.culprit.standalone_ms
-    assert max(alone.values()) - min(alone.values()) < 0.05 * a.culprit.run_step_ms * 2
+    # Profiled, ranks 2 and 3 wait for rank 0; re-timed alone, rank 0's step is the longest in the median of the
+    # two steps but not in each (its host, profiled, ran 41 then 45 ms; rank 1's 43 then 35): noise, not a
+    # culprit (without the profiler all four took 30.6-30.7 ms a step, cases.json).
+    assert a.straggler is None and a.culprit.culprit is None and a.culprit.reason == "noise"
     for rank in (2, 3):
         v = a.verdicts[rank]
         assert v.verdict == "collectives" and v.waited_for == 0

@@ -114,7 +114,7 @@ REASONS = {
     "one_rank": "one rank alone has no one to wait for",
     "small": "the slowest rank on its own is longer than the next by less than 5 % of the run's step",
     "noise": "the slowest rank on its own is longer than the next by no more than the run's step varies from "
-             "step to step",
+             "step to step, or is not the slowest in every profiled step",
     "not_waited_for": "the others do not wait for the slowest rank on its own (less than 5 % of the run's step)",
 }
 
@@ -181,6 +181,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     standalone: dict[int, list[float]] = defaultdict(list)
     own: dict[int, list[float]] = defaultdict(list)
     run_steps, excess, without = [], defaultdict(list), defaultdict(list)
+    slowest_in: list[tuple[float, dict[int, float]]] = []  # per step: the slowest standalone step, and each rank's
     for number in steps:
         alone = {}
         for r in ranks:
@@ -193,6 +194,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
         bases = [timings[r].steps[number].base_us for r in alone]
         if not bases:
             continue
+        slowest_in.append((max(alone.values()), alone))
         run_steps.append(max(bases))
         for r in alone:
             others = [v for q, v in alone.items() if q != r]
@@ -215,9 +217,12 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     found.slowest = max(med, key=lambda r: (med[r], -r))
     found.margin_ms = top - max(rest if rest else [v for r, v in med.items() if r != found.slowest])
     waited = sum(found.waited_for_ms.get(r, 0.0) for r in slow)
+    # a rank late by its own work is late in every step; one slowest in the median only is noise
+    alike_us = 1e3 * MIN_SAVING * found.run_step_ms / 2
+    late_each_step = all(any(alone.get(r, 0.0) >= top_us - alike_us for r in slow) for top_us, alone in slowest_in)
     if not rest or found.margin_ms < MIN_SAVING * found.run_step_ms:
         found.reason = "small"
-    elif found.margin_ms <= found.noise_ms:
+    elif found.margin_ms <= found.noise_ms or not late_each_step:
         found.reason = "noise"
     elif late_us is not None and waited < MIN_SAVING * found.run_step_ms:
         found.reason = "not_waited_for"

@@ -16,7 +16,7 @@ trace, :func:`step_graph` builds:
 * **the device work**: every kernel, memset and memcpy the chain launched,
   each after its launch (plus the launch latency the trace shows) and after the
   work before it on its stream. A device event that started later than both
-  waited for something else: another stream's work that ended just before it
+  waited for something else: another stream's work that ended last before it started, after it was ready
   (``cudaStreamWaitEvent``, NCCL's streams) is taken as what it waited for.
 * **blocking calls**: a synchronizing call (``cudaStreamSynchronize``,
   ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, ``.item()``'s copy, a
@@ -517,10 +517,12 @@ def _dependencies(dev: list[DevNode], trace: Trace, gap: float, lag: float) -> N
             node.lag_us = lag
             ready = max(launch.start_us + lag, stream_ready)
         if ev.start_us > ready + WAIT_SLACK_US:
-            # waited for something else: the latest work of another stream that ended just before it started
+            # waited for something else: the latest work of another stream that ended after it was ready and
+            # before it started (an event a wait is recorded on may be released a while before the waiting work
+            # starts: its stream's scheduler, a copy engine)
             j = bisect.bisect_right(end_times, ev.start_us + SLACK_US) - 1
             found = -1
-            while j >= 0 and end_times[j] >= ev.start_us - 50 * SLACK_US:
+            while j >= 0 and end_times[j] >= min(ready, ev.start_us - 50 * SLACK_US):
                 k = ends[j][1]
                 if dev[k].stream != node.stream:
                     found = k
