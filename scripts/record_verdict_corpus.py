@@ -624,6 +624,8 @@ RANKS = {
                        {"cause": "exposed_communication", "where": "backward", "rank": None}),
     "fsdp2_extra_rank0": (dict(strategy="fsdp2", extra_between=128, culprit=0), dict(strategy="fsdp2"),
                           {"cause": "load_imbalance", "where": "extra_work", "rank": 0}),
+    "fsdp2_host_stall_last": (dict(strategy="fsdp2", sleep_ms=10.0, culprit=-1), dict(strategy="fsdp2"),
+                              {"cause": "host_gap", "where": "before forward", "rank": -1}),
 }
 
 
@@ -653,6 +655,9 @@ def run_ranks(args) -> int:
             profile_steps(cause, dev, args.out / f"{name}.rank{rank}.trace.json.gz", active=2, barrier=dist.barrier)
             timed_cause = time_steps(cause, dev, barrier=dist.barrier)
             fixed = ranks_case(dev, rank, world, **fixed_args)
+            if args.profile_fixed:  # the fixed run's trace too: what the report makes of the run it predicts
+                profile_steps(fixed, dev, args.out / f"{name}.fixed.rank{rank}.trace.json.gz", active=2,
+                              barrier=dist.barrier)
             timed_fixed = time_steps(fixed, dev, barrier=dist.barrier)
             everyone = [None] * world
             dist.all_gather_object(everyone, {"rank": rank, "step_ms": timed_cause, "fixed_step_ms": timed_fixed})
@@ -688,6 +693,8 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test (gloo)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few repeats (a smoke test)")
     parser.add_argument("--cases", nargs="*", help="only these cases")
+    parser.add_argument("--profile-fixed", action="store_true",
+                        help="ranks: also profile each case's fixed run (<case>.fixed.rank<r>.trace.json.gz)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: no CUDA GPU is visible: run this on a GPU machine, or pass --device cpu --quick", file=sys.stderr)

@@ -37,7 +37,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from profiling_guide.analysis.causes import FIXES, Cause, Where
-from profiling_guide.analysis.critical_path import critical_path, observed_timing, simulate
+from profiling_guide.analysis.critical_path import by_cause, critical_path, observed_timing, simulate
 from profiling_guide.analysis.step_graph import step_graph
 from profiling_guide.analysis.verdict import (
     MIN_SAVING,
@@ -70,6 +70,8 @@ class RankTiming:
 
     steps: dict[int, RankStepTiming]
     compute_us: dict[tuple, float]  # GPU compute µs per step, per (op, label, kernel kind)
+    #: µs per step of its own-work critical path (collectives taking no time), per cause
+    path_us: dict[Cause, float] = field(default_factory=dict)
 
 
 def _kernel_keys(trace: Trace, calls: list) -> dict[int, tuple]:
@@ -92,21 +94,22 @@ def _kernel_keys(trace: Trace, calls: list) -> dict[int, tuple]:
 def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
     """Re-time each profiled step of one rank (see the module docstring, step 1); ``calls`` are its collective calls."""
     keys = _kernel_keys(trace, calls)
-    steps, compute = {}, defaultdict(float)
+    steps, compute, path_us = {}, defaultdict(float), defaultdict(float)
     scale = host_speed(trace.steps) or 1.0
     for step in trace.steps:
         g = step_graph(trace, step, rank=rank)
         base_timing = without_profiler(g, observed_timing(g), scale)
         base = simulate(g, base_timing)
         own = simulate(g, no_collectives(g, base_timing))
-        critical_path(own)
+        for cause, us in by_cause(critical_path(own)).items():
+            path_us[cause] += us
         on_path = {keys[id(g.dev[i].event)] for i in own.path_devices if id(g.dev[i].event) in keys}
         steps[step.number] = RankStepTiming(base.period_us, own.period_us, tuple(sorted(on_path, key=repr)))
         for node in g.dev:
             if node.cause is Cause.GPU_COMPUTE:
                 compute[node.where.op, node.where.label, node.where.kind] += node.dur_us
     n = max(len(trace.steps), 1)
-    return RankTiming(steps, {k: v / n for k, v in compute.items()})
+    return RankTiming(steps, {k: v / n for k, v in compute.items()}, {k: v / n for k, v in path_us.items()})
 
 
 #: Why :func:`find_culprit` named no rank (:attr:`CulpritFinding.reason`), in words that follow "no rank is named:".
@@ -283,7 +286,7 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
         if where is not None and extra_ms >= max(IMBALANCE_SHARE * finding.excess_ms, MIN_SAVING * run_step):
             cause, fix = Cause.LOAD_IMBALANCE, FIXES[Cause.LOAD_IMBALANCE]
         else:
-            own = _own_cause(rank_verdict)
+            own = _own_cause(rank_verdict, _excess_cause(timings, c, finding.slow))
             cause, where = (own.cause, own.where) if own is not None else (Cause.HOST_GAP, Where(rank=c))
             fix = FIXES[cause]
             where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
@@ -325,11 +328,26 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
     return RunVerdict(verdict, what_if, ranks, finding, rank_verdict, rank_read, notes)
 
 
-def _own_cause(v: Verdict | None) -> WhatIf | None:
-    """The culprit's own largest removable cause, communication aside (it waits for no one)."""
+def _excess_cause(timings: dict[int, RankTiming], culprit: int, slow: list[int]) -> Cause | None:
+    """The cause whose time on the culprit's own critical path exceeds the other ranks' (their median) the most.
+
+    The ranks run one program: a cause they all share (the launch overhead of the same Python) does not make one
+    of them late; what the culprit alone spends more on does (a stall on its host, a sync only it makes).
+    """
+    mine = timings[culprit].path_us
+    others = [timings[r].path_us for r in timings if r != culprit and r not in slow]
+    if not others:
+        return None
+    excess = {cause: us - statistics.median(o.get(cause, 0.0) for o in others) for cause, us in mine.items()
+              if cause not in (Cause.EXPOSED_COMMUNICATION, Cause.GPU_COMPUTE)}
+    best = max(excess, key=excess.get, default=None)
+    return best if best is not None and excess[best] > 0 else None
+
+
+def _own_cause(v: Verdict | None, prefer: Cause | None = None) -> WhatIf | None:
+    """The culprit's own removable cause, communication aside (it waits for no one): ``prefer`` (what it spends
+    more on than the other ranks) where its verdict has that cause, else its largest."""
     if v is None:
         return None
-    for w in v.what_if:
-        if w.cause is not Cause.EXPOSED_COMMUNICATION:
-            return w
-    return None
+    causes = [w for w in v.what_if if w.cause is not Cause.EXPOSED_COMMUNICATION]
+    return next((w for w in causes if w.cause is prefer), causes[0] if causes else None)
