@@ -321,7 +321,13 @@ def _host_chain(trace: Trace, step: Step, rank) -> tuple[list[tuple[HostSeg, Run
     tids = set(ops_by) | set(calls_by)
     if not tids:
         return [], []
-    driver = marker.tid if marker is not None else max(tids, key=lambda t: len(calls_by.get(t, ())))
+    if marker is not None:
+        driver = marker.tid
+    else:  # no step marker: the thread that started the step's work (Python's, which runs the loop), not the
+        # autograd engine's, which may launch more but only once the step's thread has started the backward
+        first = min((x for x in (*step.ops, *step.runtime_calls) if not getattr(x, "annotation", False)),
+                    key=lambda x: x.start_us, default=None)
+        driver = first.tid if first is not None else max(tids, key=lambda t: len(calls_by.get(t, ())))
     tids.add(driver)  # the step's thread may have recorded nothing of its own in it
     busy = _device_busy_ops(step.ops)
     threads = {tid: _Thread(tid, ops_by.get(tid, []), calls_by.get(tid, [])) for tid in tids}
@@ -415,11 +421,13 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     index_of: dict[int, int] = {}
     launched_at: dict[int, float] = {}
     t = 0.0
+    # the step's own device work (a trace without step markers is one step holding all of it)
+    mine = {id(ev) for ev in step.device_events}
     for seg, call in chain:
         host.append(seg)
         if call is not None:
             for ev in sorted(call.device_events, key=lambda e: e.start_us):
-                if ev.step != step.number:
+                if id(ev) not in mine:
                     continue
                 index_of[id(ev)] = len(dev)
                 seg.launches.append(len(dev))
