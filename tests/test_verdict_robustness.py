@@ -70,3 +70,27 @@ def test_the_verdict_holds_on_a_trace_recorded_otherwise(case, transform):
     error = (v.predicted_step_ms / iterations - fixed) / fixed
     assert v.cause.value == label["cause"], (case, transform.__name__, v.cause, v.where.words())
     assert abs(error) <= 0.15, (case, transform.__name__, f"{error:+.0%}")
+
+
+RUNS = sorted(p.name.split(".")[0] for p in (CORPUS.parent / "h200x2").glob("*.label.json"))
+
+
+@pytest.mark.parametrize("case", RUNS)
+def test_a_run_without_labels_keeps_its_cause_and_culprit(case, tmp_path, capsys):
+    """Each two-H200 run of the corpus with its record_function labels taken out of every rank's trace."""
+    from profiling_guide.cli import main
+
+    folder = tmp_path / case
+    folder.mkdir()
+    for source in sorted((CORPUS.parent / "h200x2" / case).glob("rank*.trace.json.gz")):
+        with gzip.open(source, "rt") as f:
+            raw = json.load(f)
+        raw["traceEvents"] = no_labels(raw["traceEvents"])
+        with gzip.open(folder / source.name, "wt") as f:
+            json.dump(raw, f)
+    out = tmp_path / "verdict.json"
+    assert main(["report", str(folder), "-o", str(tmp_path / "page.html"), "--json", str(out)]) == 0
+    capsys.readouterr()
+    report = json.loads(out.read_text())
+    label = json.loads((CORPUS.parent / "h200x2" / f"{case}.label.json").read_text())
+    assert (report["verdict"]["cause"], report["culprit"]) == (label["cause"], label["rank"]), report["verdict"]
