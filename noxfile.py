@@ -7,7 +7,7 @@ default (H100) into ``docs/_build/html``, the H200 into ``docs/_build/html/h200`
 
 torch is not pinned: a GPU machine keeps (or gets) its CUDA build. To choose a
 build, give pip a constraints file, as CI does:
-``PIP_CONSTRAINT=$PWD/.ci/constraints-cpu.txt nox -s tests`` (CONTRIBUTING.md).
+``PIP_CONSTRAINT=$PWD/.ci/constraints-cpu.txt nox -s tests`` (DEVELOPING.md).
 
 Other sessions:
 

@@ -240,7 +240,7 @@ def pytest_terminal_summary(terminalreporter):
 def recording(name: str, gpu: Path = H100) -> Path:
     path = gpu / f"{name}.trace.json.gz"
     if not path.is_file():
-        pytest.fail(f"missing recording {path}: record it on a GPU (see CONTRIBUTING.md)")
+        pytest.fail(f"missing recording {path}: record it on a GPU (see DEVELOPING.md)")
     return path
 
 

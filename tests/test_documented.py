@@ -1,6 +1,6 @@
 """Every environment variable the guide reads, and every flag its command lines take, is documented.
 
-Documented: named in ``README.md``, ``CONTRIBUTING.md`` or a page of the site
+Documented: named in ``README.md``, ``CONTRIBUTING.md``, ``DEVELOPING.md`` or a page of the site
 (``docs/**/*.md``). The variables are found in the source without importing
 it: every ``PROFILING_GUIDE_*`` name in ``src/``, ``scripts/``, the docs
 build and the noxfile, and every variable ``src/`` reads through
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "profiling_guide"
-DOCUMENTS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "DEVELOPING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 DOCUMENTS = [p for p in DOCUMENTS if not {"_build", "auto_examples", "jupyter_execute"} & set(p.parts)]
 #: Where the guide's own variables are read: the package, the scripts, the docs build, the noxfile, the site's tests.
 OWN_VARIABLE_SOURCES = [*SRC.rglob("*.py"), *(ROOT / "scripts").iterdir(), *(ROOT / "docs").glob("*.py"),
@@ -149,8 +149,8 @@ def test_a_read_through_an_unknown_name_is_refused():
 def test_every_environment_variable_the_guide_reads_is_documented(variable):
     where = every_variable()[variable]
     assert named(documentation(), variable), (
-        f"{variable} (read in {where}) is named in no README.md, CONTRIBUTING.md or docs page: "
-        "add it to the table of docs/command_line.md or to CONTRIBUTING.md")
+        f"{variable} (read in {where}) is named in no README.md, DEVELOPING.md or docs page: "
+        "add it to the table of docs/command_line.md or to DEVELOPING.md")
 
 
 # ------------------------------------------------------------------ flags
@@ -183,4 +183,4 @@ def test_the_flags_found_include_the_probes_own():
 @pytest.mark.parametrize("flag", sorted(flags_defined()))
 def test_every_flag_a_command_line_defines_is_documented(flag):
     assert named(documentation(), flag), (
-        f"{flag} ({flags_defined()[flag]}) is named in no README.md, CONTRIBUTING.md or docs page")
+        f"{flag} ({flags_defined()[flag]}) is named in no README.md, DEVELOPING.md or docs page")

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIP = "# not run by tests/test_readme.py:"
 BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
 #: The files whose shell blocks run: the front door, the contributor guide, the site's pages of commands.
-DOCUMENTS = ("README.md", "CONTRIBUTING.md", "docs/command_line.md", "docs/benchmark.md")
+DOCUMENTS = ("README.md", "DEVELOPING.md", "docs/command_line.md", "docs/benchmark.md")
 
 
 def shell_blocks(document: str) -> list[tuple[int, str]]:

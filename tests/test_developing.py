@@ -1,4 +1,4 @@
-"""The layout tables of ``CONTRIBUTING.md`` name every module, script and test helper, and nothing else.
+"""The layout tables of ``DEVELOPING.md`` name every module, script and test helper, and nothing else.
 
 Under its "Layout" heading, each ``### `folder/` `` section holds one table
 whose first column names paths relative to that folder (``### The rest``:
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDE = ROOT / "CONTRIBUTING.md"
+GUIDE = ROOT / "DEVELOPING.md"
 PACKAGE = ROOT / "src" / "profiling_guide"
 ROW = re.compile(r"^\|\s*`([^`]+)`((?:,\s*`[^`]+`)*)\s*\|\s*(.*?)\s*\|\s*$")
 LONGEST_DESCRIPTION = 120  # characters: one line of a table, not a paragraph
@@ -27,7 +27,7 @@ LONGEST_DESCRIPTION = 120  # characters: one line of a table, not a paragraph
 def layout_tables(text: str) -> dict[str, list[tuple[str, str]]]:
     """``{base folder: [(name, description), ...]}`` from the "Layout" section ("" for the repository's root)."""
     section = re.search(r"^## Layout\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    assert section, "CONTRIBUTING.md has no '## Layout' section"
+    assert section, "DEVELOPING.md has no '## Layout' section"
     tables: dict[str, list[tuple[str, str]]] = {}
     base = None
     for line in section.group(1).splitlines():
@@ -77,14 +77,14 @@ def test_the_layout_has_a_table_for_each_part():
 def test_every_module_script_and_helper_has_a_row(base):
     named = {name for name, _ in TABLES.get(base, [])}
     missing = sorted(in_the_tree()[base] - named)
-    assert not missing, f"CONTRIBUTING.md's layout of {base} lacks {', '.join(missing)}: add a row from its docstring"
+    assert not missing, f"DEVELOPING.md's layout of {base} lacks {', '.join(missing)}: add a row from its docstring"
 
 
 @pytest.mark.parametrize("base", sorted(TABLES))
 def test_every_row_names_something_that_exists(base):
     folder = ROOT / base
     gone = sorted(name for name, _ in TABLES[base] if not exists(folder, name))
-    assert not gone, f"CONTRIBUTING.md's layout of {base or 'the repository'} names {', '.join(gone)}: none exists"
+    assert not gone, f"DEVELOPING.md's layout of {base or 'the repository'} names {', '.join(gone)}: none exists"
 
 
 @pytest.mark.parametrize("base", sorted(TABLES))
