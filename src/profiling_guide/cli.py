@@ -174,6 +174,21 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_diff(args) -> int:
+    from profiling_guide.report.diff_html import write_diff
+
+    if args.output is None and args.json is None:
+        raise GuideError("diff writes a page (-o OUT.html), JSON (--json OUT.json, '-' for standard output), or both:"
+                         " give at least one")
+    say = (lambda text: print(printable(text), file=sys.stderr)) if args.json == "-" else (
+        lambda text: print(printable(text)))
+    out = write_diff([args.a], [args.b], args.output, json_out=args.json, on_verdict=lambda t: say("verdict: " + t))
+    for written in (out, args.json if args.json != "-" else None):
+        if written:
+            say(written)
+    return 0
+
+
 def _cmd_bench_nccl(args, rest) -> int:
     from profiling_guide.measure import bench_nccl
 
@@ -219,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT.json", help="also write the verdict, its what-ifs and (for a run) each "
                    "rank's verdict as JSON, schema profiling-guide.report/1; '-' for standard output")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("diff", help="what changed between two traces of one program, beyond the noise")
+    p.add_argument("a", metavar="A", help="the trace before (.json or .json.gz), or a folder of traces of it: "
+                   "repeats, or the ranks of one run, each profiled step a sample")
+    p.add_argument("b", metavar="B", help="the trace after, or a folder of them")
+    p.add_argument("-o", "--output", metavar="OUT.html", help="the page to write")
+    p.add_argument("--json", metavar="OUT.json", help="the diff as JSON, schema profiling-guide.diff/1; '-' for "
+                   "standard output")
+    p.set_defaults(func=_cmd_diff)
     p = sub.add_parser("bench-nccl", add_help=False,
                        help="measure all-reduce, all-gather and reduce-scatter bus bandwidth (under torchrun)")
     p.set_defaults(func=_cmd_bench_nccl)
