@@ -229,6 +229,41 @@ facts.ranking(times)
 facts.time_by_kind(breakdown, times)
 
 # %%
+# What changed against eager, kernel by kernel
+# --------------------------------------------
+# ``profiling-guide diff`` compares any two traces this way (the report's page
+# documents it): it lines up each variant's device work with eager's through
+# what launched it (the same GEMM shapes; a fused kernel against the ops it
+# fuses; what is left under ``mlp_fwd``, matched there) and calls a change only
+# where the two spreads do not overlap. Three profiled steps a side are too few
+# for that, so the step here is each recording's wall time per forward with
+# the profiler off (seven repeats). The fused kernel's trace is chapter 6's
+# recording on this GPU.
+
+from profiling_guide.analysis.diff import diff
+
+
+def wall_per_forward(recording):
+    return Spread.from_dict(recording.run["timings"]["wall_us_per_call"])
+
+
+against_eager = {name: run for name, run in runs.items() if name != "eager"}
+fused = Chapter.recorded("06_fused", argv=[]).read("fused", missing_ok=True)
+if fused is not None:
+    against_eager["fused"] = fused
+diffs = {
+    name: diff([runs["eager"].trace], [recording.trace], a_name="eager", b_name=name,
+               a_step=wall_per_forward(runs["eager"]), b_step=wall_per_forward(recording),
+               step_source="wall time per forward, profiler off")
+    for name, recording in against_eager.items()
+}
+tables.styled(facts.diff_summary(diffs))
+
+# %%
+
+facts.diff_verdicts(diffs)
+
+# %%
 # max-autotune times Inductor's Triton GEMM templates against cuBLAS once,
 # as it compiles, and keeps the faster for each product. Are its GEMMs
 # slower than cuBLAS's here, and why? From its trace and eager's: each

@@ -14,6 +14,7 @@ import pytest
 
 from profiling_guide.analysis.diff import MIN_SAMPLES, SCHEMA, diff, fuses, fused_ops, significant, to_dict
 from profiling_guide.cli import main
+from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def test_two_unrelated_programs_match_little():
 def test_step_samples_given_replace_the_traces_steps():
     a = [_trace(RECORDINGS / "nvidia-h200" / "05_compare.eager.trace.json.gz")]
     b = [_trace(RECORDINGS / "nvidia-h200" / "05_compare.compile.trace.json.gz")]
-    d = diff(a, b, a_step_samples=[100.0, 101, 99, 100, 102, 98, 100], b_step_samples=[90.0, 91, 89, 90, 92, 88, 90],
+    d = diff(a, b, a_step=[100.0, 101, 99, 100, 102, 98, 100], b_step=Spread(90.0, 89.0, 91.0, 7),
              step_source="7 benchmark passes", verdicts=False)
     assert d.step_significant is True and d.a.steps_source == "7 benchmark passes"
 

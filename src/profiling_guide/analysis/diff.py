@@ -160,8 +160,8 @@ class Side:
     name: str
     sources: list[str]
     rows: dict[RowKey, list[float]]  # one value per sample (step), 0 where the row ran nothing in it
-    step_us: list[float]
-    samples: int
+    step: Spread  # the step's time (µs): over the profiled steps, or as given (a timing with the profiler off)
+    samples: int  # profiled steps, over every trace of the side
     steps_source: str = "the traces' profiler steps"
 
     @property
@@ -191,7 +191,7 @@ def side_of(traces: list[Trace], name: str) -> Side:
             steps_us.append(_step_time(step))
     keys = {k for rows in per_step for k in rows}
     return Side(name, [t.source for t in traces], {k: [rows.get(k, 0.0) for rows in per_step] for k in keys},
-                steps_us, len(per_step))
+                Spread.of(steps_us), len(per_step))
 
 
 # --------------------------------------------------------------- matching
@@ -259,11 +259,11 @@ def match(a: Side, b: Side) -> list[Row]:
 
 
 # ------------------------------------------------------------- the noise
-def significant(a: list[float], b: list[float]) -> bool | None:
+def significant(a: list[float] | Spread, b: list[float] | Spread) -> bool | None:
     """True/False: the IQRs do not/do overlap; None: fewer than MIN_SAMPLES on a side, nothing called."""
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+    sa, sb = (x if isinstance(x, Spread) else Spread.of(x) for x in (a, b))
+    if sa.repeats < MIN_SAMPLES or sb.repeats < MIN_SAMPLES:
         return None
-    sa, sb = Spread.of(a), Spread.of(b)
     return sa.q3 < sb.q1 or sb.q3 < sa.q1
 
 
@@ -291,23 +291,25 @@ class Diff:
 
     @property
     def step_significant(self) -> bool | None:
-        return significant(self.a.step_us, self.b.step_us)
+        return significant(self.a.step, self.b.step)
 
     def explaining(self) -> Row | None:
         """The row whose change explains most of the step's, in the step's direction."""
-        delta = statistics.median(self.b.step_us) - statistics.median(self.a.step_us)
+        delta = self.b.step.median - self.a.step.median
         rows = [r for r in self.rows if (statistics.median(r.b) - statistics.median(r.a)) * delta > 0]
         return max(rows, key=lambda r: abs(statistics.median(r.b) - statistics.median(r.a)), default=None)
 
 
 def diff(a: list[Trace], b: list[Trace], *, a_name: str = "A", b_name: str = "B",
-         a_step_samples: list[float] | None = None, b_step_samples: list[float] | None = None,
+         a_step: Spread | list[float] | None = None, b_step: Spread | list[float] | None = None,
          step_source: str | None = None, verdicts: bool = True) -> Diff:
     """The diff of A's traces against B's (see the module docstring).
 
-    ``a_step_samples``/``b_step_samples``: the step's time measured otherwise
-    (µs, one per repeat: a benchmark's), used for the step-level comparison in
-    place of the traces' steps; ``step_source`` says what they are.
+    ``a_step``/``b_step``: the step's time measured otherwise (µs: a
+    :class:`~profiling_guide.spread.Spread` of its repeats, or the repeats
+    themselves; a run record's profiler-off timing, a benchmark's), used for
+    the step-level comparison in place of the traces' steps; ``step_source``
+    says what they are.
     """
     from profiling_guide.errors import GuideError
 
@@ -319,10 +321,10 @@ def diff(a: list[Trace], b: list[Trace], *, a_name: str = "A", b_name: str = "B"
             raise GuideError(f"{name}'s steps hold no device work: record with activities=[ProfilerActivity.CPU, "
                              "ProfilerActivity.CUDA]")
     sa, sb = side_of(a, a_name), side_of(b, b_name)
-    for side, samples in ((sa, a_step_samples), (sb, b_step_samples)):
-        if samples:
-            side.step_us = list(samples)
-            side.steps_source = step_source or "samples given"
+    for side, given in ((sa, a_step), (sb, b_step)):
+        if given is not None:
+            side.step = given if isinstance(given, Spread) else Spread.of(list(given))
+            side.steps_source = step_source or "timings given"
     out = Diff(sa, sb, match(sa, sb))
     if verdicts:
         from profiling_guide.analysis.verdict import verdict_of
@@ -339,7 +341,7 @@ def _ms(us: float) -> str:
 
 def verdict_words(d: Diff) -> str:
     """The diff's verdict in one paragraph, in the report's vocabulary."""
-    a, b = Spread.of(d.a.step_us), Spread.of(d.b.step_us)
+    a, b = d.a.step, d.b.step
     delta = b.median - a.median
     direction = "shorter" if delta < 0 else "longer"
     sig = d.step_significant
@@ -350,7 +352,7 @@ def verdict_words(d: Diff) -> str:
     else:
         noise = "within the noise (the interquartile ranges overlap): a tie"
     text = (f"{d.b.name}'s step is {_ms(abs(delta))} {direction} than {d.a.name}'s ({_ms(a.median)} → "
-            f"{_ms(b.median)}, medians of {len(d.a.step_us)} and {len(d.b.step_us)} samples, "
+            f"{_ms(b.median)}, medians of {a.repeats} and {b.repeats} samples, "
             f"{d.a.steps_source}): {noise}.")
     device_delta = d.b.device_us - d.a.device_us
     row = d.explaining()
@@ -377,8 +379,9 @@ def verdict_words(d: Diff) -> str:
 def to_dict(d: Diff) -> dict:
     """The diff as JSON (schema :data:`SCHEMA`)."""
     def side(s: Side) -> dict:
-        sp = Spread.of(s.step_us)
-        return {"name": s.name, "sources": s.sources, "samples": len(s.step_us), "steps_source": s.steps_source,
+        sp = s.step
+        return {"name": s.name, "sources": s.sources, "samples": sp.repeats, "steps_source": s.steps_source,
+                "profiled_steps": s.samples,
                 "step_ms": {"median": sp.median / 1e3, "q1": sp.q1 / 1e3, "q3": sp.q3 / 1e3},
                 "device_us_per_step": s.device_us}
 

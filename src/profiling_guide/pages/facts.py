@@ -394,6 +394,37 @@ def time_by_kind(breakdown: dict[str, dict[str, float]], times: dict[str, Spread
     )
 
 
+def diff_summary(diffs: dict) -> pd.DataFrame:
+    """One row per :func:`~profiling_guide.analysis.diff.diff` against the same baseline: what matched, what the
+    device work and the step did, and the largest change."""
+    import statistics
+
+    from profiling_guide.analysis.diff import significant
+
+    rows = {}
+    for name, d in diffs.items():
+        biggest = max(d.rows, key=lambda r: abs(statistics.median(r.b) - statistics.median(r.a)))
+        change = statistics.median(biggest.b) - statistics.median(biggest.a)
+        call = {True: "beyond the noise", False: "a tie", None: "too few samples"}[d.step_significant]
+        va, vb = (getattr(v, "verdict", None) for v in (d.a_verdict, d.b_verdict))
+        rows[name] = {
+            "matched": f"{100 * d.matched_share:.0f} %",
+            f"device µs / step, {d.a.name} → it": f"{d.a.device_us:.0f} → {d.b.device_us:.0f}",
+            "largest change": f"{biggest.words()}: {change:+.0f} µs"
+                              + (" (beyond the noise)" if significant(biggest.a, biggest.b) else ""),
+            f"step µs, {d.a.name} → it": f"{d.a.step.median:.0f} → {d.b.step.median:.0f}, {call}",
+            "report's verdict": f"{va.cause.value} → {vb.cause.value}" if va is not None and vb is not None else "–",
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def diff_verdicts(diffs: dict) -> Facts:
+    """Each diff's verdict, one sentence group per variant."""
+    from profiling_guide.analysis.diff import verdict_words
+
+    return Facts(*(verdict_words(d) for d in diffs.values()))
+
+
 def sweep_summary(standing: pd.DataFrame) -> Facts:
     """How many shapes of a :func:`~.tables.sweep_standing` table the variant wins, against the best other
     variant and against cuBLAS's bare GEMMs, and the shapes where it loses to them."""

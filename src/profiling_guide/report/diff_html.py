@@ -13,7 +13,6 @@ from profiling_guide.errors import GuideError
 from profiling_guide.files import check_writable, finite_or_null, write_text_atomic
 from profiling_guide.report.html import _CSS
 from profiling_guide.report.html_parts import cell, table
-from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 from profiling_guide.trace.run import trace_files
 
@@ -29,9 +28,9 @@ def _called(flag: bool | None) -> str:
 
 
 def _side_line(name: str, d: Diff, side) -> str:
-    sp = Spread.of(side.step_us)
+    sp = side.step
     return (f"<li><b>{html.escape(name)}</b>: step {sp.median / 1e3:.3f} ms (IQR {sp.q1 / 1e3:.3f}–{sp.q3 / 1e3:.3f}), "
-            f"{len(side.step_us)} samples ({html.escape(side.steps_source)}); device work {side.device_us:,.1f} µs "
+            f"{sp.repeats} samples ({html.escape(side.steps_source)}); device work {side.device_us:,.1f} µs "
             f"per step; {len(side.sources)} trace{'s' if len(side.sources) != 1 else ''}: "
             + ", ".join(f"<code>{html.escape(Path(s).name)}</code>" for s in side.sources) + "</li>")
 
