@@ -216,7 +216,7 @@ class Row:
             return f"other work in '{k.label}' ({k.phase})" if k.label else f"other work ({k.phase})"
         if self.how == "fused":
             fused = next(k for k in (*self.a_keys, *self.b_keys) if k.kind == "fused")
-            ops = " · ".join(k.what for k in (*self.a_keys, *self.b_keys) if k.kind != "fused")
+            ops = " · ".join(k.what.removeprefix("aten::") for k in (*self.a_keys, *self.b_keys) if k.kind != "fused")
             return f"{ops}, fused in one kernel{f' in {fused.label!r}' if fused.label else ''} ({fused.phase})"
         return keys[0].words()
 
