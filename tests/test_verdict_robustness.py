@@ -94,3 +94,21 @@ def test_a_run_without_labels_keeps_its_cause_and_culprit(case, tmp_path, capsys
     report = json.loads(out.read_text())
     label = json.loads((CORPUS.parent / "h200x2" / f"{case}.label.json").read_text())
     assert (report["verdict"]["cause"], report["culprit"]) == (label["cause"], label["rank"]), report["verdict"]
+
+
+def test_a_window_cut_short_leaves_its_last_step_out_and_says_so():
+    """Nothing recorded after the middle of the last step (the trace exported early): that step is left out of the
+    verdict, with a note saying why and how to record it whole; the cause stays the one put in."""
+    label = json.loads((CORPUS / "gpt_eager.label.json").read_text())
+    with gzip.open(CORPUS / "gpt_eager.trace.json.gz", "rt") as f:
+        raw = json.load(f)
+    markers = sorted((e for e in raw["traceEvents"] if _is_step_marker(e) and e.get("cat") == "user_annotation"),
+                     key=lambda e: e["ts"])
+    cut = markers[-1]["ts"] + markers[-1]["dur"] / 2
+    raw["traceEvents"] = [e for e in raw["traceEvents"]
+                          if not (e.get("ph") == "X" and isinstance(e.get("ts"), (int, float)) and e["ts"] > cut)]
+    trace = Trace(raw, source="cut short")
+    v = verdict_of(trace, report_steps(trace))
+    assert v.steps == len(markers) - 1
+    assert any(f"left out ProfilerStep#{len(markers) + 1}, cut short" in n for n in v.notes), v.notes
+    assert v.verdict.cause.value == label["cause"]

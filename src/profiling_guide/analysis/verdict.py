@@ -298,11 +298,31 @@ def verdict_of(trace: Trace, steps: list[Step], *, rank: int | None = None,
     missing = _missing(trace, steps)
     if missing is not None:
         return Verdict(None, [], None, 0.0, {}, len(steps), missing=missing)
+    steps, cut = complete_steps(steps)
     graphs = [step_graph(trace, s, rank=rank) for s in steps]
     cost, notes = _calibration(trace, steps, unprofiled)
+    if cut:
+        notes.append(f"left out {', '.join(f'ProfilerStep#{s.number}' for s in cut)}, cut short: {'it holds' if len(cut) == 1 else 'they hold'} "
+                     "less than half the device work of the median step (the profiler stopped, or the trace was "
+                     "exported, before it ended); stop the profiler only after the last step's prof.step()")
     gbps = pinned_gbps(graphs)
     per_step = [step_what_ifs(g, gbps=gbps, cost=cost) for g in graphs]
     return _pooled(per_step, rank, cost, notes)
+
+
+#: A step with less than this share of the median step's device events is taken as cut short.
+CUT_SHORT = 0.5
+
+
+def complete_steps(steps: list[Step]) -> tuple[list[Step], list[Step]]:
+    """The steps to re-time, and those left out as cut short: fewer device events than :data:`CUT_SHORT` of the
+    median step's, the first or last of the window (where a recording starts or stops). One step alone is kept."""
+    if len(steps) < 2:
+        return steps, []
+    median = statistics.median(len(s.device_events) for s in steps)
+    cut = [s for s in (steps[0], steps[-1]) if len(s.device_events) < CUT_SHORT * median]
+    kept = [s for s in steps if s not in cut]
+    return (kept, cut) if kept else (steps, [])
 
 
 def _missing(trace: Trace, steps: list[Step]) -> str | None:
