@@ -779,8 +779,9 @@ def verdict(d: Diff) -> dict:
         text += (f" On the traces' critical paths (the report's), {NAMES[cause].lower()} changed most: "
                  f"{pa:.3f} → {pb:.3f} ms.")
     elif not on_host and row is not None:
+        traces = " in the traces" if d.a.steps_source != Side.steps_source else ""
         text += (f" The change that explains most of it: {row.words()}, {_us(statistics.median(row.a))} → "
-                 f"{_us(statistics.median(row.b))} per step ({_us(row.delta_us)}"
+                 f"{_us(statistics.median(row.b))} per step{traces} ({_us(row.delta_us)}"
                  + (f", {_noise(significant(row.a, row.b)).split(' (')[0]}" if sig is not None else "") + ").")
     ca, cb = _cause(d.a), _cause(d.b)
     pace_changed = None

@@ -1,11 +1,14 @@
 """What inductor recorded each kernel of a compiled program computes: its provenance, where it was kept.
 
-With ``torch._inductor.config.trace.provenance_tracking_level`` set, inductor
-writes ``kernel_information.json`` beside its debug output: for each kernel
-it generated or called (``triton_poi_fused_gelu_mul_0:7``, the kernel's name
-and its call's number), the source lines of the program it came from
-(``stack_traces``) and the graph nodes it computes (``post_grad_nodes``,
-``pre_grad_nodes``). The trace itself does not hold them. Keep the file as
+With ``torch._inductor.config.trace.provenance_tracking_level = 1``, inductor
+keeps, for each kernel it generated or called (``triton_poi_fused_gelu_mul_0:7``,
+the kernel's name and its call's number), the source lines of the program it
+came from (``stack_traces``) and the graph nodes it computes
+(``post_grad_nodes``, ``pre_grad_nodes``):
+``torch._inductor.debug.create_kernel_information_json()`` returns them, and an
+AOTInductor build writes them as ``kernel_information.json``
+(``scripts/record_attribution.py`` keeps them for its compiled traces). The
+trace itself does not hold them. Keep the JSON as
 ``<trace name>.kernel_information.json`` beside the trace (``compiled.trace.json.gz``
 → ``compiled.kernel_information.json``) and :func:`provenance_beside` reads
 it; the diff then matches a compiled kernel to the eager ops of the same
@@ -14,6 +17,7 @@ lines of the program.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +87,7 @@ def beside(trace_path: str | Path) -> Path:
 
 
 def provenance_beside(trace_path: str | Path) -> dict[str, KernelProvenance] | None:
-    """The kernel information kept beside a trace (:func:`beside`), or None where there is none."""
+    """The kernel information kept beside a trace (:func:`beside`), or None where there is none; something there
+    that is not a file of it (a folder, a FIFO, another JSON) is a one-line GuideError."""
     path = beside(trace_path)
-    return read(path) if path.is_file() else None
+    return read(path) if os.path.lexists(path) else None
