@@ -30,6 +30,7 @@ from profiling_guide.analysis.diff import (
     template_gemm_shape,
     to_dict,
 )
+from profiling_guide.report.diff_html import report_json
 from profiling_guide.cli import main
 from profiling_guide.errors import GuideError
 from profiling_guide.spread import Spread
@@ -74,7 +75,7 @@ def test_the_guides_variants_match_at_least_95_percent_of_device_time(gpu, a, b)
     # three profiled steps a side: nothing is called beyond the noise from the traces alone, and it is said
     assert d.a.samples == d.b.samples == 3
     assert d.step_significant is None and all(significant(r.a, r.b) is None for r in d.rows)
-    report = to_dict(d)
+    report = report_json(d)
     assert report["a"]["samples"] == report["b"]["samples"] == 3
     assert "too few samples" in report["verdict"]["text"]
 
@@ -145,7 +146,7 @@ def test_the_same_program_recorded_twice_shows_no_change_at_step_level():
     assert d.step_significant is False
     assert d.matched_share == pytest.approx(1.0)
     assert {r.how for r in d.rows} == {"same"}
-    report = to_dict(d)
+    report = report_json(d)
     assert "a tie" in report["verdict"]["text"] and report["verdict"]["pace_changed"] is False
 
 
@@ -172,7 +173,7 @@ def test_step_samples_given_replace_the_traces_steps():
     d = diff(a, b, a_step=[100.0, 101, 99, 100, 102, 98, 100], b_step=Spread(90.0, 89.0, 91.0, 7),
              step_source="7 benchmark passes", verdicts=False)
     assert d.step_significant is True and d.a.steps_source == "7 benchmark passes"
-    report = to_dict(d)
+    report = report_json(d)
     assert report["a"]["samples"] == 7 and report["a"]["profiled_samples"] == 3
     assert "7 benchmark passes" in report["verdict"]["text"] and "in the traces" in report["verdict"]["text"]
 

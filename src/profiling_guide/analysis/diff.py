@@ -712,26 +712,18 @@ def diff(a: list[Trace], b: list[Trace], *, a_name: str = "A", b_name: str = "B"
     return Diff(sa, sb, match(sa, sb))
 
 
-# ---------------------------------------------------------------- words
-def _us(us: float) -> str:
-    return f"{us / 1e3:.2f} ms" if abs(us) >= 1000 else f"{us:.1f} µs"
+# ------------------------------------------------------------ the verdict
+#: Where the device work changed less than this share of the step's change (or the other way), the change is on
+#: the host or in waiting.
+DEVICE_SHARE = 0.5
+#: Sides whose traced Python calls per step (with_stack=True) differ by more than this factor, with at least
+#: PYTHON_CALLS on one, were not profiled alike: the profiler's cost differs between their steps.
+PYTHON_FACTOR, PYTHON_CALLS = 2.0, 100
 
 
 def _cause(side: Side):
     report = side.report
     return report.verdict.verdict.cause if report is not None and report.verdict.verdict is not None else None
-
-
-def _bound(side: Side) -> str | None:
-    return side.report.pace.bound if side.report is not None else None
-
-
-def _noise(sig: bool | None) -> str:
-    if sig is None:
-        return f"too few samples to tell it from the noise (at least {MIN_SAMPLES} a side are needed)"
-    if sig:
-        return "beyond the noise (the interquartile ranges do not overlap)"
-    return "within the noise (the interquartile ranges overlap): a tie"
 
 
 def _path_change(d: Diff, delta: float):
@@ -744,70 +736,54 @@ def _path_change(d: Diff, delta: float):
     return max(changes, key=lambda x: abs(x[2] - x[1]), default=None)
 
 
-def verdict(d: Diff) -> dict:
-    """The diff's verdict: the step's change and whether it is beyond the noise, the change that explains most of
-    it, and whether the pace changed, in the report's vocabulary; ``text`` says it in words."""
-    from profiling_guide.pages.verdict_sentences import NAMES
+@dataclass
+class DiffVerdict:
+    """What the diff concludes (:func:`verdict`); :mod:`profiling_guide.pages.diff_sentences` words it."""
 
-    a, b = d.a.step, d.b.step
-    delta = b.median - a.median
-    sig = d.step_significant
-    sources = (d.a.steps_source if d.a.steps_source == d.b.steps_source
-               else f"{d.a.name}: {d.a.steps_source}; {d.b.name}: {d.b.steps_source}")
-    text = (f"{d.b.name}'s step is {_us(abs(delta))} {'shorter' if delta < 0 else 'longer'} than {d.a.name}'s "
-            f"({_us(a.median)} → {_us(b.median)}, medians of {a.repeats} and {b.repeats} samples, {sources}): "
-            f"{_noise(sig)}.")
-    pa, pb = d.a.python_per_step, d.b.python_per_step
-    if max(pa, pb) >= 100 and min(pa, pb) < 0.5 * max(pa, pb) and "profiler" in sources:
-        more, fewer = (d.a, d.b) if pa > pb else (d.b, d.a)
-        text += (f" The two were not profiled alike: {more.name}'s trace holds {max(pa, pb):,.0f} traced Python calls "
-                 f"a step (with_stack=True), {fewer.name}'s {min(pa, pb):,.0f}; the profiler's own cost, in the "
-                 "steps as profiled, differs by theirs.")
+    step_delta_us: float
+    step_significant: bool | None
+    steps_source: str  # where the step times come from (both sides', or each side's)
+    device_delta_us: float
+    on_host: bool  # the device work changed less than DEVICE_SHARE of the step's change, or the other way
+    explained_by: Row | None  # the row that explains most of the step's change (None when it is on the host)
+    path_change: tuple | None  # (cause, A's ms, B's ms): the report's cause whose critical-path time changed most
+    pace: tuple | None  # ((A's cause, A's bound), (B's cause, B's bound)), the report's, where computed
+    profiled_unalike: bool  # one side traced many more Python calls a step than the other
+
+    @property
+    def pace_changed(self) -> bool | None:
+        return None if self.pace is None else self.pace[0] != self.pace[1]
+
+
+def verdict(d: Diff) -> DiffVerdict:
+    """The step's change and whether it is beyond the noise, the change that explains most of it (the row, or the
+    host), and whether the pace changed, in the report's vocabulary."""
+    delta = d.b.step.median - d.a.step.median
     device_delta = d.b.device_us - d.a.device_us
-    row = d.explaining()
-    on_host = device_delta * delta <= 0 or abs(device_delta) < 0.5 * abs(delta)
-    path = _path_change(d, delta) if on_host else None
-    if device_delta * delta < 0:
-        text += (f" Its device work went the other way, {_us(d.a.device_us)} → {_us(d.b.device_us)} per step: the "
-                 "step's change is not in the kernels but on the host or in waiting.")
-    elif on_host:
-        text += (f" Its device work changed by {_us(device_delta)} per step in all ({_us(d.a.device_us)} → "
-                 f"{_us(d.b.device_us)}): most of the step's change is not in the kernels but on the host or in "
-                 "waiting.")
-    if on_host and path is not None:
-        cause, pa, pb = path
-        text += (f" On the traces' critical paths (the report's), {NAMES[cause].lower()} changed most: "
-                 f"{pa:.3f} → {pb:.3f} ms.")
-    elif not on_host and row is not None:
-        traces = " in the traces" if d.a.steps_source != Side.steps_source else ""
-        text += (f" The change that explains most of it: {row.words()}, {_us(statistics.median(row.a))} → "
-                 f"{_us(statistics.median(row.b))} per step{traces} ({_us(row.delta_us)}"
-                 + (f", {_noise(significant(row.a, row.b)).split(' (')[0]}" if sig is not None else "") + ").")
+    on_host = device_delta * delta <= 0 or abs(device_delta) < DEVICE_SHARE * abs(delta)
     ca, cb = _cause(d.a), _cause(d.b)
-    pace_changed = None
+    pace = None
     if ca is not None and cb is not None:
-        ba, bb = _bound(d.a), _bound(d.b)
-        pace_changed = ca is not cb or ba != bb
-        if not pace_changed:
-            text += (f" The pace did not change: {ba} on both sides, the report's verdict {NAMES[ca].lower()} "
-                     "on both.")
-        else:
-            text += (f" The pace changed: {d.b.name} is {bb} where {d.a.name} is {ba} (the report's verdict: "
-                     f"{NAMES[cb].lower()} for {d.b.name}, {NAMES[ca].lower()} for {d.a.name}).")
+        pace = ((ca, d.a.report.pace.bound), (cb, d.b.report.pace.bound))
+    pa, pb = sorted((d.a.python_per_step, d.b.python_per_step))
+    return DiffVerdict(
+        delta, d.step_significant,
+        d.a.steps_source if d.a.steps_source == d.b.steps_source else None,
+        device_delta, on_host, None if on_host else d.explaining(), _path_change(d, delta) if on_host else None,
+        pace, pb >= PYTHON_CALLS and pb > PYTHON_FACTOR * pa)
+
+
+def verdict_dict(v: DiffVerdict) -> dict:
+    row = v.explained_by
     return {
-        "text": text, "step_delta_ms": delta / 1e3, "step_significant": sig, "steps_source": sources,
-        "device_delta_us": device_delta, "on_host": on_host,
-        "explained_by": None if on_host or row is None else {"row": row.words(), "delta_us": row.delta_us,
-                                                              "significant": significant(row.a, row.b)},
-        "critical_path_change": None if path is None else {"cause": path[0].value, "a_ms": path[1],
-                                                           "b_ms": path[2]},
-        "pace_changed": pace_changed,
+        "step_delta_ms": v.step_delta_us / 1e3, "step_significant": v.step_significant,
+        "device_delta_us": v.device_delta_us, "on_host": v.on_host,
+        "explained_by": None if row is None else {"row": row.words(), "delta_us": row.delta_us,
+                                                  "significant": significant(row.a, row.b)},
+        "critical_path_change": None if v.path_change is None else {
+            "cause": v.path_change[0].value, "a_ms": v.path_change[1], "b_ms": v.path_change[2]},
+        "pace_changed": v.pace_changed, "profiled_unalike": v.profiled_unalike,
     }
-
-
-def verdict_words(d: Diff) -> str:
-    """The diff's verdict in one paragraph (:func:`verdict`'s ``text``)."""
-    return verdict(d)["text"]
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
@@ -845,7 +821,7 @@ def _side_dict(s: Side) -> dict:
 
 
 def to_dict(d: Diff) -> dict:
-    """The diff as JSON (schema :data:`SCHEMA`)."""
+    """The diff as JSON data (schema :data:`SCHEMA`; the report adds the verdict's words, ``verdict.text``)."""
     a_dev, b_dev = d.a.device_us or 1.0, d.b.device_us or 1.0
 
     def kernels(side: Side, keys: list[RowKey]) -> list[str]:
@@ -868,5 +844,5 @@ def to_dict(d: Diff) -> dict:
         "schema": SCHEMA, "a": _side_dict(d.a), "b": _side_dict(d.b), "min_samples": MIN_SAMPLES,
         "matched_share": d.matched_share, "matched_by": d.matched_by(),
         "totals": {by: _total_rows(d, by) for by in TOTALS if by != "module" or d.has_modules},
-        "rows": rows, "verdict": verdict(d),
+        "rows": rows, "verdict": verdict_dict(verdict(d)),
     }

@@ -425,9 +425,9 @@ def diff_summary(diffs: dict) -> pd.DataFrame:
 
 def diff_verdicts(diffs: dict) -> Facts:
     """Each diff's verdict, one sentence group per variant."""
-    from profiling_guide.analysis.diff import verdict_words
+    from profiling_guide.pages.diff_sentences import verdict_text
 
-    return Facts(*(verdict_words(d) for d in diffs.values()))
+    return Facts(*(verdict_text(d) for d in diffs.values()))
 
 
 def sweep_summary(standing: pd.DataFrame) -> Facts:

@@ -11,6 +11,7 @@ from profiling_guide.analysis import provenance
 from profiling_guide.analysis.diff import MIN_SAMPLES, TOTALS, Diff, diff, to_dict
 from profiling_guide.errors import GuideError
 from profiling_guide.files import check_writable, finite_or_null, write_text_atomic
+from profiling_guide.pages.diff_sentences import verdict_text
 from profiling_guide.report.html import _CSS
 from profiling_guide.report.html_parts import cell, table
 from profiling_guide.trace.model import Trace
@@ -78,9 +79,17 @@ def _rows(d: Diff, rows: list[dict]) -> str:
                   "Δ share, points", "beyond the noise"], out) + note
 
 
+def report_json(d: Diff) -> dict:
+    """The diff's JSON (schema ``profiling-guide.diff/1``): its data, and its verdict in words (``verdict.text``)."""
+    report = to_dict(d)
+    report["verdict"] = {"text": verdict_text(d), **report["verdict"], "steps_source": d.a.steps_source
+                         if d.a.steps_source == d.b.steps_source else {"a": d.a.steps_source, "b": d.b.steps_source}}
+    return report
+
+
 def render(d: Diff, report: dict | None = None) -> str:
-    """The page of a diff (``report``: its :func:`~profiling_guide.analysis.diff.to_dict`, computed if not given)."""
-    report = report or to_dict(d)
+    """The page of a diff (``report``: its :func:`report_json`, computed if not given)."""
+    report = report or report_json(d)
     unmatched = [r for r in report["rows"] if r["match"].startswith("only")]
     by = report["matched_by"]
     matched = (f"<p>Matched: <b>{100 * report['matched_share']:.1f} %</b> of the device time of both sides ("
@@ -164,7 +173,7 @@ def write_diff(a: list[str], b: list[str], out: str | Path | None, json_out: str
     records = (run_record_beside(paths_a[0]), run_record_beside(paths_b[0]))
     d = diff([Trace.load(p, python_calls=True) for p in paths_a], [Trace.load(p, python_calls=True) for p in paths_b],
              a_name=name_a, b_name=name_b, provenance=prov, run_records=records)
-    report = to_dict(d)
+    report = report_json(d)
     if on_verdict is not None:
         on_verdict(report["verdict"]["text"])
     if out_path is not None:
