@@ -301,6 +301,7 @@ def test_a_folder_of_repeats_on_the_command_line(tmp_path, capsys):
     (["EAGER", "BADINFO", "-o", "OUT"], "not valid JSON"),
     (["EAGER", "LISTINFO", "-o", "OUT"], "not inductor's kernel information"),
     (["EAGER", "DIRINFO", "-o", "OUT"], "is a folder"),
+    (["RANKS_APART", "EAGER", "-o", "OUT"], "share no profiler step number"),
     (["EAGER", "AGAIN", "-o", "EAGER"], ""),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, says, tmp_path, capsys):
@@ -320,7 +321,19 @@ def test_bad_input_is_one_line_and_writes_nothing(args, says, tmp_path, capsys):
         info = tmp_path / name / "c.kernel_information.json"
         info.mkdir() if content is None else info.write_text(content)
         infos[name.upper()] = tmp_path / name / "c.trace.json.gz"
+    apart = tmp_path / "ranks_apart"
+    apart.mkdir()
+    for rank in (0, 1):  # two ranks of one run that profiled different steps
+        (apart / f"rank{rank}.json").write_text(json.dumps({
+            "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"}, "traceEvents": [
+                {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{rank + 1}", "ts": 0, "dur": 10,
+                 "pid": 1, "tid": 1},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 2, "pid": 1, "tid": 1,
+                 "args": {"correlation": 1}},
+                {"ph": "X", "cat": "kernel", "name": "k", "ts": 4, "dur": 2, "pid": 0, "tid": 7,
+                 "args": {"correlation": 1, "stream": 7}}]}))
     names = {"EAGER": eager, "AGAIN": GPT / "eager_again.trace.json.gz", "OUT": tmp_path / "out.html",
+             "RANKS_APART": apart,
              "SAME": tmp_path / "same", "MISSING": tmp_path / "missing.json", "NOSTEPS": nosteps, "CPUONLY": cpuonly,
              **infos}
     before = eager.read_bytes()
