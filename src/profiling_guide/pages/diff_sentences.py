@@ -58,9 +58,8 @@ def verdict_text(d: Diff) -> str:
                  f"{us(statistics.median(row.b))} per step{where} ({us(row.delta_us)}{called}).")
     if v.pace is not None:
         (ca, ba), (cb, bb) = v.pace
-        if not v.pace_changed:
-            text += f" The pace did not change: {ba} on both sides, the report's verdict {NAMES[ca].lower()} on both."
-        else:
-            text += (f" The pace changed: {d.b.name} is {bb} where {d.a.name} is {ba} (the report's verdict: "
-                     f"{NAMES[cb].lower()} for {d.b.name}, {NAMES[ca].lower()} for {d.a.name}).")
+        bound = f"{d.b.name} is {bb} where {d.a.name} is {ba}" if ba != bb else f"{ba} on both sides"
+        cause = (f"the report's verdict is {NAMES[cb].lower()} for {d.b.name} where it is {NAMES[ca].lower()} for "
+                 f"{d.a.name}" if ca is not cb else f"the report's verdict is {NAMES[ca].lower()} on both")
+        text += f" The pace {'changed' if v.pace_changed else 'did not change'}: {bound}, {cause}."
     return text

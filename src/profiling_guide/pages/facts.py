@@ -398,11 +398,13 @@ def diff_summary(diffs: dict) -> pd.DataFrame:
     """One row per :func:`~profiling_guide.analysis.diff.diff` against the same baseline: what matched, each side's
     device work and its largest change (from the traces, with how many samples), the step (from where the diff
     took it) and the report's verdict on each side."""
+    import statistics
+
     from profiling_guide.analysis.diff import significant
     from profiling_guide.pages.verdict_sentences import NAMES
 
     def called(flag, a: int, b: int) -> str:
-        return {True: "beyond the noise", False: "a tie"}.get(flag, f"not called ({a} and {b} samples)")
+        return {True: "beyond the noise", False: "a tie"}.get(flag, f"not called ({a}, {b} samples)")
 
     def cause(side) -> str:
         verdict = side.report.verdict.verdict if side.report is not None else None
@@ -414,8 +416,9 @@ def diff_summary(diffs: dict) -> pd.DataFrame:
         rows[name] = {
             "matched": f"{100 * d.matched_share:.0f} %",
             f"device µs / step, {d.a.name} → it": f"{d.a.device_us:.0f} → {d.b.device_us:.0f}",
-            "largest change": f"{top.words()}: {top.delta_us:+.0f} µs, "
-                              + called(significant(top.a, top.b), d.a.samples, d.b.samples),
+            "largest change": top.words(),
+            "its µs": f"{statistics.median(top.a):.0f} → {statistics.median(top.b):.0f}, "
+                      + called(significant(top.a, top.b), d.a.samples, d.b.samples),
             f"step µs, {d.a.name} → it": f"{d.a.step.median:.0f} → {d.b.step.median:.0f}, "
                                          + called(d.step_significant, d.a.step.repeats, d.b.step.repeats),
             "report's verdict": f"{cause(d.a)} → {cause(d.b)}",
