@@ -395,34 +395,42 @@ def time_by_kind(breakdown: dict[str, dict[str, float]], times: dict[str, Spread
 
 
 def diff_summary(diffs: dict) -> pd.DataFrame:
-    """One row per :func:`~profiling_guide.analysis.diff.diff` against the same baseline: what matched, what the
-    device work and the step did, and the largest change."""
+    """One row per :func:`~profiling_guide.analysis.diff.diff` against the same baseline: what matched, each side's
+    device work and its largest change (from the traces, with how many samples), the step (from where the diff
+    took it) and the report's verdict on each side."""
     import statistics
 
     from profiling_guide.analysis.diff import significant
+    from profiling_guide.pages.verdict_sentences import NAMES
+
+    def called(flag, a: int, b: int) -> str:
+        return {True: "beyond the noise", False: "a tie"}.get(flag, f"not called ({a}, {b} samples)")
+
+    def cause(side) -> str:
+        verdict = side.report.verdict.verdict if side.report is not None else None
+        return NAMES[verdict.cause].lower() if verdict is not None else "–"
 
     rows = {}
     for name, d in diffs.items():
-        biggest = max(d.rows, key=lambda r: abs(statistics.median(r.b) - statistics.median(r.a)))
-        change = statistics.median(biggest.b) - statistics.median(biggest.a)
-        call = {True: "beyond the noise", False: "a tie", None: "too few samples"}[d.step_significant]
-        va, vb = (getattr(v, "verdict", None) for v in (d.a_verdict, d.b_verdict))
+        top = d.rows[0]  # the rows come largest change first
         rows[name] = {
             "matched": f"{100 * d.matched_share:.0f} %",
             f"device µs / step, {d.a.name} → it": f"{d.a.device_us:.0f} → {d.b.device_us:.0f}",
-            "largest change": f"{biggest.words()}: {change:+.0f} µs"
-                              + (" (beyond the noise)" if significant(biggest.a, biggest.b) else ""),
-            f"step µs, {d.a.name} → it": f"{d.a.step.median:.0f} → {d.b.step.median:.0f}, {call}",
-            "report's verdict": f"{va.cause.value} → {vb.cause.value}" if va is not None and vb is not None else "–",
+            "largest change": top.words(),
+            "its µs": f"{statistics.median(top.a):.0f} → {statistics.median(top.b):.0f}, "
+                      + called(significant(top.a, top.b), d.a.samples, d.b.samples),
+            f"step µs, {d.a.name} → it": f"{d.a.step.median:.0f} → {d.b.step.median:.0f}, "
+                                         + called(d.step_significant, d.a.step.repeats, d.b.step.repeats),
+            "report's verdict": f"{cause(d.a)} → {cause(d.b)}",
         }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def diff_verdicts(diffs: dict) -> Facts:
     """Each diff's verdict, one sentence group per variant."""
-    from profiling_guide.analysis.diff import verdict_words
+    from profiling_guide.pages.diff_sentences import verdict_text
 
-    return Facts(*(verdict_words(d) for d in diffs.values()))
+    return Facts(*(verdict_text(d) for d in diffs.values()))
 
 
 def sweep_summary(standing: pd.DataFrame) -> Facts:

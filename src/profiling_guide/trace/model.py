@@ -217,8 +217,9 @@ class _EventReader:
     the ``fwdbwd`` flows' ends are kept for :meth:`Trace._link_backward`.
     """
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, python_calls: bool = False):
         self.source = source
+        self.keep_python = python_calls
         self.ops: list[CpuOp] = []
         self.runtime_calls: list[RuntimeCall] = []
         self.device_events: list[DeviceEvent] = []
@@ -226,6 +227,8 @@ class _EventReader:
         self.flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
         #: thread -> the start of every Python call traced there (``with_stack=True``): the profiler pays for each
         self.python_starts: dict = {}
+        #: thread -> ``(start, end, name)`` of each Python call traced there that is not a builtin (kept on request)
+        self.python_calls: dict = {}
         self._names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
         self._shared: dict[bytes, list] = {}  # one list object per distinct list-valued arg (see _share)
 
@@ -245,6 +248,11 @@ class _EventReader:
             ts, tid = ev.get("ts"), ev.get("tid")
             if type(ts) in (int, float) and -_MAX_US < ts < _MAX_US and (tid is None or type(tid) in (int, str)):
                 self.python_starts.setdefault(tid, []).append(float(ts))
+                name, dur = ev.get("name"), ev.get("dur")
+                if (self.keep_python and type(name) is str and not name.startswith("<")
+                        and type(dur) in (int, float) and 0 <= dur < _MAX_US):
+                    name = self._names.setdefault(name, name)
+                    self.python_calls.setdefault(tid, []).append((float(ts), float(ts) + float(dur), name))
             return
         if cat not in _USED_CATS:
             return
@@ -348,48 +356,55 @@ class Trace:
     the event, so the typed events can be trusted by everything downstream.
     """
 
-    def __init__(self, raw: dict | list, source: str = "<memory>"):
+    def __init__(self, raw: dict | list, source: str = "<memory>", *, python_calls: bool = False):
         if isinstance(raw, list):  # Chrome's array format: the events alone
             raw = {"traceEvents": raw}
         if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents"), list):
             raise GuideError(f"{source} is not a Chrome trace (no 'traceEvents' list): give a torch.profiler export")
-        self._build(enumerate(raw["traceEvents"]), source)
+        self._build(enumerate(raw["traceEvents"]), source, python_calls)
         self.metadata = {k: v for k, v in raw.items() if k != "traceEvents"}
 
     # ----------------------------------------------------------------- loading
     @classmethod
-    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> Trace:
+    def load(cls, path: str | Path, *, max_bytes: int | None = None, python_calls: bool = False) -> Trace:
         """Read a ``.json`` or ``.json.gz`` Chrome trace; bad files raise a one-line GuideError.
 
         The events are read as a stream, and the file may hold at most
         ``max_bytes`` of JSON once decompressed (default
-        ``$PROFILING_GUIDE_MAX_TRACE_BYTES``, else 2 GiB).
+        ``$PROFILING_GUIDE_MAX_TRACE_BYTES``, else 2 GiB). ``python_calls``
+        keeps the Python calls a trace recorded with ``with_stack=True`` or
+        ``with_modules=True`` holds (:attr:`python_calls`), which only the
+        attribution to modules and source lines reads.
         """
         stream = TraceStream(path, max_bytes)
         trace = cls.__new__(cls)
-        trace._build(stream.events(), str(path))
+        trace._build(stream.events(), str(path), python_calls)
         trace.metadata = stream.metadata
         return trace
 
     # ---------------------------------------------------------------- building
-    def _build(self, events, source: str) -> None:
+    def _build(self, events, source: str, python_calls: bool = False) -> None:
         # Loading makes millions of objects and frees none: the cycle collector
         # would walk them again and again for nothing, so it waits until the end.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._build_events(events, source)
+            self._build_events(events, source, python_calls)
         finally:
             if collecting:
                 gc.enable()
 
-    def _build_events(self, events, source: str) -> None:
+    def _build_events(self, events, source: str, python_calls: bool) -> None:
         self.source = source
-        reader = _EventReader(source)
+        reader = _EventReader(source, python_calls)
         for index, ev in events:
             reader.read(index, ev)
         self.ops, self.runtime_calls, self.device_events = reader.ops, reader.runtime_calls, reader.device_events
         self.python_starts = {tid: sorted(starts) for tid, starts in reader.python_starts.items()}
+        #: thread -> ``(start, end, name)`` of its Python calls by start, outermost first; empty unless loaded
+        #: with ``python_calls=True`` (builtins left out)
+        self.python_calls = {tid: sorted(calls, key=lambda c: (c[0], -c[1]))
+                             for tid, calls in reader.python_calls.items()}
         # the caching allocators' events, by time (a trace profiled with profile_memory=True)
         self.memory_events = sorted(reader.memory_events, key=attrgetter("start_us"))
         for found in (self.ops, self.runtime_calls, self.device_events):
