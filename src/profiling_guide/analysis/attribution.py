@@ -58,12 +58,16 @@ from profiling_guide.trace.model import CpuOp, DeviceEvent, PythonFrame, Runtime
 STACK, PROVENANCE, REGION, LABEL, NONE = "stack", "provenance", "compiled region", "label", "none"
 ATTRIBUTED = (STACK, PROVENANCE)
 
-#: The profiler arguments that record what attribution reads, as the page and the JSON say them.
-PROFILER_ARGS = "torch.profiler.profile(..., with_stack=True, with_modules=True)"
-PROFILE_CALL = "profiling-guide profile MODULE:CALLABLE -o DIR (with_stack and with_modules are on by default)"
-PROVENANCE_FIX = ("set torch._inductor.config.trace.provenance_tracking_level = 1 before the first compiled call and "
-                  "save what inductor records for every graph as <trace name>.kernel_information.json beside the "
-                  "trace (profiling-guide profile --compile does both)")
+#: Why work was not attributed to a module and a line (the report words each and says what would attribute it).
+NO_LAUNCH = "no launch"  # the profiler did not record the call that launched it
+REPLAY_UNMAPPED = "replay unmapped"  # a CUDA graph replay whose capture is not in the trace, nor inductor's record
+INDUCTOR_MADE = "inductor made"  # a compiled kernel whose nodes inductor's own passes made (no source line)
+NO_KERNEL_INFORMATION = "no kernel information"  # a compiled kernel, no kernel information beside the trace
+NOT_IN_KERNEL_INFORMATION = "not in kernel information"  # a compiled kernel the kernel information does not hold
+NO_STACKS = "no stacks"  # recorded without with_stack
+NO_MODULES = "no modules"  # recorded without with_modules
+OUTSIDE_MODULES = "outside modules"  # work of no nn.Module (the loss's seed gradient, code between modules)
+LIBRARY_ONLY = "library only"  # no frame of the user's code on the stack
 
 _ENGINE = "autograd::engine::evaluate_function: "
 _GRAPH_CALL = "## Call CompiledFxGraph"  # inductor's label around one call of a compiled graph
@@ -400,8 +404,11 @@ class Attribution:
     rows: list[Row]
     #: device µs per step by how it was attributed (:data:`STACK`, :data:`PROVENANCE`, ...)
     by_how: dict[str, float]
-    #: ``(reason, device µs per step, fix)`` for work not attributed to a module and a line, most first
-    unattributed: list[tuple[str, float, str]]
+    #: ``(reason, device µs per step)`` for work not attributed to a module and a line, most first; each reason one
+    #: of :data:`NO_LAUNCH`, :data:`REPLAY_UNMAPPED`, :data:`INDUCTOR_MADE`, :data:`NO_KERNEL_INFORMATION`,
+    #: :data:`NOT_IN_KERNEL_INFORMATION`, :data:`NO_STACKS`, :data:`NO_MODULES`, :data:`OUTSIDE_MODULES`,
+    #: :data:`LIBRARY_ONLY`
+    unattributed: list[tuple[str, float]]
     #: per step: the CUDA graph launches, and the device µs of the work they replayed
     graph_launches: float = 0.0
     replayed_us: float = 0.0
@@ -599,34 +606,23 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
                      if has)
     return Attribution(
         steps=len(steps), device_us=device_us, rows=sorted(rows.values(), key=lambda r: -r.device_us),
-        by_how=dict(by_how), unattributed=[(reason, us, fix) for (reason, fix), us in missing.most_common()],
+        by_how=dict(by_how), unattributed=missing.most_common(),
         graph_launches=launches / n, replayed_us=replayed_us / n,
         graphs_matched=(len(matched_graphs), len(graphs)) if kernel_information is not None else None,
         recorded_with=recorded)
 
 
 def _reason(site: Site, launch, replayed: bool, captured: bool, lineless: bool, sites: _Sites, trace: Trace,
-            graphs: list) -> tuple[str, str]:
-    """Why a piece of work was not attributed to a module and a line, and what would attribute it."""
+            graphs: list) -> str:
+    """Why a piece of work was not attributed to a module and a line (one of the reasons above)."""
     if launch is None:
-        return "no launch recorded", "the profiler did not record the call that launched it"
+        return NO_LAUNCH
     if replayed and not captured and site.how == NONE:
-        return ("replayed by a CUDA graph whose capture is not in the trace",
-                "profile the capture too (start the profiler before the graph is captured), or, for "
-                "torch.compile(mode='reduce-overhead'), " + PROVENANCE_FIX)
+        return REPLAY_UNMAPPED
     if site.how == REGION:
-        if lineless:
-            return ("a compiled kernel whose nodes inductor made itself (no source line recorded for them)",
-                    "none: inductor's own passes made these nodes")
-        if not graphs:
-            return "a compiled kernel, no kernel information beside the trace", PROVENANCE_FIX
-        return ("a compiled kernel that inductor's kernel information does not hold",
-                "record every graph's kernel information in the run that recorded the trace: " + PROVENANCE_FIX)
+        return INDUCTOR_MADE if lineless else NOT_IN_KERNEL_INFORMATION if graphs else NO_KERNEL_INFORMATION
     if not trace.python_frames:
-        return "no Python stacks in the trace", f"record with {PROFILER_ARGS}, or run {PROFILE_CALL}"
+        return NO_STACKS
     if site.module is None and not sites.frames.has_modules:
-        return "no modules in the trace", f"record with {PROFILER_ARGS} (with_modules=True is missing)"
-    if site.module is None:
-        return ("outside every nn.Module (the loss's seed gradient, gradient accumulation, code between modules)",
-                "none needed: this work belongs to no module")
-    return ("no line of the user's code on the stack", "none: only library code called it")
+        return NO_MODULES
+    return OUTSIDE_MODULES if site.module is None else LIBRARY_ONLY

@@ -12,9 +12,35 @@ from __future__ import annotations
 
 import html
 
+from profiling_guide.analysis import attribution as why
 from profiling_guide.analysis.attribution import LABEL, PROVENANCE, STACK, Attribution
 from profiling_guide.report.html_parts import cell, table
 
+#: The profiler arguments and the command that record what attribution reads.
+PROFILER_ARGS = "torch.profiler.profile(..., with_stack=True, with_modules=True)"
+PROFILE_CALL = "profiling-guide profile MODULE:CALLABLE -o DIR (with_stack and with_modules are on by default)"
+PROVENANCE_FIX = ("set torch._inductor.config.trace.provenance_tracking_level = 1 before the first compiled call and "
+                  "save what inductor records for every graph as <trace name>.kernel_information.json beside the "
+                  "trace (profiling-guide profile --compile does both)")
+#: Each reason work was not attributed (:mod:`profiling_guide.analysis.attribution`): what it means, what would fix it.
+REASONS = {
+    why.NO_LAUNCH: ("no launch recorded", "none: the profiler did not record the call that launched it"),
+    why.REPLAY_UNMAPPED: ("replayed by a CUDA graph whose capture is not in the trace",
+                          "profile the capture too (start the profiler before the graph is captured), or, for "
+                          "torch.compile(mode='reduce-overhead'), " + PROVENANCE_FIX),
+    why.INDUCTOR_MADE: ("a compiled kernel whose nodes inductor made itself (no source line recorded for them)",
+                        "none: inductor's own passes made these nodes"),
+    why.NO_KERNEL_INFORMATION: ("a compiled kernel, attributed to its compiled region only: no kernel information "
+                                "beside the trace", PROVENANCE_FIX),
+    why.NOT_IN_KERNEL_INFORMATION: ("a compiled kernel that the kernel information beside the trace does not hold",
+                                    "record every graph's kernel information in the run that recorded the trace: "
+                                    + PROVENANCE_FIX),
+    why.NO_STACKS: ("no Python stacks in the trace", f"record with {PROFILER_ARGS}, or run {PROFILE_CALL}"),
+    why.NO_MODULES: ("no modules in the trace", f"record with {PROFILER_ARGS} (with_modules=True is missing)"),
+    why.OUTSIDE_MODULES: ("outside every nn.Module (the loss's seed gradient, gradient accumulation, code between "
+                          "modules)", "none needed: this work belongs to no module"),
+    why.LIBRARY_ONLY: ("no line of your code on the stack", "none: only library code called it"),
+}
 TOP_LINES = 10  # source lines listed per phase
 OPEN_DEPTH = 2  # module tree levels open when the page opens
 _HOW_WORDS = {STACK: "the trace's Python stacks and modules", PROVENANCE: "inductor's kernel information",
@@ -131,8 +157,9 @@ def _summary(a: Attribution) -> str:
         text += (f'<p class="pg-note">Inductor\'s kernel information beside the trace: {found} of its {given} '
                  f"compiled graph{'s' * (given != 1)} found in the steps.</p>")
     if a.unattributed:
-        items = "".join(f"<li>{_us(us)} ({_share(us, a.device_us)}): {html.escape(reason)}. "
-                        f"<i>{html.escape(fix[0].upper() + fix[1:])}.</i></li>" for reason, us, fix in a.unattributed)
+        items = "".join(f"<li>{_us(us)} ({_share(us, a.device_us)}): {html.escape(REASONS[reason][0])}. "
+                        f"<i>{html.escape(REASONS[reason][1][0].upper() + REASONS[reason][1][1:])}.</i></li>"
+                        for reason, us in a.unattributed)
         text += f'<p>Not attributed:</p><ul class="pg-missing">{items}</ul>'
     return text
 

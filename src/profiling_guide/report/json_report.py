@@ -31,6 +31,7 @@ from pathlib import Path
 
 from profiling_guide.analysis.ranks import RunAnalysis
 from profiling_guide.analysis.trace_report import TraceReport
+from profiling_guide.report.attribution_html import REASONS
 from profiling_guide.files import write_text_atomic
 
 SCHEMA = "profiling-guide.report/1"
@@ -68,8 +69,9 @@ def _attribution(report: TraceReport) -> dict:
     if a is None:
         return {"attribution": [], "attributed_share": None, "attribution_device_us": None, "unattributed": []}
     return {"attribution": a.to_json(), "attributed_share": a.attributed_share, "attribution_device_us": a.device_us,
-            "unattributed": [{"reason": reason, "device_us": us, "share": us / a.device_us if a.device_us else 0.0,
-                              "fix": fix} for reason, us, fix in a.unattributed]}
+            "unattributed": [{"reason": reason, "what": REASONS[reason][0], "device_us": us,
+                              "share": us / a.device_us if a.device_us else 0.0, "fix": REASONS[reason][1]}
+                             for reason, us in a.unattributed]}
 
 
 def run_json(run: RunAnalysis, sources: dict[int, str]) -> dict:
