@@ -183,7 +183,8 @@ def test_a_bare_trace_attributes_nothing_and_names_the_arguments_that_would():
     assert a.attributed_share == 0.0 and a.recorded_with == ()
     reason, us = a.unattributed[0]
     assert reason == NO_STACKS and us == pytest.approx(a.device_us)
-    assert "with_stack=True, with_modules=True" in REASONS[reason][1] and "profiling-guide profile" in REASONS[reason][1]
+    fix = REASONS[reason][1]
+    assert "with_stack=True, with_modules=True" in fix and "profiling-guide profile" in fix
     labels = {r.site.label for r in a.rows if r.phase == "backward"}
     assert "forward › aten::linear" in labels  # a backward op grouped by the forward op it differentiates
     assert all(r.site.how == LABEL for r in a.rows)

@@ -64,6 +64,7 @@ REPLAY_UNMAPPED = "replay unmapped"  # a CUDA graph replay whose capture is not 
 INDUCTOR_MADE = "inductor made"  # a compiled kernel whose nodes inductor's own passes made (no source line)
 NO_KERNEL_INFORMATION = "no kernel information"  # a compiled kernel, no kernel information beside the trace
 NOT_IN_KERNEL_INFORMATION = "not in kernel information"  # a compiled kernel the kernel information does not hold
+WRAPPER = "graph call's own"  # work in a compiled graph's call that is none of its kernels (input copies for graphs)
 NO_STACKS = "no stacks"  # recorded without with_stack
 NO_MODULES = "no modules"  # recorded without with_modules
 OUTSIDE_MODULES = "outside modules"  # work of no nn.Module (the loss's seed gradient, code between modules)
@@ -135,7 +136,7 @@ class _Frames:
         self._chains: dict[int, tuple[str | None, tuple | None]] = {}
 
     def innermost(self, tid, t: float) -> PythonFrame | None:
-        """The innermost frame on thread ``tid`` open at ``t``: the last to start before it, or its caller that holds it."""
+        """The innermost frame on thread ``tid`` open at ``t``: the last to start before it, or its caller holding it."""
         starts = self.starts.get(tid)
         if not starts:
             return None
@@ -248,7 +249,7 @@ def _graph_call(op: CpuOp | None) -> CpuOp | None:
 
 @dataclass
 class _Unit:
-    """One kernel call of a graph's call in the trace: an op (a Triton kernel's, ``aten::mm``) and the work it launched."""
+    """One kernel call of a graph's call in the trace: an op (a Triton kernel's, ``aten::mm``) and what it launched."""
 
     name: str
     events: list[DeviceEvent] = field(default_factory=list)
@@ -406,8 +407,8 @@ class Attribution:
     by_how: dict[str, float]
     #: ``(reason, device µs per step)`` for work not attributed to a module and a line, most first; each reason one
     #: of :data:`NO_LAUNCH`, :data:`REPLAY_UNMAPPED`, :data:`INDUCTOR_MADE`, :data:`NO_KERNEL_INFORMATION`,
-    #: :data:`NOT_IN_KERNEL_INFORMATION`, :data:`NO_STACKS`, :data:`NO_MODULES`, :data:`OUTSIDE_MODULES`,
-    #: :data:`LIBRARY_ONLY`
+    #: :data:`NOT_IN_KERNEL_INFORMATION`, :data:`WRAPPER`, :data:`NO_STACKS`, :data:`NO_MODULES`,
+    #: :data:`OUTSIDE_MODULES`, :data:`LIBRARY_ONLY`
     unattributed: list[tuple[str, float]]
     #: per step: the CUDA graph launches, and the device µs of the work they replayed
     graph_launches: float = 0.0
@@ -547,6 +548,7 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
     provenance: dict[int, list[Site]] = {}  # id(event) → its provenance sites
     regions: dict[int, Site] = {}  # id(event) → the compiled region's site
     lineless: set[int] = set()  # id(event) of work matched to kernel calls whose nodes have no source line
+    wrapper: set[int] = set()  # id(event) of work in a matched graph's call that is none of its kernel calls
     for call, units, _ in calls_of.values():
         region = sites.of(call)
         names = tuple(u.name for u in units)
@@ -568,6 +570,8 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
                     provenance[id(ev)] = unit_sites
                 elif u in found:
                     lineless.add(id(ev))
+                elif g is not None:
+                    wrapper.add(id(ev))
 
     rows: dict[tuple, Row] = {}
     by_how: Counter = Counter()
@@ -598,7 +602,8 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
             row.kernels[ev.decoded.short] += ev.dur_us * weight / n
             by_how[site.how] += ev.dur_us * weight / n
             if not site.attributed:
-                why = _reason(site, launch, replayed, id(ev) in captured, id(ev) in lineless, sites, trace, graphs)
+                why = (WRAPPER if id(ev) in wrapper else
+                       _reason(site, launch, replayed, id(ev) in captured, id(ev) in lineless, sites, trace, graphs))
                 missing[why] += ev.dur_us * weight / n
     device_us = sum(ev.dur_us for ev in events) / n
     launches = sum(1 for s in steps for c in s.runtime_calls if _is_graph_launch(c))

@@ -1,4 +1,4 @@
-"""The report's section 'Where your step's device time goes in your code', from :mod:`profiling_guide.analysis.attribution`.
+"""The report's section "Where your step's device time goes in your code" (:mod:`profiling_guide.analysis.attribution`).
 
 Per phase (forward, backward, optimizer), the module tree as nested
 ``<details>`` (the top two levels open) and the top source lines, each with
@@ -35,6 +35,8 @@ REASONS = {
     why.NOT_IN_KERNEL_INFORMATION: ("a compiled kernel that the kernel information beside the trace does not hold",
                                     "record every graph's kernel information in the run that recorded the trace: "
                                     + PROVENANCE_FIX),
+    why.WRAPPER: ("work of a compiled graph's call that is none of its kernels (the wrapper's own: copying inputs "
+                  "into a CUDA graph's memory, say)", "none: torch.compile's own code launched it"),
     why.NO_STACKS: ("no Python stacks in the trace", f"record with {PROFILER_ARGS}, or run {PROFILE_CALL}"),
     why.NO_MODULES: ("no modules in the trace", f"record with {PROFILER_ARGS} (with_modules=True is missing)"),
     why.OUTSIDE_MODULES: ("outside every nn.Module (the loss's seed gradient, gradient accumulation, code between "
@@ -193,10 +195,12 @@ border-bottom:1px solid #f0f1f4;cursor:pointer;position:relative}
 .pg-tree details[open]>summary::before{content:"▾"}
 .pg-leaf{margin-left:1em;cursor:default}.pg-tree-head{font-weight:600;background:#f6f7f9;cursor:default}
 .pg-mod code{font-size:.9em;color:#3c4043}
-.pg-table td.pg-src{white-space:nowrap}
+.pg-table td.pg-src{white-space:nowrap}.pg-table td.pg-code{min-width:16em}
+@media (max-width:600px){.pg-tree .pg-mod{flex-basis:100%}.pg-tree .pg-num{flex:0 0 auto;text-align:left}
+.pg-tree-head .pg-kinds{display:none}}
 .pg-mod{flex:1 1 12em;min-width:8em;overflow-wrap:anywhere}
 .pg-num{flex:0 0 6.5em;text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .pg-kinds{flex:1 1 14em;color:#5f6368}
 .pg-code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.95em}
-.pg-missing{font-size:.9em}
+.pg-missing{font-size:.9em;overflow-wrap:anywhere}
 """

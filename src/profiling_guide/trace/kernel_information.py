@@ -64,7 +64,7 @@ class KernelCall:
 
     @property
     def triton(self) -> bool:
-        """A kernel inductor generated (its name in the trace is the same); else an extern call (``extern_kernels.mm``)."""
+        """A kernel inductor generated (the trace names it the same); else an extern call (``extern_kernels.mm``)."""
         return self.name.startswith("triton_")
 
 
