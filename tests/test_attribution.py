@@ -274,6 +274,21 @@ def test_python_ids_that_loop_do_not_hang_the_loader(tmp_path):
         assert len(list(frame.ancestors())) < 3
 
 
+def test_frames_without_the_profilers_ids_nest_by_time(tmp_path):
+    with gzip.open(GPT / "eager.trace.json.gz", "rt") as f:
+        raw = json.load(f)
+    for ev in raw["traceEvents"]:
+        if ev.get("cat") == "python_function":
+            ev["args"] = {}
+    path = tmp_path / "no_ids.trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(raw, f)
+    trace = Trace.load(path)
+    a, with_ids = attribute(trace, report_steps(trace)), _attribution("eager")
+    assert a.attributed_share == pytest.approx(with_ids.attributed_share)
+    assert [r.site.module for r in a.rows[:5]] == [r.site.module for r in with_ids.rows[:5]]
+
+
 # ---------------------------------------------------------------- the pieces
 def test_user_code_is_told_from_library_and_generated_code():
     assert user_frame("model.py(42): forward") == ("model.py", 42, "forward")

@@ -340,6 +340,7 @@ def captured_launches(trace: Trace) -> dict[tuple, list[RuntimeCall]]:
     graph's nodes.
     """
     calls = trace.runtime_calls  # by start
+    starts = [c.start_us for c in calls]
     begins = [c for c in calls if c.name.startswith("cudaStreamBeginCapture")]
     ends = [c for c in calls if c.name.startswith("cudaStreamEndCapture")]
     captures: dict[tuple, list[RuntimeCall]] = {}
@@ -347,8 +348,8 @@ def captured_launches(trace: Trace) -> dict[tuple, list[RuntimeCall]]:
         end = next((e for e in ends if e.start_us >= begin.start_us and e.tid == begin.tid), None)
         if end is None:
             continue
-        launches = [c for c in calls if begin.end_us <= c.start_us <= end.start_us and _LAUNCH.search(c.name)
-                    and not c.device_events]
+        during = calls[bisect_right(starts, begin.end_us - 1e-9):bisect_right(starts, end.start_us)]
+        launches = [c for c in during if _LAUNCH.search(c.name) and not c.device_events]
         if launches:
             captures.setdefault(tuple(_launch_kind(c) for c in launches), launches)
     return captures
@@ -553,12 +554,14 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
         region = sites.of(call)
         names = tuple(u.name for u in units)
         if names not in cache:
-            best, best_share, best_match = None, 0.0, {}
+            best, best_score, best_match = None, (0.5, -float("inf")), {}
             for g, graph in enumerate(graphs):
                 found, share = match_graph(units, graph)
-                if share > best_share:
-                    best, best_share, best_match = g, share, found
-            cache[names] = (best, best_match) if best_share >= 0.5 else (None, {})
+                # the most work matched; between graphs that match as much, the one with as many calls as units
+                score = (share, -abs(len(graph) - len(units)))
+                if share >= 0.5 and score > best_score:
+                    best, best_score, best_match = g, score, found
+            cache[names] = (best, best_match)
         g, found = cache[names]
         if g is not None:
             matched_graphs.add(g)

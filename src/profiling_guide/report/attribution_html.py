@@ -11,6 +11,7 @@ one offline file.
 from __future__ import annotations
 
 import html
+from collections import Counter, defaultdict
 
 from profiling_guide.analysis import attribution as why
 from profiling_guide.analysis.attribution import LABEL, PROVENANCE, STACK, Attribution
@@ -126,13 +127,13 @@ def _lines(attribution: Attribution, phase: str) -> str:
 
 def _labels(attribution: Attribution, phase: str) -> str:
     """What a bare trace still says: device time by record_function label and the top op under it."""
-    spent: dict[str, float] = {}
-    kinds: dict[str, dict] = {}
+    spent: Counter = Counter()
+    kinds: dict[str, Counter] = defaultdict(Counter)
     for r in attribution.rows:
         if r.phase == phase and not r.site.attributed:
             key = r.site.label or "?"
-            spent[key] = spent.get(key, 0.0) + r.device_us
-            kinds.setdefault(key, {}).update({k: kinds.get(key, {}).get(k, 0) + v for k, v in r.kinds.items()})
+            spent[key] += r.device_us
+            kinds[key].update(r.kinds)
     rows = [cell(label, cls="name") + cell(f"{us:,.1f}", num=True) + cell(_share(us, attribution.device_us), num=True)
             + cell(_kinds(kinds[label])) for label, us in sorted(spent.items(), key=lambda kv: -kv[1])[:TOP_LINES]]
     if not rows:

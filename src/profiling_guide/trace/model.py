@@ -340,7 +340,11 @@ class _EventReader:
                 self._python_parents.append((frame, (pid, parent)))
 
     def link_python_frames(self) -> None:
-        """Give each Python frame its caller, from the ids the profiler wrote (a frame is never its own ancestor)."""
+        """Give each Python frame its caller: from the ids the profiler wrote, else the frame that holds it in time.
+
+        Either way a caller comes first in (start, longest first), a strict order, so a frame is never its own
+        ancestor.
+        """
         order = {id(frame): i for i, frame in enumerate(self.python_frames)}
         for frame, parent_key in self._python_parents:
             parent = self._python_ids.get(parent_key)
@@ -355,6 +359,15 @@ class _EventReader:
             if holds and first:
                 frame.parent = parent
         self._python_ids, self._python_parents = {}, []
+        # A trace without the ids (or with ones left out above): the innermost frame that holds it, on its thread.
+        open_frames: dict = {}
+        for frame in sorted(self.python_frames, key=lambda f: (f.start_us, -f.dur_us)):
+            stack = open_frames.setdefault(frame.tid, [])
+            while stack and stack[-1].end_us + _EPS_US < frame.end_us:
+                stack.pop()
+            if frame.parent is None and stack:
+                frame.parent = stack[-1]
+            stack.append(frame)
 
     def _cpu_op(self, index: int, name: str, ts: float, dur: float, tid, cat: str, args: dict) -> None:
         for key in ("Input Dims", "Input Strides"):
