@@ -117,7 +117,7 @@ def test_compiled_kernels_take_the_lines_inductor_recorded_for_every_graph():
 def test_reduce_overhead_replays_map_to_inductors_record_without_their_capture():
     a = _attribution("reduce_overhead")
     assert a.graph_launches == 2  # the forward graph and the backward graph, one cudaGraphLaunch each
-    assert a.replayed_us > 0.8 * a.device_us
+    assert a.replayed_us > 0.8 * a.device_us and a.captured_us == 0  # captured before the profiler started
     assert a.graphs_matched == (2, 2)
     compiled = _attribution("compiled")
     top = [line["source"] for line in a.sources("backward")[:3]]
@@ -166,6 +166,7 @@ def test_a_graphed_step_is_device_work_one_launch_a_step_not_an_idle_step():
     assert report.pace.verdict != "CPU"  # the capture's host time is in no step
     a = report.attribution
     assert a.graph_launches == 1 and a.replayed_us == pytest.approx(a.device_us)
+    assert a.captured_us == pytest.approx(a.replayed_us)  # every replayed kernel mapped to its captured launch
     # each replayed kernel counts where its captured launch ran: the same phases as the eager step
     for phase in ("forward", "backward", "optimizer"):
         assert a.phase_us(phase) == pytest.approx(eager.phase_us(phase), rel=0.1)

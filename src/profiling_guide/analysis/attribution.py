@@ -414,6 +414,8 @@ class Attribution:
     #: per step: the CUDA graph launches, and the device µs of the work they replayed
     graph_launches: float = 0.0
     replayed_us: float = 0.0
+    #: per step: the device µs of replayed work mapped to the launch captured at its node (the capture in the trace)
+    captured_us: float = 0.0
     #: kernel information files' graphs matched in the trace, of those given (None: no file)
     graphs_matched: tuple[int, int] | None = None
     #: what the trace was recorded with: "stack", "modules", or neither
@@ -579,11 +581,12 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
     rows: dict[tuple, Row] = {}
     by_how: Counter = Counter()
     missing: Counter = Counter()
-    replayed_us = 0.0
+    replayed_us = captured_us = 0.0
     for ev in events:
         launch = launch_of[id(ev)]
         replayed = _is_graph_launch(ev.launch)
         replayed_us += ev.dur_us if replayed else 0.0
+        captured_us += ev.dur_us if id(ev) in captured else 0.0
         op = launch.op if launch is not None else None
         phase = phase_of(op) if launch is not None else UNLINKED
         if id(ev) in provenance:
@@ -615,7 +618,7 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
     return Attribution(
         steps=len(steps), device_us=device_us, rows=sorted(rows.values(), key=lambda r: -r.device_us),
         by_how=dict(by_how), unattributed=missing.most_common(),
-        graph_launches=launches / n, replayed_us=replayed_us / n,
+        graph_launches=launches / n, replayed_us=replayed_us / n, captured_us=captured_us / n,
         graphs_matched=(len(matched_graphs), len(graphs)) if kernel_information is not None else None,
         recorded_with=recorded)
 

@@ -151,10 +151,16 @@ def _summary(a: Attribution) -> str:
             f"{a.steps} step{'s' * (a.steps != 1)}) is attributed to a module and a line of your code"
             + (f" (from {'; '.join(how)})" if how else "") + ".</p>")
     if a.replayed_us:
+        captured = a.captured_us / a.replayed_us
+        how = ("each replayed kernel is attributed as the launch captured at its node, from the capture in the trace"
+               if captured > 0.99 else
+               "the capture is not in the trace: each replayed kernel is matched to inductor's kernel information by "
+               "its name and place" if captured < 0.01 else
+               f"{captured:.0%} of it through the launch captured at its node, from the capture in the trace, the "
+               "rest through inductor's kernel information")
         text += (f'<p class="pg-note">Replayed by CUDA graphs: {a.graph_launches:g} <code>cudaGraphLaunch</code> per '
-                 f"step launched {_us(a.replayed_us)} of that work, every kernel of it at once; each replayed "
-                 "kernel is attributed through the launch captured at its node (the capture in the trace), or "
-                 "through inductor's kernel information where the capture is not in it.</p>")
+                 f"step launched {_us(a.replayed_us)} of that work, every kernel of it at once, with no launch of "
+                 f"its own; {html.escape(how)}.</p>")
     if a.graphs_matched is not None:
         found, given = a.graphs_matched
         text += (f'<p class="pg-note">Inductor\'s kernel information beside the trace: {found} of its {given} '
