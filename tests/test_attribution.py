@@ -15,7 +15,6 @@ import gzip
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -386,7 +385,3 @@ def test_recorded_graphs_are_written_for_the_report_to_read(tmp_path):
     path = tmp_path / "step.kernel_information.json"
     assert _write_kernel_information(Recorded(), path, compile=True, module_file=None) == path
     assert [len(g) for g in read_kernel_information(path)] == [38, 112]
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
