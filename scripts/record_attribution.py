@@ -15,8 +15,9 @@ CUDA activities, ``record_shapes=True``, into ``<variant>.trace.json.gz``:
 * ``compiled``: ``torch.compile`` (default mode), ``with_stack`` and ``with_modules``,
   with inductor's provenance tracking on; what inductor records each kernel
   fuses (``torch._inductor.debug.create_kernel_information_json()``: its
-  source lines, post-grad and pre-grad nodes) goes to
-  ``compiled.kernel_information.json``;
+  source lines, post-grad and pre-grad nodes), taken after each graph's
+  compile, goes to ``compiled.kernel_information.json``: a list, one object
+  per graph (forward, backward);
 * ``reduce_overhead``: ``torch.compile(mode="reduce-overhead")``, the same;
 * ``graphed``: the eager step captured whole in one ``torch.cuda.graph``, the
   capture and six replays in one trace (the capture's launches, with their
@@ -105,24 +106,48 @@ def time_steps(step, dev: Device, profiler: dict | None) -> dict:
     return spread(samples)
 
 
-def forget_provenance() -> None:
-    """Empty what inductor recorded so far, so that each variant's file holds its own kernels only."""
-    import torch._inductor.debug as debug
+class Provenance:
+    """What inductor's provenance tracking records, one object per graph it compiles.
 
-    for name in ("_inductor_post_to_pre_grad_nodes", "_inductor_kernel_stack_trace",
-                 "_inductor_triton_kernel_to_post_grad_node_info"):
-        recorded = getattr(debug, name, None)
-        if isinstance(recorded, dict):
-            recorded.clear()
+    Inductor keeps one graph's record at a time: compiling a forward graph starts
+    afresh and puts the earlier record back when it is done, and a backward
+    graph (compiled at the first backward) writes into that earlier record. So
+    ``create_kernel_information_json()`` after profiling holds the backward
+    graphs only. A snapshot after each graph's compile
+    (``dump_inductor_provenance_info``, called once per graph) keeps every
+    graph: the kernel calls not in an earlier snapshot are that graph's.
+    """
 
+    def __init__(self):
+        import torch._inductor.debug as debug
 
-def kernel_information() -> dict:
-    """What inductor recorded each kernel of this process fuses (provenance tracking), or {} where it cannot."""
-    try:
-        from torch._inductor.debug import create_kernel_information_json
-    except ImportError:
-        return {}
-    return create_kernel_information_json()
+        self.debug, self.graphs, self.seen = debug, [], set()
+        self.dump = debug.dump_inductor_provenance_info
+        self.snapshot()  # what an earlier compile left is not ours
+        self.graphs.clear()
+
+    def snapshot(self) -> None:
+        graph = {}
+        for key, value in self.debug.create_kernel_information_json().items():
+            mark = (key, json.dumps(value, sort_keys=True))
+            if mark not in self.seen:
+                self.seen.add(mark)
+                graph[key] = value
+        if graph:
+            self.graphs.append(graph)
+
+    def __enter__(self):
+        def dump_and_snapshot(*args, **kwargs):
+            result = self.dump(*args, **kwargs)
+            self.snapshot()
+            return result
+
+        self.debug.dump_inductor_provenance_info = dump_and_snapshot
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.debug.dump_inductor_provenance_info = self.dump
+        self.snapshot()
 
 
 def compiled_step(dev: Device, mode: str | None):
@@ -198,12 +223,12 @@ def main(argv=None) -> int:
 
     def compiled(name, mode):
         def run():
-            forget_provenance()
-            step = compiled_step(dev, mode)
-            profile_steps(step, dev, args.out / f"{name}.trace.json.gz", stack=True)
-            info = kernel_information()
+            with Provenance() as provenance:
+                step = compiled_step(dev, mode)
+                profile_steps(step, dev, args.out / f"{name}.trace.json.gz", stack=True)
+            info = provenance.graphs
             (args.out / f"{name}.kernel_information.json").write_text(json.dumps(info, indent=1) + "\n")
-            timings[f"{name}_kernels_with_provenance"] = len(info)
+            timings[f"{name}_kernels_with_provenance"] = sum(len(graph) for graph in info)
         return run
 
     attempt("eager", eager)

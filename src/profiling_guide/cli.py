@@ -29,9 +29,10 @@ Commands
     Measure the bus bandwidth of all-reduce, all-gather and reduce-scatter
     from 1 MiB to 1 GiB on this machine's GPUs, the sweep the run report
     compares its collectives with.
-``profiling-guide profile MODULE:CALLABLE -o DIR [--steps N] [--compile]``
+``profiling-guide profile MODULE:CALLABLE -o DIR [--steps N] [--compile] [--no-with-stack]``
     Profile your own step on this GPU and write its trace, run record and
-    report (see :mod:`profiling_guide.report.profile_own` for the contract).
+    report, and what inductor recorded its compiled kernels fuse (see
+    :mod:`profiling_guide.report.profile_own` for the contract).
 
 Errors a user can fix print one line, ``error: ...``, and exit with status 2.
 Names from a trace are printed with control characters escaped, so a kernel
@@ -199,8 +200,9 @@ def _cmd_profile(args) -> int:
     from profiling_guide.report.profile_own import profile_callable
 
     result = profile_callable(args.target, args.output, steps=args.steps, compile=args.compile, name=args.name,
-                              rates=not args.no_rates)
-    print("\n".join(printable(p) for p in (result.trace, result.run_record, result.report)))
+                              rates=not args.no_rates, with_stack=args.with_stack)
+    written = (result.trace, result.run_record, result.report, result.kernel_information)
+    print("\n".join(printable(p) for p in written if p is not None))
     return 0
 
 
@@ -252,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
     p.add_argument("--name", help="file name stem (default: the callable's name)")
     p.add_argument("--no-rates", action="store_true", help="skip measuring the reference GEMM rate and copy bandwidth")
+    p.add_argument("--with-stack", action=argparse.BooleanOptionalAction, default=True,
+                   help="record Python frames and nn.Module calls (with_stack, with_modules) for the report's "
+                        "attribution to modules and source lines; costs CPU time, not device time (default: on)")
     p.set_defaults(func=_cmd_profile)
     return parser
 

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from profiling_guide.analysis.attribution import Attribution, attribute
 from profiling_guide.analysis.backward import forward_backward, phase_shares
 from profiling_guide.analysis.collectives import calls_table, collective_calls
 from profiling_guide.analysis.pace import Pace, StepSummary, pace, summarize_step
@@ -67,7 +69,7 @@ class TraceReport:
     source: str
     environment: dict[str, str]
     steps: list[StepSummary]
-    whole_trace: bool  # True when the trace had no ProfilerStep markers
+    whole_trace: bool  # True when the trace had no ProfilerStep markers and is read as one step
     chosen_step: int
     pace: Pace
     top_kernels: pd.DataFrame
@@ -87,6 +89,10 @@ class TraceReport:
     rank: tuple[int, int] | None = None
     #: what makes the step slow, where, and what fixing it would save (:mod:`~profiling_guide.analysis.verdict`)
     verdict: Verdict | None = None
+    #: True when the trace had no ProfilerStep markers and each CUDA graph replay is a step (:func:`graph_replay_steps`)
+    graph_replays: bool = False
+    #: each kernel, memset and memcpy by module and source line (:mod:`~profiling_guide.analysis.attribution`)
+    attribution: Attribution | None = None
 
 
 # ------------------------------------------------------------------- steps
@@ -102,9 +108,55 @@ def whole_trace_step(trace: Trace) -> Step:
     return Step(0, start, end, ops, list(trace.runtime_calls), list(trace.device_events))
 
 
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
+#: Share of a trace's device time CUDA graph replays must hold for each replay to be read as a step.
+REPLAYED_SHARE = 0.9
+
+
+def graph_replay_steps(trace: Trace) -> list[Step]:
+    """One step per CUDA graph replay, for a trace without ProfilerStep markers whose device work is replays.
+
+    A graph's capture runs no device work, and what ran before the first
+    replay (the warm-up, the capture) is no step: read as one step with its
+    replays, the trace would count that time as the GPU idling. A replay's
+    step runs from its ``cudaGraphLaunch`` to the next one's (the last, as
+    long as the median of the others) and holds the work it replayed. Empty
+    (not replays) where there are fewer than two launches or they replayed
+    less than :data:`REPLAYED_SHARE` of the device time.
+    """
+    launches = [c for c in trace.runtime_calls if c.name.startswith(GRAPH_LAUNCHES) and c.device_events]
+    total = sum(ev.dur_us for ev in trace.device_events)
+    replayed = sum(ev.dur_us for c in launches for ev in c.device_events)
+    if len(launches) < 2 or not total or replayed < REPLAYED_SHARE * total:
+        return []
+    spans = [b.start_us - a.start_us for a, b in zip(launches, launches[1:])]
+    ends = [b.start_us for b in launches[1:]]
+    ends.append(max(launches[-1].end_us, launches[-1].start_us + sorted(spans)[len(spans) // 2]))
+    steps = [Step(i + 1, call.start_us, end) for i, (call, end) in enumerate(zip(launches, ends))]
+    starts = [s.start_us for s in steps]
+
+    def step_at(t: float) -> Step | None:
+        i = bisect_right(starts, t) - 1
+        return steps[i] if i >= 0 and t < steps[i].end_us else None
+
+    for op in trace.ops:
+        s = step_at(op.start_us)
+        if s is not None:
+            s.ops.append(op)
+    for call in trace.runtime_calls:
+        s = step_at(call.start_us)
+        if s is not None:
+            s.runtime_calls.append(call)
+            s.device_events.extend(call.device_events)
+    return steps
+
+
 def report_steps(trace: Trace) -> list[Step]:
-    """The trace's profiler steps, or the whole trace as one step when it has none."""
-    return list(trace.steps) if trace.steps else [whole_trace_step(trace)]
+    """The trace's profiler steps; without them its CUDA graph replays (:func:`graph_replay_steps`), else the
+    whole trace as one step."""
+    if trace.steps:
+        return list(trace.steps)
+    return graph_replay_steps(trace) or [whole_trace_step(trace)]
 
 
 # ----------------------------------------------------- work of one kernel
@@ -395,16 +447,16 @@ def _recorded_at(trace: Trace) -> str | None:
 def health_findings(trace: Trace, steps: list[Step], summaries: list[StepSummary],
                     run_record: dict | None = None) -> list[Finding]:
     """What in the trace is missing, out of place or uneven: one :class:`Finding` per kind that applies."""
-    found = [_profiler_steps(trace), _device_work(trace), _before_window(trace), _dropped_launches(trace),
+    found = [_profiler_steps(trace, steps), _device_work(trace), _before_window(trace), _dropped_launches(trace),
              _clocks_disagree(trace), _outside_steps(trace), _uneven_steps(summaries),
              _profiler_overhead(steps, run_record), _pageable_copies(steps)]
     return [f for f in found if f is not None]
 
 
-def _profiler_steps(trace: Trace) -> Finding:
+def _profiler_steps(trace: Trace, steps: list[Step]) -> Finding:
     if trace.steps:
         return Finding("profiler steps", "ok", {"steps": [s.number for s in trace.steps]})
-    return Finding("profiler steps", "info", {"steps": []})
+    return Finding("profiler steps", "info", {"steps": [], "replays": len(steps) if len(steps) > 1 else 0})
 
 
 def _device_work(trace: Trace) -> Finding:
@@ -500,15 +552,19 @@ def choose_step(steps: list[Step], number: int | None) -> Step:
 
 
 def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None, run_record: dict | None = None,
-            top: int = 20) -> TraceReport:
+            top: int = 20, kernel_information: list | None = None) -> TraceReport:
     """The whole report of ``trace`` as data (see the module docstring).
 
     ``step`` picks the step the timeline shows (default: the median one);
     ``rates`` are measured reference rates for achieved fractions;
     ``run_record`` is the trace's ``.run.json`` (:func:`read_run_record`),
-    which adds versions and the unprofiled CPU time to the report.
+    which adds versions and the unprofiled CPU time to the report;
+    ``kernel_information`` is what inductor recorded each compiled kernel
+    fuses (:func:`~profiling_guide.trace.kernel_information.read_kernel_information`),
+    for the attribution of compiled kernels to source lines.
     """
     steps = report_steps(trace)
+    attribution = attribute(trace, steps, kernel_information)
     chosen = choose_step(steps, step)
     summaries = [summarize_step(s) for s in steps]
     who = rank_info(trace.metadata)
@@ -518,7 +574,8 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         source=trace.source,
         environment=environment(trace, run_record),
         steps=summaries,
-        whole_trace=not trace.steps,
+        whole_trace=not trace.steps and len(steps) == 1,
+        graph_replays=not trace.steps and len(steps) > 1,
         chosen_step=chosen.number,
         pace=pace(summaries, unprofiled_cpu_us=_unprofiled_cpu_us(run_record),
                   ranks=(who.rank, who.world_size) if who.distributed else None),
@@ -529,13 +586,15 @@ def analyse(trace: Trace, *, step: int | None = None, rates: dict | None = None,
         rates=rates,
         counts={"cpu_ops": len(trace.ops), "runtime_calls": len(trace.runtime_calls),
                 "device_events": len(trace.device_events), "backward_links": len(trace.backward_links)},
-        phases=phase_shares(steps),
+        # the attribution's phases: a replayed kernel's is its captured launch's (else the same as phase_shares)
+        phases=attribution.phase_table() if attribution.device_us else phase_shares(steps),
         backward=forward_backward(trace, steps, top=top),
         collectives=calls_table(collective_calls(trace, who.rank if who.rank is not None else 0), len(trace.steps))
         if trace.steps else None,
         rank=(who.rank, who.world_size) if who.distributed else None,
         verdict=verdict_of(trace, steps, rank=who.rank if who.distributed else None,
                            unprofiled=unprofiled_label(run_record)),
+        attribution=attribution,
     )
 
 

@@ -354,7 +354,9 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
     label's stretches scaled to it), else the per-op estimate scaled by how long the trace's trivial ops took
     (:func:`host_speed`)."""
     notes = []
-    if not trace.steps:
+    if not trace.steps and len(steps) > 1:
+        notes.append("the trace has no ProfilerStep markers: each CUDA graph replay is read as a step")
+    elif not trace.steps:
         notes.append("the trace has no ProfilerStep markers: it is read as one step; record with "
                      "torch.profiler.schedule(...) and prof.step() once per step for a steady-state verdict")
     if not unprofiled or not unprofiled.get("cpu_us") or not unprofiled.get("label"):

@@ -35,13 +35,16 @@ def profile_to_trace(
     wait: int = WAIT,
     warmup: int = WARMUP,
     active: int = ACTIVE,
+    with_stack: bool = False,
 ) -> Path:
     """Profile ``step`` for ``wait + warmup + active`` iterations and write the trace.
 
     Each iteration runs ``step()`` inside ``record_function(label)`` and then
     synchronizes, so every kernel of step *n* finishes inside ProfilerStep#n.
     The trace is written to a temporary file and renamed into place: an
-    interrupted run never leaves half a trace behind.
+    interrupted run never leaves half a trace behind. ``with_stack`` records
+    the Python frames and ``nn.Module`` calls too (``with_stack=True,
+    with_modules=True``), for attribution to modules and source lines.
     """
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
@@ -59,6 +62,8 @@ def profile_to_trace(
             activities=activities,
             schedule=schedule(wait=wait, warmup=warmup, active=active),
             record_shapes=True,
+            with_stack=with_stack,
+            with_modules=with_stack,
         ) as prof:
             for _ in range(wait + warmup + active):
                 with record_function(label):

@@ -33,7 +33,10 @@ from profiling_guide.trace.run_record import read_rates, run_record_beside, run_
 from profiling_guide.pages.pace_sentences import evidence, fmt_us, headline
 from profiling_guide.report.html_parts import cell as _cell
 from profiling_guide.report.html_parts import table as _table
+from profiling_guide.report.attribution_html import CSS as _ATTRIBUTION_CSS
+from profiling_guide.report.attribution_html import attribution_section
 from profiling_guide.report.verdict_html import verdict_section
+from profiling_guide.trace.kernel_information import kernel_information_beside, kernel_information_path
 from profiling_guide.trace.model import Trace
 
 PROGRESS_BYTES = 8 << 20  # traces larger than this on disk get a progress line on stderr
@@ -77,7 +80,8 @@ def _steps(report: TraceReport) -> str:
     rows = []
     for s in report.steps:
         delay = "–" if s.delay_start_us is None else f"{s.delay_start_us:,.1f} → {s.delay_end_us:,.1f}"
-        label = "whole trace" if report.whole_trace else f"#{s.number}"
+        label = "whole trace" if report.whole_trace else f"replay {s.number}" if report.graph_replays \
+            else f"#{s.number}"
         mark = " (timeline)" if s.number == report.chosen_step else ""
         rows.append(_cell(label + mark) + _cell(_num(s.cpu_us), num=True) + _cell(_num(s.device_busy_us), num=True)
                     + _cell(f"{s.busy_share:.0%}", num=True) + _cell(f"{s.gpu_idle_fraction:.0%}", num=True)
@@ -181,6 +185,10 @@ def _plural(n: int, word: str) -> str:
 
 def _steps_found(f: Finding) -> str:
     steps = f.facts["steps"]
+    if not steps and f.facts.get("replays"):
+        return (f"No ProfilerStep markers: each of the {f.facts['replays']} CUDA graph replays (one cudaGraphLaunch "
+                "and the work it replayed) is read as a step; what ran before the first (the capture) is in none. "
+                "Record with a torch.profiler schedule and prof.step() to choose the steps.")
     if not steps:
         return ("No ProfilerStep markers: the whole trace is read as one step. Record with a torch.profiler "
                 "schedule and prof.step() to compare steps.")
@@ -246,6 +254,8 @@ _FINDING_WORDS = {
         f"{f.facts['per_step']:g} copies per step from or to pageable host memory: they cannot overlap with "
         "compute; pin the host tensor (pin_memory())."),
     "run record left out": lambda f: f"{f.facts['problem']}. The report is made without it.",
+    "kernel information left out": lambda f: (f"{f.facts['problem']}. The report is made without it: compiled "
+                                              "kernels are attributed to their compiled region only."),
 }
 
 
@@ -266,8 +276,10 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
     warns = sum(1 for f in report.findings if f.level == "warn")
     counts = report.counts
     steps_line = ("no ProfilerStep markers: the whole trace is one step" if report.whole_trace
-                  else f"{len(report.steps)} profiler steps")
-    step_title = "the whole trace" if report.whole_trace else f"ProfilerStep#{step.number}"
+                  else f"no ProfilerStep markers: {len(report.steps)} CUDA graph replays, each a step"
+                  if report.graph_replays else f"{len(report.steps)} profiler steps")
+    step_title = ("the whole trace" if report.whole_trace else f"CUDA graph replay {step.number}"
+                  if report.graph_replays else f"ProfilerStep#{step.number}")
     sections = [
         *([("verdict", "What makes the step slow", verdict_section(report.verdict))]
           if report.verdict is not None else []),
@@ -280,6 +292,8 @@ def render_html(report: TraceReport, step, *, title: str | None = None) -> str:
         ("timeline", f"Timeline of {step_title}",
          timeline_html(step) + f'<p class="pg-note">{fmt_us(step.dur_us)} on the CPU; lanes: CPU ops by nesting '
          "depth, CUDA runtime calls, one lane per GPU stream. Choose another step with <code>--step N</code>.</p>"),
+        *([("attribution", "Where your step's device time goes in your code", attribution_section(report.attribution))]
+          if report.attribution is not None else []),
         *([("phases", "Forward, backward, optimizer", _phases(report))]
           if report.phases is not None and len(report.phases) > 1 else []),
         *([("backward", "Forward → backward", _backward(report))]
@@ -344,7 +358,10 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     stderr (default: for traces over 8 MiB on disk). ``json_out`` also writes
     the verdict as JSON there (``-``: standard output; schema in
     :mod:`profiling_guide.report.json_report`); ``on_verdict`` is called with
-    the verdict's sentence.
+    the verdict's sentence. A ``<name>.kernel_information.json`` beside the
+    trace (what inductor recorded each compiled kernel fuses:
+    :mod:`profiling_guide.trace.kernel_information`) attributes compiled
+    kernels to source lines; one that cannot be read is left out the same way.
     """
     from profiling_guide.report.json_report import trace_json, write_json
     from profiling_guide.pages.verdict_sentences import verdict_sentence
@@ -352,7 +369,7 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     trace_path = Path(trace_path)
     sibling = run_record_path(trace_path)
     rates_path = rates if isinstance(rates, (str, Path)) else None
-    inputs = [trace_path, sibling, rates_path]
+    inputs = [trace_path, sibling, rates_path, kernel_information_path(trace_path)]
     out = check_writable(out_path if out_path is not None else default_report_path(trace_path), inputs=inputs)
     if json_out is not None and str(json_out) != "-":
         check_writable(json_out, inputs=[*inputs, out])
@@ -367,11 +384,18 @@ def write_report(trace_path: str | Path, out_path: str | Path | None = None, *, 
     except GuideError as exc:
         run_record, problem = None, str(exc)
         print(f"warning: {problem}; the report leaves it out", file=sys.stderr, flush=True)
+    try:
+        kernels, kernels_problem = kernel_information_beside(trace_path), None
+    except GuideError as exc:
+        kernels, kernels_problem = None, str(exc)
+        print(f"warning: {kernels_problem}; the report leaves it out", file=sys.stderr, flush=True)
     events = len(trace.ops) + len(trace.runtime_calls) + len(trace.device_events)
     say(f"analysing {events:,} events")
-    report = analyse(trace, step=step, rates=rates, run_record=run_record)
+    report = analyse(trace, step=step, rates=rates, run_record=run_record, kernel_information=kernels)
     if problem:
         report.findings.append(Finding("run record left out", "warn", {"problem": problem}))
+    if kernels_problem:
+        report.findings.append(Finding("kernel information left out", "warn", {"problem": kernels_problem}))
     chosen = choose_step(report_steps(trace), report.chosen_step)
     say(f"writing {out}")
     write_text_atomic(out, render_html(report, chosen, title=trace_path.name), suffix=".html", inputs=inputs)
@@ -405,4 +429,4 @@ code{font:.9em ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;pa
 border-radius:3px;padding:0 .3em;margin-right:.3em;color:#fff;background:#9aa0a6}
 .pg-ok .pg-badge{background:#2e9c6a}.pg-warn .pg-badge{background:#c24d6b}.pg-info .pg-badge{background:#4c78a8}
 footer{margin-top:2.5em;border-top:1px solid #e3e6eb;padding-top:.6em}
-"""
+""" + _ATTRIBUTION_CSS

@@ -9,7 +9,11 @@ One trace::
 
     {"schema", "kind": "trace", "source", "environment", "steps", "verdict",
      "what_if", "profiler_overhead", "profiled_step_ms", "critical_path_ms",
-     "missing", "notes"}
+     "missing", "notes", "attribution", "attributed_share",
+     "attribution_device_us", "unattributed"}
+
+``attribution`` lists device µs per step by ``module``, ``source`` and
+``phase`` (:meth:`~profiling_guide.analysis.attribution.Attribution.to_json`).
 
 A run of several ranks::
 
@@ -27,6 +31,7 @@ from pathlib import Path
 
 from profiling_guide.analysis.ranks import RunAnalysis
 from profiling_guide.analysis.trace_report import TraceReport
+from profiling_guide.report.attribution_html import REASONS
 from profiling_guide.files import write_text_atomic
 
 SCHEMA = "profiling-guide.report/1"
@@ -49,12 +54,24 @@ def trace_json(report: TraceReport) -> dict:
     return _finite({
         "schema": SCHEMA, "kind": "trace", "source": report.source, "environment": report.environment,
         "steps": {"count": len(report.steps), "numbers": [s.number for s in report.steps],
-                  "whole_trace": report.whole_trace},
+                  "whole_trace": report.whole_trace, "graph_replays": report.graph_replays},
         "rank": report.rank[0] if report.rank else None,
         "verdict": v.get("verdict"), "what_if": v.get("what_if", []),
         "profiler_overhead": v.get("profiler_overhead"), "profiled_step_ms": v.get("profiled_step_ms"),
         "critical_path_ms": v.get("critical_path_ms", {}), "missing": v.get("missing"), "notes": v.get("notes", []),
+        **_attribution(report),
     })
+
+
+def _attribution(report: TraceReport) -> dict:
+    """``attribution`` (module, source, phase, device_us, ...), ``attributed_share`` and ``unattributed``."""
+    a = report.attribution
+    if a is None:
+        return {"attribution": [], "attributed_share": None, "attribution_device_us": None, "unattributed": []}
+    return {"attribution": a.to_json(), "attributed_share": a.attributed_share, "attribution_device_us": a.device_us,
+            "unattributed": [{"reason": reason, "what": REASONS[reason][0], "device_us": us,
+                              "share": us / a.device_us if a.device_us else 0.0, "fix": REASONS[reason][1]}
+                             for reason, us in a.unattributed]}
 
 
 def run_json(run: RunAnalysis, sources: dict[int, str]) -> dict:

@@ -16,6 +16,11 @@ The trace holds four kinds of timed event that matter here:
   A launch and the work it started share a ``correlation`` id: that is how a
   kernel is traced back to the Python line that caused it.
 * Steps: the ``ProfilerStep#N`` intervals of the profiler's *active* phase.
+* **Python frames** (``python_function``, recorded with ``with_stack=True``):
+  each call of a Python function on a thread, with the frame that called it
+  (``Python id`` / ``Python parent id``); with ``with_modules=True`` each
+  ``nn.Module`` call is a frame too, ``nn.Module: Linear_3`` (its class and
+  the order in which the profiler first saw that instance).
 
 In a training step the profiler also links each backward op to the forward op
 it differentiates: a ``fwdbwd`` flow (``ph`` ``s`` at the forward op's start,
@@ -157,6 +162,39 @@ class DeviceEvent:
 
 
 @dataclass(eq=False, slots=True)
+class PythonFrame:
+    """One call of a Python function (``with_stack=True``), or of an ``nn.Module`` (``with_modules=True``).
+
+    ``name`` is as the profiler writes it: ``path/to/file.py(42): forward``,
+    where 42 is the line the function starts at (the line running, for a frame
+    already open when the profiler started), ``<built-in method ...>``, or
+    ``nn.Module: Linear_3``.
+    """
+
+    name: str
+    start_us: float
+    dur_us: float
+    tid: int | str
+    #: the frame that called this one (resolved from ``Python parent id``), or None
+    parent: PythonFrame | None = field(default=None, repr=False)
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+    @property
+    def module(self) -> str | None:
+        """``Linear_3`` for an ``nn.Module: Linear_3`` frame, else None."""
+        return self.name[11:] if self.name.startswith("nn.Module: ") else None
+
+    def ancestors(self):
+        frame = self.parent
+        while frame is not None:
+            yield frame
+            frame = frame.parent
+
+
+@dataclass(eq=False, slots=True)
 class Step:
     """One ``ProfilerStep#N`` of the active phase and what happened in it."""
 
@@ -229,6 +267,9 @@ class _EventReader:
         self.python_starts: dict = {}
         #: thread -> ``(start, end, name)`` of each Python call traced there that is not a builtin (kept on request)
         self.python_calls: dict = {}
+        self.python_frames: list[PythonFrame] = []
+        self._python_ids: dict = {}  # (pid, Python id) -> its frame
+        self._python_parents: list[tuple[PythonFrame, object]] = []  # each frame and its (pid, Python parent id)
         self._names: dict[str, str] = {}  # one string object per distinct name: traces repeat a few names a lot
         self._shared: dict[bytes, list] = {}  # one list object per distinct list-valued arg (see _share)
 
@@ -244,7 +285,7 @@ class _EventReader:
             if cat is None:
                 return
             self.fail(index, f"'cat' must be a string, got {_show(cat)}")
-        if cat == "python_function":  # counted only (the profiler's cost): a malformed one is skipped, not fatal
+        if cat == "python_function":  # the profiler's cost, the diff's places, attribution: a malformed one is skipped
             ts, tid = ev.get("ts"), ev.get("tid")
             if type(ts) in (int, float) and -_MAX_US < ts < _MAX_US and (tid is None or type(tid) in (int, str)):
                 self.python_starts.setdefault(tid, []).append(float(ts))
@@ -253,6 +294,7 @@ class _EventReader:
                         and type(dur) in (int, float) and 0 <= dur < _MAX_US):
                     name = self._names.setdefault(name, name)
                     self.python_calls.setdefault(tid, []).append((float(ts), float(ts) + float(dur), name))
+            self._python_frame(ev)
             return
         if cat not in _USED_CATS:
             return
@@ -288,6 +330,55 @@ class _EventReader:
             flow = self.key(ev.get("id"), "'id'", index)
             point = (self.key(ev.get("tid"), "'tid'", index), self.number(ev, "ts", index))
             self.flows.setdefault(flow, {})[ev["ph"]] = point
+
+    def _python_frame(self, ev: dict) -> None:
+        """A ``python_function`` event: its start counted (the profiler's cost), and kept as a frame."""
+        ts, tid, dur, name = ev.get("ts"), ev.get("tid"), ev.get("dur"), ev.get("name")
+        if not (type(ts) in (int, float) and -_MAX_US < ts < _MAX_US and (tid is None or type(tid) in (int, str))):
+            return
+        self.python_starts.setdefault(tid, []).append(float(ts))
+        if type(dur) not in (int, float) or not 0 <= dur < _MAX_US or type(name) is not str:
+            return
+        frame = PythonFrame(self._names.setdefault(name, name), float(ts), float(dur), tid)
+        self.python_frames.append(frame)
+        args = ev.get("args")
+        if type(args) is dict:
+            pid = ev.get("pid") if type(ev.get("pid")) in (int, str) else None
+            own, parent = args.get("Python id"), args.get("Python parent id")
+            if type(own) is int:
+                self._python_ids[(pid, own)] = frame
+            if type(parent) is int:
+                self._python_parents.append((frame, (pid, parent)))
+
+    def link_python_frames(self) -> None:
+        """Give each Python frame its caller: from the ids the profiler wrote, else the frame that holds it in time.
+
+        Either way a caller comes first in (start, longest first), a strict order, so a frame is never its own
+        ancestor.
+        """
+        order = {id(frame): i for i, frame in enumerate(self.python_frames)}
+        for frame, parent_key in self._python_parents:
+            parent = self._python_ids.get(parent_key)
+            if parent is None:
+                continue
+            # A caller holds its callee and comes first in (start, longest, file order), a strict order:
+            # ids that say otherwise (a hand-made or damaged trace) are left out, so every chain of
+            # callers ends.
+            holds = parent.start_us <= frame.start_us + _EPS_US and frame.end_us <= parent.end_us + _EPS_US
+            first = (parent.start_us, -parent.dur_us, order[id(parent)]) < (frame.start_us, -frame.dur_us,
+                                                                          order[id(frame)])
+            if holds and first:
+                frame.parent = parent
+        self._python_ids, self._python_parents = {}, []
+        # A trace without the ids (or with ones left out above): the innermost frame that holds it, on its thread.
+        open_frames: dict = {}
+        for frame in sorted(self.python_frames, key=lambda f: (f.start_us, -f.dur_us)):
+            stack = open_frames.setdefault(frame.tid, [])
+            while stack and stack[-1].end_us + _EPS_US < frame.end_us:
+                stack.pop()
+            if frame.parent is None and stack:
+                frame.parent = stack[-1]
+            stack.append(frame)
 
     def _cpu_op(self, index: int, name: str, ts: float, dur: float, tid, cat: str, args: dict) -> None:
         for key in ("Input Dims", "Input Strides"):
@@ -405,6 +496,11 @@ class Trace:
         #: with ``python_calls=True`` (builtins left out)
         self.python_calls = {tid: sorted(calls, key=lambda c: (c[0], -c[1]))
                              for tid, calls in reader.python_calls.items()}
+        reader.link_python_frames()
+        #: every Python call recorded (``with_stack=True``), by start, longest first
+        self.python_frames = reader.python_frames
+        self.python_frames.sort(key=attrgetter("dur_us"), reverse=True)
+        self.python_frames.sort(key=attrgetter("start_us"))
         # the caching allocators' events, by time (a trace profiled with profile_memory=True)
         self.memory_events = sorted(reader.memory_events, key=attrgetter("start_us"))
         for found in (self.ops, self.runtime_calls, self.device_events):
