@@ -50,7 +50,16 @@ class KernelProvenance:
 
 
 def parse(data, source: str = "kernel information") -> dict[str, KernelProvenance]:
-    """``{kernel name: KernelProvenance}`` from the JSON inductor writes; a malformed file is one GuideError."""
+    """``{kernel name: KernelProvenance}`` from the JSON inductor writes; a malformed file is one GuideError.
+
+    The file holds one graph's kernels (an object), or a list of such objects, one per compiled graph
+    (``profiling-guide profile`` keeps each graph's as it compiles): their kernels are read together.
+    """
+    if isinstance(data, list) and all(isinstance(graph, dict) for graph in data):
+        merged: dict = {}
+        for graph in data:
+            merged.update(graph)
+        data = merged
     if not isinstance(data, dict):
         raise GuideError(f"{source} is not inductor's kernel information (an object of kernels expected): give the "
                          "kernel_information.json that provenance tracking wrote")
