@@ -26,7 +26,7 @@ op that launched it.
    by what the work says of itself: an inductor kernel's name names an op the
    other side launched (eager's ``aten::gelu`` and ``aten::mul`` against
    compile's one Triton kernel); or inductor's recorded provenance
-   (:mod:`.provenance`, where given) puts a kernel in the function of the
+   (:mod:`profiling_guide.analysis.provenance`, where given) puts a kernel in the function of the
    program that the other side's ops ran in (``with_stack=True``). Work so
    joined, with all it is joined to, is one row;
 3. ``parent``: what is left in a place both sides share below the step, one
