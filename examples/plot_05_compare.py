@@ -264,10 +264,6 @@ diffs = {
 tables.styled(facts.diff_summary(diffs))
 
 # %%
-
-facts.diff_verdicts(diffs)
-
-# %%
 # max-autotune times Inductor's Triton GEMM templates against cuBLAS once,
 # as it compiles, and keeps the faster for each product. Are its GEMMs
 # slower than cuBLAS's here, and why? From its trace and eager's: each
