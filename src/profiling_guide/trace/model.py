@@ -255,9 +255,8 @@ class _EventReader:
     the ``fwdbwd`` flows' ends are kept for :meth:`Trace._link_backward`.
     """
 
-    def __init__(self, source: str, python_calls: bool = False):
+    def __init__(self, source: str):
         self.source = source
-        self.keep_python = python_calls
         self.ops: list[CpuOp] = []
         self.runtime_calls: list[RuntimeCall] = []
         self.device_events: list[DeviceEvent] = []
@@ -265,8 +264,6 @@ class _EventReader:
         self.flows: dict = {}  # fwdbwd flow id -> {"s": (tid, ts), "f": (tid, ts)}
         #: thread -> the start of every Python call traced there (``with_stack=True``): the profiler pays for each
         self.python_starts: dict = {}
-        #: thread -> ``(start, end, name)`` of each Python call traced there that is not a builtin (kept on request)
-        self.python_calls: dict = {}
         self.python_frames: list[PythonFrame] = []
         self._python_ids: dict = {}  # (pid, Python id) -> its frame
         self._python_parents: list[tuple[PythonFrame, object]] = []  # each frame and its (pid, Python parent id)
@@ -286,14 +283,6 @@ class _EventReader:
                 return
             self.fail(index, f"'cat' must be a string, got {_show(cat)}")
         if cat == "python_function":  # the profiler's cost, the diff's places, attribution: a malformed one is skipped
-            ts, tid = ev.get("ts"), ev.get("tid")
-            if type(ts) in (int, float) and -_MAX_US < ts < _MAX_US and (tid is None or type(tid) in (int, str)):
-                self.python_starts.setdefault(tid, []).append(float(ts))
-                name, dur = ev.get("name"), ev.get("dur")
-                if (self.keep_python and type(name) is str and not name.startswith("<")
-                        and type(dur) in (int, float) and 0 <= dur < _MAX_US):
-                    name = self._names.setdefault(name, name)
-                    self.python_calls.setdefault(tid, []).append((float(ts), float(ts) + float(dur), name))
             self._python_frame(ev)
             return
         if cat not in _USED_CATS:
@@ -487,20 +476,23 @@ class Trace:
 
     def _build_events(self, events, source: str, python_calls: bool) -> None:
         self.source = source
-        reader = _EventReader(source, python_calls)
+        reader = _EventReader(source)
         for index, ev in events:
             reader.read(index, ev)
         self.ops, self.runtime_calls, self.device_events = reader.ops, reader.runtime_calls, reader.device_events
         self.python_starts = {tid: sorted(starts) for tid, starts in reader.python_starts.items()}
-        #: thread -> ``(start, end, name)`` of its Python calls by start, outermost first; empty unless loaded
-        #: with ``python_calls=True`` (builtins left out)
-        self.python_calls = {tid: sorted(calls, key=lambda c: (c[0], -c[1]))
-                             for tid, calls in reader.python_calls.items()}
         reader.link_python_frames()
         #: every Python call recorded (``with_stack=True``), by start, longest first
         self.python_frames = reader.python_frames
         self.python_frames.sort(key=attrgetter("dur_us"), reverse=True)
         self.python_frames.sort(key=attrgetter("start_us"))
+        #: thread -> ``(start, end, name)`` of its Python calls that are not builtins, by start, outermost first
+        #: (the same frames as tuples); empty unless loaded with ``python_calls=True``
+        self.python_calls: dict = {}
+        if python_calls:
+            for frame in self.python_frames:
+                if not frame.name.startswith("<"):
+                    self.python_calls.setdefault(frame.tid, []).append((frame.start_us, frame.end_us, frame.name))
         # the caching allocators' events, by time (a trace profiled with profile_memory=True)
         self.memory_events = sorted(reader.memory_events, key=attrgetter("start_us"))
         for found in (self.ops, self.runtime_calls, self.device_events):
