@@ -37,7 +37,6 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -54,6 +53,7 @@ from record_verdict_corpus import (  # noqa: E402 - the corpus script sits besid
     gpt_parts,
     gpt_step,
     log,
+    one_case,
     spread,
 )
 
@@ -195,17 +195,9 @@ def main(argv=None) -> int:
 
     def attempt(name, fn):
         started = time.perf_counter()
-        try:
+        with one_case(name, dev, failed):
             fn()
             log(f"{name}: {time.perf_counter() - started:.0f} s")
-        except Exception:  # noqa: BLE001 - one variant's failure is reported, the others still run
-            failed.append(name)
-            traceback.print_exc()
-        finally:
-            torch._dynamo.reset()
-            if dev.cuda:
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
 
     def eager():
         model, idx, targets = gpt_parts(dev)

@@ -27,6 +27,7 @@ It imports only torch, so it runs on the GPU machine as a plain file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -490,6 +491,22 @@ def environment(dev: Device) -> dict:
     return env
 
 
+@contextlib.contextmanager
+def one_case(name: str, dev: Device, failed: list[str]):
+    """Run one case: a failure is printed and its name kept in ``failed`` (the other cases still run); either way
+    compiled graphs and cached GPU memory are let go before the next."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - one case's failure is reported, the others still run
+        failed.append(name)
+        traceback.print_exc()
+    finally:
+        torch._dynamo.reset()
+        if dev.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+
 def run_single(args) -> int:
     dev = Device(args.device, args.quick)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -502,7 +519,7 @@ def run_single(args) -> int:
         if args.cases and name not in args.cases:
             continue
         started = time.perf_counter()
-        try:
+        with one_case(name, dev, failed):
             cause, fixed, label = make(dev)
             profile_steps(cause, dev, args.out / f"{name}.trace.json.gz", active=3)
             with_cause = time_steps(cause, dev)
@@ -512,14 +529,6 @@ def run_single(args) -> int:
             (args.out / f"{name}.label.json").write_text(json.dumps(label, indent=1) + "\n")
             log(f"{name}: {with_cause['median']:.2f} ms with the cause, {without['median']:.2f} ms fixed "
                 f"({time.perf_counter() - started:.0f} s)")
-        except Exception:  # noqa: BLE001 - one case's failure is reported, the others still run
-            failed.append(name)
-            traceback.print_exc()
-        finally:
-            torch._dynamo.reset()
-            if dev.cuda:
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
     if failed:
         log("failed:", ", ".join(failed))
     return 1 if failed else 0
