@@ -41,6 +41,7 @@ from profiling_guide.analysis.critical_path import by_cause, critical_path, obse
 from profiling_guide.analysis.step_graph import step_graph
 from profiling_guide.analysis.verdict import (
     MIN_SAVING,
+    ProfilerCost,
     Verdict,
     WhatIf,
     host_speed,
@@ -95,10 +96,10 @@ def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
     """Re-time each profiled step of one rank (see the module docstring, step 1); ``calls`` are its collective calls."""
     keys = _kernel_keys(trace, calls)
     steps, compute, path_us = {}, defaultdict(float), defaultdict(float)
-    scale = host_speed(trace.steps) or 1.0
+    cost = ProfilerCost(scale=host_speed(trace.steps) or 1.0)
     for step in trace.steps:
         g = step_graph(trace, step, rank=rank)
-        base_timing = without_profiler(g, observed_timing(g), scale)
+        base_timing = without_profiler(g, observed_timing(g), cost)
         base = simulate(g, base_timing)
         own = simulate(g, no_collectives(g, base_timing))
         for cause, us in by_cause(critical_path(own)).items():

@@ -158,10 +158,8 @@ class ProfilerCost:
     factor: float | None = None
 
 
-def without_profiler(g: StepGraph, timing: Timing, cost: ProfilerCost | float = 1.0) -> Timing:
+def without_profiler(g: StepGraph, timing: Timing, cost: ProfilerCost) -> Timing:
     """``timing`` with the profiler's cost taken out of every host stretch it falls in (see :class:`ProfilerCost`)."""
-    if not isinstance(cost, ProfilerCost):
-        cost = ProfilerCost(scale=float(cost))
     out = timing.copy()
     for i, seg in enumerate(g.host):
         if cost.factor is not None and seg.where.label == cost.label:
@@ -260,7 +258,7 @@ class StepWhatIfs:
     compute_fixed_us: float | None
 
 
-def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost | float = 1.0) -> StepWhatIfs:
+def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
     observed = observed_timing(g)
     profiled = simulate(g, observed)
     base_timing = without_profiler(g, observed, cost)

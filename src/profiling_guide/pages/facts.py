@@ -18,6 +18,7 @@ from collections import Counter
 
 import pandas as pd
 
+from profiling_guide.analysis.causes import Cause
 from profiling_guide.analysis.launches import (
     changed_launches,
     kernel_launches,
@@ -37,8 +38,8 @@ from profiling_guide.spread import Spread, compare
 
 
 #: The report's causes (``docs/report.md``, "The verdict"): set in code type wherever a sentence names one.
-CAUSE_WORDS = re.compile(r"\b(gpu_compute|launch_overhead|host_gap|host_sync|exposed_communication|waiting_for_rank"
-                         r"|load_imbalance|profiler_overhead)\b")
+#: (the two-word ones: ``memcpy`` and ``allocator`` are also plain words of a sentence)
+CAUSE_WORDS = re.compile(r"\b(" + "|".join(c.value for c in Cause if "_" in c.value) + r")\b")
 
 
 class Facts:
@@ -424,13 +425,6 @@ def diff_summary(diffs: dict) -> pd.DataFrame:
             "report's verdict": f"{cause(d.a)} → {cause(d.b)}",
         }
     return pd.DataFrame.from_dict(rows, orient="index")
-
-
-def diff_verdicts(diffs: dict) -> Facts:
-    """Each diff's verdict, one sentence group per variant."""
-    from profiling_guide.pages.diff_sentences import verdict_text
-
-    return Facts(*(verdict_text(d) for d in diffs.values()))
 
 
 def sweep_summary(standing: pd.DataFrame) -> Facts:

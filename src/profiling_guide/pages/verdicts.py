@@ -168,12 +168,11 @@ LEAD = {
     Bound.OVERHEAD: "The CPU sets the pace",
     Bound.TIE: "Neither side clearly sets the pace",
 }
-#: The report's cause for each profiler-off pace (``docs/report.md``, "The verdict"): one vocabulary on every page.
-CAUSE_OF = {
-    Bound.DEVICE: "gpu_compute",
-    Bound.OVERHEAD: "launch_overhead",
-    Bound.TIE: "launch_overhead and gpu_compute within each other's spread",
-}
+#: The report's cause each profiler-off pace stands for (``docs/report.md``, "The verdict"), and how a box
+#: names it: one vocabulary on every page.
+PACE_CAUSE = {Bound.DEVICE: VerdictCause.GPU_COMPUTE, Bound.OVERHEAD: VerdictCause.LAUNCH_OVERHEAD}
+CAUSE_OF = {bound: cause.value for bound, cause in PACE_CAUSE.items()} | {
+    Bound.TIE: f"{PACE_CAUSE[Bound.OVERHEAD].value} and {PACE_CAUSE[Bound.DEVICE].value} within each other's spread"}
 ACTION = {
     Bound.DEVICE: "The CPU runs ahead and the GPU works back to back: faster kernels, or fewer, are what helps.",
     Bound.OVERHEAD: ("The GPU waits for the host: less Python and fewer launches per {what} (torch.compile, "
@@ -224,10 +223,6 @@ HOST_GAPS = {
 def _loop_sync(w) -> bool:
     """Whether a what-if is the profiling loop's own ``synchronize`` after each step (outside the step's label)."""
     return w.cause is VerdictCause.HOST_SYNC and w.where.label is None and w.where.op in LOOP_SYNCS
-
-
-#: The report's cause each profiler-off pace stands for.
-PACE_CAUSE = {Bound.DEVICE: VerdictCause.GPU_COMPUTE, Bound.OVERHEAD: VerdictCause.LAUNCH_OVERHEAD}
 
 
 def agreement_sentence(engine: Verdict | None, bound: Bound | None) -> str:
