@@ -185,7 +185,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     standalone: dict[int, list[float]] = defaultdict(list)
     own: dict[int, list[float]] = defaultdict(list)
     run_steps, excess, without = [], defaultdict(list), defaultdict(list)
-    slowest_in: list[tuple[float, dict[int, float]]] = []  # per step: the slowest standalone step, and each rank's
+    alone_in: list[dict[int, float]] = []  # per step: each rank's standalone step (µs)
     for number in steps:
         alone = {}
         for r in ranks:
@@ -198,7 +198,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
         bases = [timings[r].steps[number].base_us for r in alone]
         if not bases:
             continue
-        slowest_in.append((max(alone.values()), alone))
+        alone_in.append(alone)
         run_steps.append(max(bases))
         for r in alone:
             others = [v for q, v in alone.items() if q != r]
@@ -223,7 +223,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     waited = sum(found.waited_for_ms.get(r, 0.0) for r in slow)
     # a rank late by its own work is late in every step; one slowest in the median only is noise
     alike_us = 1e3 * MIN_SAVING * found.run_step_ms / 2
-    late_each_step = all(any(alone.get(r, 0.0) >= top_us - alike_us for r in slow) for top_us, alone in slowest_in)
+    late_each_step = all(any(alone.get(r, 0.0) >= max(alone.values()) - alike_us for r in slow) for alone in alone_in)
     if not rest or found.margin_ms < MIN_SAVING * found.run_step_ms:
         found.reason = "small"
     elif found.margin_ms <= found.noise_ms or not late_each_step:
