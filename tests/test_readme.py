@@ -10,9 +10,9 @@ with bash, in replay, from a scratch folder that sees the checkout's
 there, not in the checkout), with ``python`` and ``profiling-guide`` this
 checkout's.
 
-The README's first block is how to start: on a machine without a GPU, the
-constraints file that CI gives pip comes first, then the test command CI runs
-(``.ci/run``); both are checked against ``.ci/run``.
+The README's first block is how to start: install nox, then the test command
+CI runs (``.ci/run``), with nothing before it (nox gives a machine without a
+GPU torch's CPU wheel by itself); checked against ``.ci/run``.
 """
 
 from __future__ import annotations
@@ -70,16 +70,15 @@ def test_each_document_runs_blocks_and_says_why_it_leaves_one_out(document):
     assert all(SKIP not in text.partition("\n")[2] for _, text in blocks), f"{document}: a marker below a first line"
 
 
-def test_the_readme_starts_with_the_constraints_file_and_the_test_command_ci_runs():
-    """On a machine without a GPU, the first command block says first what CI gives pip, then runs what CI runs."""
+def test_the_readme_starts_with_the_test_command_ci_runs():
+    """The first command block runs what CI runs, with nothing before it: nox picks torch's build by itself."""
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    constraint = next(l.strip() for l in ci if l.strip().startswith("export PIP_CONSTRAINT="))
     test_command = next(l.strip() for l in ci if l.strip().startswith("nox -s tests"))
     assert test_command == "nox -s tests", f".ci/run runs {test_command!r}: show that in the README"
     first = [l.split("  #")[0].strip() for l in shell_blocks("README.md")[0][1].splitlines()
              if l.strip() and not l.startswith("#")]
-    assert first[0] == constraint, f"the README's first command is {first[0]!r}, not .ci/run's {constraint!r}"
-    assert test_command in first, f"the README's first block does not run {test_command!r}, the tests CI runs"
+    assert first[:2] == ["pip install nox", test_command], f"the README's first commands are {first[:2]}"
+    assert not any("PIP_CONSTRAINT" in l for l in ci), ".ci/run gives pip a constraint the README does not"
     assert "README's test command" in "\n".join(ci), ".ci/run no longer says it runs the README's test command"
 
 
