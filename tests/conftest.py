@@ -35,7 +35,6 @@ if _WORKERS > 1:
 import matplotlib  # noqa: E402 (after the thread pools' sizes)
 import pytest  # noqa: E402
 
-from interpreter_patch import skip_the_repeated_patch  # noqa: E402
 from quick_python import quick_python, share_servers_in  # noqa: E402
 
 matplotlib.use("Agg")
@@ -52,11 +51,6 @@ def pytest_configure(config):
     gpu_tests = re.search(r"(?<!not )\bgpu\b", config.option.markexpr or "")
     if "TRITON_INTERPRET" not in os.environ and not gpu_tests and not _cuda_gpu_visible():
         os.environ["TRITON_INTERPRET"] = "1"
-    # In a process that runs tests (not pytest-xdist's controller, which hands them out), interpreted
-    # kernels skip the interpreter's repeated work (tests/interpreter_patch.py).
-    runs_tests = os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "dist", "no") == "no"
-    if os.environ.get("TRITON_INTERPRET") == "1" and runs_tests:
-        skip_the_repeated_patch()
 
 
 def _cuda_gpu_visible() -> bool:
@@ -120,28 +114,39 @@ def once_per_run(tmp_path_factory, name: str, make) -> Path:
 
 
 # ------------------------------------------------------------------ order on -n N workers
-#: Files of many seconds (a whole README block, 512 ranks, an installed wheel, a compile, every chapter, the
-#: interpreted kernels), longest first. They run first, and their tests go one at a time to whichever worker
-#: is free, so that no worker starts a long test as the others finish. Every other file goes whole to one
-#: worker, which makes its module's fixtures once.
+#: Files of many seconds (a whole README block, 512 ranks, an installed wheel, a compile, the interpreted
+#: kernels), longest first. They run first, and their tests go one at a time to whichever worker is free,
+#: so that no worker starts a long test as the others finish. Every other file goes whole to one worker,
+#: which makes its module's fixtures once.
 STARTED_FIRST = ("test_readme.py", "test_run_scale.py", "test_installed.py", "test_pingpong_backward.py",
-                 "test_pingpong.py", "test_examples_visible.py", "test_examples.py", "test_fused_mlp.py",
-                 "test_hostile_inputs.py", "test_trace_input.py", "test_bench_nccl.py", "test_hta_crosscheck.py",
-                 "test_run_report.py")
-#: Tests of those files that share a fixture of seconds (512 ranks reported, the wheel installed and every
-#: chapter run without the extras, HTA's analysis of every rank): each group goes to one worker, which makes
-#: the fixture once while the others work, rather than wait for it.
+                 "test_pingpong.py", "test_fused_mlp.py", "test_hostile_inputs.py", "test_trace_input.py",
+                 "test_bench_nccl.py", "test_hta_crosscheck.py", "test_run_report.py")
+#: Tests of those files that share a fixture of seconds (512 ranks reported, the wheel installed, HTA's
+#: analysis of every rank): each group goes to one worker, which makes the fixture once while the others
+#: work, rather than wait for it.
 KEPT_TOGETHER = ("tests/test_run_scale.py::",
                  "tests/test_installed.py::",
                  "tests/test_hta_crosscheck.py::test_time_breakdown_and_overlap_agree_with_hta_on_every_rank")
 
 
 def pytest_collection_modifyitems(items):
+    """The order above, and the units pytest-xdist hands out (``nox -s tests``: ``--dist loadgroup``).
+
+    Through pytest-xdist's public ``xdist_group`` mark: a group goes whole to one worker, a test
+    without one goes alone; ``--no-loadscope-reorder`` keeps this order rather than the largest
+    group first. Without pytest-xdist the marks do nothing.
+    """
     def rank(item):
         name = item.path.name
         return STARTED_FIRST.index(name) if name in STARTED_FIRST else len(STARTED_FIRST)
 
     items.sort(key=rank)  # stable: each file keeps its order
+    for item in items:
+        group = next((group for group in KEPT_TOGETHER if item.nodeid.startswith(group)), None)
+        if group is None and item.path.name not in STARTED_FIRST:
+            group = item.nodeid.split("::")[0]
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 # ------------------------------------------------------------------ the cycle collector
@@ -176,24 +181,6 @@ def _collect_and_freeze() -> None:
 # As the process ends, Python's last collection frees all (nanobind says "leaked" otherwise). Unfrozen at
 # exit, not as pytest unconfigures: pytest's own collections after that would each walk everything again.
 atexit.register(gc.unfreeze)
-
-
-@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, no -n and nothing to schedule
-def pytest_xdist_make_scheduler(config, log):
-    """With ``-n N`` (pytest-xdist's default ``--dist load``): a free worker takes the next unit, in order."""
-    if config.getoption("dist") != "load":  # another --dist asked for: pytest-xdist's own
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class InOrder(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            """The unit ``nodeid`` goes in: its group, itself (a file of STARTED_FIRST) or its file."""
-            group = next((group for group in KEPT_TOGETHER if nodeid.startswith(group)), None)
-            file = nodeid.split("::")[0]
-            return group or (nodeid if Path(file).name in STARTED_FIRST else file)
-
-    config.option.loadscopereorder = False  # the order above, not the largest unit first
-    return InOrder(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)

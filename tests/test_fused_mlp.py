@@ -71,21 +71,6 @@ def test_the_kernels_really_run_in_triton_s_interpreter():
         assert [c.kwargs["BLOCK_M"] for c in kernel.configs] == [16], "tests pin one small config"
 
 
-def test_the_interpreter_s_shortcut_is_on_and_changes_no_result(monkeypatch):
-    """tests/interpreter_patch.py skips a repeated patch of triton.language: the kernels compute the same bits."""
-    from triton.runtime import interpreter
-
-    if not hasattr(interpreter, "_LangPatchScope"):
-        pytest.skip("this Triton's interpreter patches triton.language another way: the shortcut leaves it be")
-    assert getattr(interpreter._patch_lang, "skips_repeats", False), "tests/conftest.py installs it"
-    x, wg, wu = weights(33, 40, 72, torch.float16)
-    shortcut = fm.geglu(x, wg, wu, design="packed", save_gate_up=True)
-    monkeypatch.setattr(interpreter, "_patch_lang", interpreter._patch_lang.__wrapped__)
-    monkeypatch.setattr(interpreter.GridExecutor, "__call__", interpreter.GridExecutor.__call__.__wrapped__)
-    plain = fm.geglu(x, wg, wu, design="packed", save_gate_up=True)
-    assert all(torch.equal(a, b) for a, b in zip(shortcut, plain))
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 @pytest.mark.parametrize("design", fm.TRITON_DESIGNS)
 @pytest.mark.parametrize("M,dim,hidden", SHAPES, ids=[f"M{m}-dim{d}-hidden{h}" for m, d, h in SHAPES])
