@@ -5,9 +5,9 @@ recordings elsewhere (``PROFILING_GUIDE_MODE`` = auto | live | replay). It
 builds the site once per GPU listed in ``docs/_static/switcher.json``: the
 default (H100) into ``docs/_build/html``, the H200 into ``docs/_build/html/h200``.
 
-torch is not pinned: a GPU machine keeps (or gets) its CUDA build. To choose a
-build, give pip a constraints file, as CI does:
-``PIP_CONSTRAINT=$PWD/.ci/constraints-cpu.txt nox -s tests`` (DEVELOPING.md).
+torch is not pinned: a GPU machine keeps (or gets) its CUDA build. On a machine
+without a CUDA GPU (no NVIDIA driver), ``tests`` and ``docs`` install torch's CPU
+wheel by themselves (``.ci/constraints-cpu.txt``), not the multi-GB CUDA build.
 
 Other sessions:
 
@@ -83,12 +83,29 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: torch's CPU wheel, for a machine without a CUDA GPU.
+CPU_TORCH = ROOT / ".ci" / "constraints-cpu.txt"
+
+
+def cuda_driver_loaded() -> bool:
+    """Whether NVIDIA's driver is loaded here: without it there is no CUDA GPU to give torch's CUDA build."""
+    return Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()
+
+
+def install_with_torch(session: nox.Session, *args: str) -> None:
+    """``session.install(*args)``, with torch's CPU wheel where no CUDA GPU is (a GPU machine keeps its CUDA build)."""
+    cpu = [] if cuda_driver_loaded() else ["--constraint", str(CPU_TORCH)]
+    session.install(*cpu, *args)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the tests on every core (without a GPU, Triton's kernels run in its interpreter: tests/conftest.py)."""
-    session.install("-e", ".[test,liger,docs,hta]")
+    install_with_torch(session, "-e", ".[test,liger,docs,hta]")
     # The browser tests read a built site and need Chromium: `nox -s browser`.
-    session.run("pytest", "--ignore=tests/browser", "-n", "auto", *session.posargs)
+    # pytest-xdist's public loadgroup scheduler, in the order tests/conftest.py gives (its xdist_group marks)
+    session.run("pytest", "--ignore=tests/browser", "-n", "auto", "--dist", "loadgroup", "--no-loadscope-reorder",
+                *session.posargs)
 
 
 @nox.session(python=False)
@@ -165,7 +182,8 @@ def build_site(session: nox.Session, sphinx: tuple[str, ...], probe: subprocess.
 
     A build measures live only for the GPU this machine has (on a GPU with no
     build of its own, the default build does); the others replay their GPU's
-    recordings. The first build runs here, from docs/; every other build runs
+    recordings. Where nothing measures live, a stale recording stops the build
+    (these builds are where CI replays every chapter, once per GPU). The first build runs here, from docs/; every other build runs
     at the same time, in a process of its own (niced while a live build
     measures), from a copy of docs/ (.docs-<gpu>/, so sphinx-gallery's generated
     pages do not collide): a replay measures nothing, and each build reads and
@@ -184,6 +202,10 @@ def build_site(session: nox.Session, sphinx: tuple[str, ...], probe: subprocess.
         env = {"PROFILING_GUIDE_GPU": build["version"]}
         if live and build["version"] != live_gpu:
             env["PROFILING_GUIDE_MODE"] = "replay"
+        if not live:
+            # Nothing here measures: a stale recording stops the build, as it would publish numbers that
+            # the code no longer makes (PROFILING_GUIDE_STALE=warn builds anyway, each page saying so).
+            env["PROFILING_GUIDE_STALE"] = os.environ.get("PROFILING_GUIDE_STALE") or "error"
         if not live or build["version"] != live_gpu:
             # Replay reads only the repository: any connection off this machine stops the build.
             env |= {"PROFILING_GUIDE_NO_NETWORK": "1",
@@ -259,7 +281,7 @@ def _copy_into_site(out: Path, folder: Path) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the site into docs/_build/html, and each other GPU's into its subfolder (warnings are errors)."""
-    session.install("-e", ".[docs,liger]")
+    install_with_torch(session, "-e", ".[docs,liger]")
     build_site(session, ("sphinx-build",))
 
 

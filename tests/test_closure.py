@@ -2,13 +2,13 @@
 
 A kernel edit must make chapter 6's recording of our fused MLP stale, though the
 page lists only ``FusedGeGLUMLP`` and ``fused_mlp.geglu``; editing a comment or a
-docstring, or the layout, must not.
+docstring, or the layout, must not. The recording is read back as the chapter
+reads it (``Chapter.profile`` in replay, with what the page lists), without
+running the page: the docs build runs it.
 """
 
 import ast
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,6 @@ from profiling_guide.kernels import fused_mlp, geglu_common
 from profiling_guide.kernels.fused_mlp import FusedGeGLUMLP
 from profiling_guide.pages import closure, recordings
 from profiling_guide.pages.chapter import Chapter
-from quick_python import run_here
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = Path(geglu_common.__file__).resolve()
@@ -83,7 +82,30 @@ def test_the_normalized_tree_is_the_same_on_every_python():
     assert closure.normalized(tree) == closure.normalized(ast.parse("def f(a):\n    return a\n"))
 
 
-def _stamped_copy(tmp_path, monkeypatch) -> Path:
+def listed_code(page: Path, name: str) -> list[str]:
+    """What ``page`` lists in ``code=`` for its recording ``name`` (``chapter.profile("fused", ..., code=[...])``)."""
+    for node in ast.walk(ast.parse(page.read_text())):
+        if (isinstance(node, ast.Call) and ast.unparse(node.func) == "chapter.profile"
+                and ast.literal_eval(node.args[0]) == name):
+            return [ast.unparse(e) for k in node.keywords if k.arg == "code" for e in k.value.elts]
+    raise AssertionError(f"{page.name} profiles no {name!r}")
+
+
+def fused_forward():
+    """Stands in for the page's step: the fingerprint covers the step too, and here it is this one."""
+
+
+def replay_fused(root: Path):
+    """Chapter 6's recording ``fused`` read back as the page reads it (the chapter's replay, without its page)."""
+    chapter = Chapter("06_fused", ARGS, mode="replay", root=root)
+    return chapter.profile("fused", fused_forward, profiler=None, label="mlp_fwd", warm_up=True,
+                           code=[FusedGeGLUMLP, fused_mlp.geglu], variant="fused")
+
+
+ARGS = json.loads((recordings.default_root() / H100 / "06_fused.fused.run.json").read_text())["args"]
+
+
+def _stamped_copy(tmp_path) -> Path:
     """The H100 recordings in ``tmp_path`` (links), chapter 6's ``fused`` run record stamped with its closure
     fingerprint as this checkout computes it, as a live run on a GPU would write it."""
     source = recordings.default_root() / H100
@@ -91,79 +113,28 @@ def _stamped_copy(tmp_path, monkeypatch) -> Path:
     folder.mkdir()
     for path in source.iterdir():
         (folder / path.name).symlink_to(path)
-    seen = {}
-    replay = Chapter._replay
-
-    def noting(self, full, fp, *, needs_trace):
-        seen.setdefault(full, fp.closure)
-        return replay(self, full, fp, needs_trace=needs_trace)
-
-    with monkeypatch.context() as m:
-        m.setattr(Chapter, "_replay", noting)
-        assert run_chapter_6(tmp_path).returncode == 0
     run_json = folder / "06_fused.fused.run.json"
     record = json.loads(run_json.read_text())
     run_json.unlink()
-    recordings.write_json_atomic(run_json, {**record, "closure_fingerprint": seen["06_fused.fused"]})
+    fp = recordings.Fingerprints([fused_forward, FusedGeGLUMLP, fused_mlp.geglu], ARGS)
+    recordings.write_json_atomic(run_json, {**record, "closure_fingerprint": fp.closure})
     return run_json
 
 
-def run_chapter_6(root: Path):
-    return run_here(CHAPTER_6, env={**os.environ, "MPLBACKEND": "Agg", "PROFILING_GUIDE_MODE": "replay",
-                                    "PROFILING_GUIDE_STALE": "error", "PROFILING_GUIDE_GPU": H100,
-                                    "PROFILING_GUIDE_RECORDINGS": str(root)})
+def test_chapter_6_lists_the_fused_mlp_for_its_recording():
+    assert listed_code(CHAPTER_6, "fused") == ["FusedGeGLUMLP", "fused_mlp.geglu"]
 
 
 def test_editing_a_kernel_of_the_fused_mlp_makes_chapter_6s_recording_stale(tmp_path, monkeypatch):
-    _stamped_copy(tmp_path, monkeypatch)
+    _stamped_copy(tmp_path)
+    monkeypatch.setenv("PROFILING_GUIDE_STALE", "error")
+    monkeypatch.setenv("PROFILING_GUIDE_GPU", H100)
+    assert not replay_fused(tmp_path).stale
     with monkeypatch.context() as m:
         edited(m, KERNEL_EDIT)
-        result = run_chapter_6(tmp_path)
-    assert result.returncode == 1
-    assert "recording 06_fused.fused is stale" in result.stderr and "re-record on a GPU" in result.stderr
+        with pytest.raises(recordings.StaleRecordingError, match="recording 06_fused.fused is stale") as err:
+            replay_fused(tmp_path)
+    assert "re-record on a GPU" in str(err.value)
     with monkeypatch.context() as m:
         edited(m, COMMENT_EDIT, DOCSTRING_EDIT, LAYOUT_EDIT)
-        result = run_chapter_6(tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "stale" not in result.stdout
-
-
-def _synthetic_recording(tmp_path, **fields) -> Chapter:
-    folder = tmp_path / "some-gpu"
-    folder.mkdir(exist_ok=True)
-    recordings.write_json_atomic(folder / "00_synthetic.numbers.run.json",
-                                 {"name": "00_synthetic.numbers", "args": {"batch": 1}, "date": "2026-01-01",
-                                  "values": {"x": 1}, **fields})
-    return Chapter("00_synthetic", {"batch": 1}, mode="replay", root=tmp_path)
-
-
-def _step():
-    return geglu_common.gelu_tanh_times
-
-
-def test_a_record_without_a_closure_fingerprint_is_checked_by_its_listed_code_and_says_so_on_the_console_only(
-        tmp_path, monkeypatch, capsys):
-    fp = recordings.Fingerprints([_step], {"batch": 1})
-    console = tmp_path / "console.txt"
-    chapter = _synthetic_recording(tmp_path, fingerprint=fp.listed)
-    with open(console, "w") as stream:
-        monkeypatch.setattr(sys, "__stderr__", stream)
-        rec = chapter.measure("numbers", _step)
-    assert not rec.stale and rec.listed_only
-    assert "00_synthetic.numbers (some-gpu) is checked by its listed code only" in console.read_text()
-    assert "listed code only" not in capsys.readouterr().out  # stdout is what a gallery page shows
-    assert "listed code" not in chapter.banner().text() and "stale" not in chapter.banner().text()
-
-
-def test_a_closure_fingerprint_when_present_is_what_decides(tmp_path, monkeypatch):
-    fp = recordings.Fingerprints([_step], {"batch": 1})
-    fresh = _synthetic_recording(tmp_path, fingerprint="0" * 16, closure_fingerprint=fp.closure)
-    rec = fresh.measure("numbers", _step)
-    assert not rec.stale and not rec.listed_only  # a listed fingerprint of other text: reformatted, say
-    changed = _synthetic_recording(tmp_path, fingerprint=fp.listed, closure_fingerprint="0" * 16)
-    with pytest.warns(UserWarning, match="00_synthetic.numbers is stale: its code .or code of profiling_guide"):
-        assert changed.measure("numbers", _step).stale
-    edited(monkeypatch, KERNEL_EDIT)  # _step names gelu_tanh_times: the closure reaches its body
-    again = _synthetic_recording(tmp_path, fingerprint=fp.listed, closure_fingerprint=fp.closure)
-    with pytest.warns(UserWarning, match="is stale"):
-        assert again.measure("numbers", _step).stale
+        assert not replay_fused(tmp_path).stale

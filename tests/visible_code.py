@@ -25,6 +25,21 @@ def visible_code(path: Path) -> str:
     return "\n".join(kept) + "\n"
 
 
+def hidden_blocks(path: Path) -> list[str]:
+    """The source of each hidden block of the chapter, in order (empty where the page hides nothing)."""
+    blocks, current = [], None
+    for line in path.read_text().splitlines():
+        text = line.strip()
+        if text == START:
+            current = []
+        elif text == END and current is not None:
+            blocks.append("\n".join(current) + "\n")
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
 # PyTorch documents its memory snapshot API under these names ("Understanding CUDA Memory
 # Usage", https://pytorch.org/docs/stable/torch_cuda_memory.html): the way to take a snapshot.
 DOCUMENTED_UNDERSCORED = {"torch.cuda.memory": {"_record_memory_history", "_snapshot", "_dump_snapshot"}}
