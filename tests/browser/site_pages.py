@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,23 @@ def chapter_pages() -> list[str]:
     prefixes = [b["prefix"] for b in builds()] or [""]
     return [p for p in pages() if any(p.startswith(prefix + "auto_examples/") for prefix in prefixes)
             and p.rsplit("/", 1)[-1].startswith("plot_")]
+
+
+#: What differs between two writes of the same report: its timeline's element id, drawn at random.
+_RANDOM_IDS = re.compile(r"pg-itl-[0-9a-f]{8}-\d+")
+
+
+@functools.cache
+def same_as_in_the_default_build(path: str) -> bool:
+    """Whether ``path`` (from the site's root) lies in another GPU's build and is, but for its timelines' random
+    ids, the default build's page at the same place (a sample report, written the same from the same trace):
+    a browser that reads one reads the other."""
+    found = builds()
+    build = next((b for b in found[1:] if b["prefix"] and path.startswith(b["prefix"])), None)
+    if build is None:
+        return False
+    default = SITE / found[0]["prefix"] / path.removeprefix(build["prefix"])
+    if not default.is_file():
+        return False
+    read = lambda p: _RANDOM_IDS.sub("", p.read_text(encoding="utf-8", errors="replace"))  # noqa: E731
+    return read(SITE / path) == read(default)

@@ -13,16 +13,33 @@ stay in their own tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
 SIZES = {"laptop": (1366, 768), "phone": (390, 844)}
 
-#: name → JavaScript function source, run at every visit, in registration order.
-CHECKS: dict[str, str] = {}
+#: name → (JavaScript function source, which visits run it), run in registration order.
+CHECKS: dict[str, tuple[str, Callable[[str, str], bool]]] = {}
 
 
-def check(name: str, script: str) -> str:
-    """Run ``script`` (a JavaScript function of no arguments) at every visit; its result is ``visit[name]``."""
-    CHECKS[name] = script
+def check(name: str, script: str, where: Callable[[str, str], bool] = lambda path, size: True) -> str:
+    """Run ``script`` (a JavaScript function of no arguments) at every visit ``where(path, size)`` holds for;
+    its result is ``visit[name]``."""
+    CHECKS[name] = (script, where)
     return name
+
+
+def visiting(path: str, size: str, *, size_given: bool = True):
+    """A test case that reads ``visit(path, size)``: its parameters ``(path, size)``, or ``path`` alone.
+
+    Run on several pytest-xdist workers (``nox -s browser``), the tests that read one visit go to the
+    same worker (the public ``xdist_group`` mark), which loads the page once for all of them.
+    """
+    group = pytest.mark.xdist_group(f"visit {path}@{size}")
+    if size_given:
+        return pytest.param(path, size, id=f"{path}@{size}", marks=group)
+    return pytest.param(path, id=path, marks=group)
 
 
 class Visits:
@@ -50,7 +67,9 @@ class Visits:
             # (waiting for the network to idle would cost half a second a page, for nothing a page fetches late).
             tab.evaluate("document.fonts.ready.then(() => true)")
             seen = {"status": response.status if response else None, "errors": errors}
-            for name, script in CHECKS.items():
+            for name, (script, where) in CHECKS.items():
+                if not where(path, size):
+                    continue
                 try:
                     seen[name] = tab.evaluate(script)
                 except Exception as err:  # noqa: BLE001 - kept for the test that asks for this check

@@ -3,30 +3,64 @@
 In headless Chromium, with the site served below a folder (``/any/prefix/``):
 the navbar's GPU switch (the theme's version switcher) names this page's GPU,
 and following it to the other GPU lands on the same page of the other build,
-computed from that GPU's recordings. The landing page of each build shows both
-GPUs' headline figures, as their ``bench_mlp.json`` holds them.
+computed from that GPU's recordings. The switch is the theme's one script,
+which computes the other build's address from the page's own: it is followed
+from a page at each depth (the landing page, a chapter, a deep dive) of each
+build. What differs from page to page is read from the built HTML of every
+page: each build has every page (test_links.py), each page is marked as its
+build's GPU for the switch to name, names that GPU in its one banner
+(test_banners.py) and links that GPU's recordings. The landing page of each
+build shows both GPUs' headline figures, as their ``bench_mlp.json`` holds them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from site_pages import ROOT, build_pages, builds
+from site_pages import ROOT, SITE, build_pages, builds
 
 BUILDS = builds()
 RECORDINGS = ROOT / "docs" / "recordings"
 
 
+#: A page at each depth of a build: the switch computes the other build's address from the page's own.
+FOLLOWED = ["index.html", "auto_examples/plot_01_linear.html", "auto_examples/deep_dives/plot_01_deep_dispatch.html"]
+
+
 def _cases():
-    """(build, other build, page) for every example page and the landing page of every build."""
+    """(build, other build, page) for a page at each depth of every build."""
     cases = []
     for build in BUILDS:
-        pages = ["index.html", *(p for p in build_pages(build) if p.startswith("auto_examples/plot_"))]
+        pages = [p for p in FOLLOWED if p in build_pages(build)]
         for other in BUILDS:
             if other is not build:
                 cases += [pytest.param(build, other, p, id=f"{build['name']}->{other['name']}:{p}") for p in pages]
     return cases or [pytest.param(None, None, "", marks=pytest.mark.skip("the site has no second GPU build"))]
+
+
+def _every_page():
+    cases = [pytest.param(build, p, id=f"{build['name']}:{p}") for build in BUILDS
+             for p in ["index.html", *(p for p in build_pages(build) if p.startswith("auto_examples/plot_"))]]
+    return cases or [pytest.param(None, "", marks=pytest.mark.skip("the site has no GPU builds"))]
+
+
+@pytest.mark.parametrize("build, path", _every_page())
+def test_every_page_is_its_builds_gpu_and_links_that_gpus_recordings(build, path):
+    """What the switch shows and lands on, page by page, read from the built HTML."""
+    html = (SITE / build["prefix"] / path).read_text(encoding="utf-8")
+    match = re.search(r"theme_switcher_version_match = '([^']*)'", html)
+    assert match and match.group(1) == build["version"], f"{build['prefix']}{path}: the switch would name another GPU"
+    if not path.startswith("auto_examples/"):
+        return
+    if "numbers, not the" in html:
+        # a chapter not yet recorded on that GPU (or a set of several ranks): the banner names whose it replays
+        assert "_recordings/" in html, f"{build['prefix']}{path}: links no recordings"
+        return
+    version = re.escape(build["version"])
+    assert re.search(rf'class="pg-downloads".*?href="[^"]*_recordings/{version}(-x\d+)?/', html, re.S), (
+        f"{build['prefix']}{path}: does not link {build['name']} recordings")
 
 
 def open_page(page, url: str):
