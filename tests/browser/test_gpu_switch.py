@@ -26,7 +26,7 @@ RECORDINGS = ROOT / "docs" / "recordings"
 
 
 #: A page at each depth of a build: the switch computes the other build's address from the page's own.
-FOLLOWED = ["index.html", "auto_examples/plot_01_linear.html", "auto_examples/deep_dives/plot_01_deep_dispatch.html"]
+FOLLOWED = ["index.html", "auto_examples/plot_01_linear.html", "auto_examples/deep_dives/plot_09_deep_attention.html"]
 
 
 def _cases():

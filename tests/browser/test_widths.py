@@ -174,9 +174,8 @@ def test_every_figure_opens_larger_than_shown(page, base_url, path):
     assert not page.errors, f"{path}: " + "; ".join(page.errors)
 
 
-@pytest.mark.skipif(not os.environ.get("PROFILING_GUIDE_SCREENSHOTS"),
-                    reason="no screenshots asked for: set PROFILING_GUIDE_SCREENSHOTS to a folder")
-@pytest.mark.parametrize("path, width", CASES)
+@pytest.mark.parametrize("path, width", CASES if os.environ.get("PROFILING_GUIDE_SCREENSHOTS") else [
+    pytest.param("", "", marks=pytest.mark.skip("no screenshots asked for: set PROFILING_GUIDE_SCREENSHOTS to a folder"))])
 def test_screenshot(page, base_url, screenshots, path, width):
     """The page's top, its first figure and its widest table, saved for a person to look at."""
     open_at(page, base_url, path, width)
