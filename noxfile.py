@@ -39,6 +39,9 @@ import nox
 
 nox.options.sessions = ["tests", "docs"]
 nox.options.reuse_existing_virtualenvs = True
+# uv makes each environment in seconds where pip took minutes (torch alone is over a GB installed);
+# without uv installed, virtualenv and pip (sessions that run pip themselves ask for them).
+nox.options.default_venv_backend = "uv|virtualenv"
 
 ROOT = Path(__file__).parent
 SITE = ROOT / "docs" / "_build" / "html"
@@ -95,7 +98,18 @@ def cuda_driver_loaded() -> bool:
 def install_with_torch(session: nox.Session, *args: str) -> None:
     """``session.install(*args)``, with torch's CPU wheel where no CUDA GPU is (a GPU machine keeps its CUDA build)."""
     cpu = [] if cuda_driver_loaded() else ["--constraint", str(CPU_TORCH)]
-    session.install(*cpu, *args)
+    session.install(*cpu, *args, env=uv_sees_pips_links(session))
+
+
+def uv_sees_pips_links(session: nox.Session) -> dict:
+    """For uv, the folders of wheels pip is configured to find packages in (``find-links``): uv reads none of
+    pip's configuration, and a machine may keep torch's CPU wheel there, where the index has only its CUDA build."""
+    if session.venv_backend != "uv" or os.environ.get("UV_FIND_LINKS"):
+        return {}
+    config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    links = [link for line in config.splitlines() if re.match(r"^(global|install|:env:)\.find-links=", line)
+             for link in line.split("=", 1)[1].strip("'\"").split()]
+    return {"UV_FIND_LINKS": ",".join(dict.fromkeys(links))} if links else {}
 
 
 @nox.session
@@ -339,7 +353,7 @@ def _stub_wheel(folder: Path, name: str, version: str) -> None:
             whl.writestr(path, text)
 
 
-@nox.session
+@nox.session(venv_backend="virtualenv")  # runs pip itself
 def wheelhouse(session: nox.Session) -> None:
     """Download the docs build's wheels for the GPU machine into wheelhouse/ (run on a connected machine)."""
     session.install("pip>=24")
@@ -405,7 +419,7 @@ def _inherit_parent_venv(session: nox.Session) -> None:
     Path(site, "_profiling_guide_parent_env.pth").write_text(parent + "\n")
 
 
-@nox.session(venv_params=["--system-site-packages"])
+@nox.session(venv_backend="virtualenv", venv_params=["--system-site-packages"])  # runs pip itself
 def docs_offline(session: nox.Session) -> None:
     """Build the site on a machine with no package index, from wheelhouse/ and the preinstalled CUDA torch."""
     if not WHEELHOUSE.is_dir() or not any(WHEELHOUSE.glob("*.whl")):

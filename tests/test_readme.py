@@ -77,7 +77,7 @@ def test_the_readme_starts_with_the_test_command_ci_runs():
     assert test_command == "nox -s tests", f".ci/run runs {test_command!r}: show that in the README"
     first = [l.split("  #")[0].strip() for l in shell_blocks("README.md")[0][1].splitlines()
              if l.strip() and not l.startswith("#")]
-    assert first[:2] == ["pip install nox", test_command], f"the README's first commands are {first[:2]}"
+    assert first[:2] == ["pip install nox uv", test_command], f"the README's first commands are {first[:2]}"
     assert not any("PIP_CONSTRAINT" in l for l in ci), ".ci/run gives pip a constraint the README does not"
     assert "README's test command" in "\n".join(ci), ".ci/run no longer says it runs the README's test command"
 
