@@ -318,9 +318,13 @@ def browser(session: nox.Session) -> None:
     require_site(session)
     # the package without torch: the tests read its pattern of page logs, and write reports of
     # hostile traces (pandas and matplotlib) to open in Chromium
-    session.install("pytest", "playwright", "pandas", "matplotlib")
+    session.install("pytest", "pytest-xdist>=3.8,<4", "playwright", "pandas", "matplotlib")
     session.install("--no-deps", "-e", ".")
-    session.run("pytest", "--confcutdir=tests/browser", "tests/browser", *session.posargs)
+    # Two workers, each with its Chromium: a page load mostly waits (on the page's scripts, its images, the
+    # server), so two overlap on two cores. The tests that read one page's visit at one size go to one worker
+    # (their xdist_group marks, tests/browser/site_visits.py), which loads it once.
+    session.run("pytest", "--confcutdir=tests/browser", "tests/browser", "-n", "2", "--dist", "loadgroup",
+                *session.posargs)
 
 
 # ------------------------------------------------------ the air-gapped rebuild

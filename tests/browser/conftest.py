@@ -24,6 +24,11 @@ from site_pages import CHROMIUM, CHROMIUM_ARGS, SITE, unavailable
 from site_visits import Visits
 
 
+def pytest_configure(config):
+    # pytest-xdist's mark (site_visits.visiting), known without pytest-xdist too: there it does nothing
+    config.addinivalue_line("markers", "xdist_group(name): the tests of one group run on one pytest-xdist worker")
+
+
 @pytest.fixture(scope="session")
 def site() -> Path:
     if not (SITE / "index.html").is_file():
