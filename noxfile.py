@@ -115,7 +115,8 @@ def uv_sees_pips_links(session: nox.Session) -> dict:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the tests on every core (without a GPU, Triton's kernels run in its interpreter: tests/conftest.py)."""
-    install_with_torch(session, "-e", ".[test,liger,docs,hta]")
+    # pip and setuptools: tests/test_installed.py builds and installs the wheel as a user's pip does (offline)
+    install_with_torch(session, "-e", ".[test,liger,docs,hta]", "pip", "setuptools>=70.1")
     # The browser tests read a built site and need Chromium: `nox -s browser`.
     # pytest-xdist's public loadgroup scheduler, in the order tests/conftest.py gives (its xdist_group marks)
     session.run("pytest", "--ignore=tests/browser", "-n", "auto", "--dist", "loadgroup", "--no-loadscope-reorder",
