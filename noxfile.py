@@ -319,7 +319,8 @@ def browser(session: nox.Session) -> None:
     require_site(session)
     # the package without torch: the tests read its pattern of page logs, and write reports of
     # hostile traces (pandas and matplotlib) to open in Chromium
-    session.install("pytest", "pytest-xdist>=3.8,<4", "playwright", "pandas", "matplotlib")
+    # pytest and pytest-xdist as the test extra pins them (pyproject.toml: the groups below need both)
+    session.install("pytest>=8,<9.2", "pytest-xdist>=3.8,<4", "playwright", "pandas", "matplotlib")
     session.install("--no-deps", "-e", ".")
     # Two workers, each with its Chromium: a page load mostly waits (on the page's scripts, its images, the
     # server), so two overlap on two cores. The tests that read one page's visit at one size go to one worker

@@ -129,6 +129,7 @@ KEPT_TOGETHER = ("tests/test_run_scale.py::",
                  "tests/test_hta_crosscheck.py::test_time_breakdown_and_overlap_agree_with_hta_on_every_rank")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the marks into each test's unit
 def pytest_collection_modifyitems(items):
     """The order above, and the units pytest-xdist hands out (``nox -s tests``: ``--dist loadgroup``).
 
@@ -147,6 +148,16 @@ def pytest_collection_modifyitems(items):
             group = item.nodeid.split("::")[0]
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, on the process that hands out the tests
+def pytest_xdist_node_collection_finished(node, ids):
+    """Stop if ``--dist loadgroup`` lost the groups (a pytest this pytest-xdist does not know): say why."""
+    if node.config.getoption("dist") == "loadgroup" and ids and not any("@" in nodeid for nodeid in ids):
+        node.config.get_terminal_writer().line(
+            "error: pytest-xdist's loadgroup lost the tests' groups with this pytest: install the versions "
+            "pyproject.toml's test extra names", red=True)
+        pytest.exit("pytest-xdist's loadgroup lost the tests' groups", returncode=4)
 
 
 # ------------------------------------------------------------------ the cycle collector

@@ -29,6 +29,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): the tests of one group run on one pytest-xdist worker")
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, on the process that hands out the tests
+def pytest_xdist_node_collection_finished(node, ids):
+    """Stop if ``--dist loadgroup`` lost the visits' groups (a pytest this pytest-xdist does not know)."""
+    if node.config.getoption("dist") == "loadgroup" and ids and not any("@visit " in nodeid for nodeid in ids):
+        pytest.exit("pytest-xdist's loadgroup lost the tests' groups: install the pytest noxfile.py names", returncode=4)
+
+
 @pytest.fixture(scope="session")
 def site() -> Path:
     if not (SITE / "index.html").is_file():
