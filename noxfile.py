@@ -102,14 +102,27 @@ def install_with_torch(session: nox.Session, *args: str) -> None:
 
 
 def uv_sees_pips_links(session: nox.Session) -> dict:
-    """For uv, the folders of wheels pip is configured to find packages in (``find-links``): uv reads none of
-    pip's configuration, and a machine may keep torch's CPU wheel there, where the index has only its CUDA build."""
-    if session.venv_backend != "uv" or os.environ.get("UV_FIND_LINKS"):
+    """For uv, the wheels pip is configured to find (``find-links``) and the local package indexes it is given
+    besides PyPI (``extra-index-url`` on ``file://``): uv reads none of pip's configuration, and a machine may keep
+    torch's CPU wheel and Triton there, where PyPI has only torch's CUDA build and a download of hundreds of MB."""
+    if session.venv_backend != "uv":
         return {}
     config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    links = [link for line in config.splitlines() if re.match(r"^(global|install|:env:)\.find-links=", line)
-             for link in line.split("=", 1)[1].strip("'\"").split()]
-    return {"UV_FIND_LINKS": ",".join(dict.fromkeys(links))} if links else {}
+
+    def pip_setting(name: str) -> list[str]:
+        return list(dict.fromkeys(value for line in config.splitlines()
+                                  if re.match(rf"^(global|install|:env:)\.{name}=", line)
+                                  for value in line.split("=", 1)[1].strip("'\"").split()))
+
+    env = {}
+    if (links := pip_setting("find-links")) and not os.environ.get("UV_FIND_LINKS"):
+        env["UV_FIND_LINKS"] = ",".join(links)
+    local = [url for url in pip_setting("extra-index-url") if url.startswith("file://")]
+    if local and not os.environ.get("UV_EXTRA_INDEX_URL"):
+        env["UV_EXTRA_INDEX_URL"] = " ".join(local)
+        # as pip does: the best version any index has, not the first index's (a local index may hold older ones)
+        env.setdefault("UV_INDEX_STRATEGY", os.environ.get("UV_INDEX_STRATEGY", "unsafe-best-match"))
+    return env
 
 
 @nox.session
