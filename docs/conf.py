@@ -612,7 +612,8 @@ def _recordings_root() -> Path:
     return default_root()  # the one place that decides (PROFILING_GUIDE_RECORDINGS, else docs/recordings)
 
 
-RECORDING_PATTERNS = ("*.trace.json.gz", "*.run.json")
+# what inductor recorded each compiled kernel fuses, beside a trace (Chapter.profile_own)
+RECORDING_PATTERNS = ("*.trace.json.gz", "*.run.json", "*.kernel_information.json")
 
 
 def copy_recordings(app, exception) -> None:
@@ -662,6 +663,13 @@ def write_sample_reports(app, exception) -> None:
     own = folder / "08_own_model.train.trace.json.gz"
     if own.is_file():
         write_report(own, out / "08_own_model.train.report.html", rates=own.with_name("08_own_model.train.run.json"))
+        written += 1
+    # Chapter 8b's three variants (the folder that has them: another GPU's where this one has none yet); each
+    # report reads the kernel information recorded beside its trace.
+    lines = Chapter("08b_your_lines", {}).folder
+    for own in sorted(lines.glob("08b_your_lines.*.trace.json.gz")):
+        stem = own.name.removesuffix(".trace.json.gz")
+        write_report(own, out / f"{stem}.report.html", rates=own.with_name(f"{stem}.run.json"))
         written += 1
     # Traces recorded on a GPU by scripts/record_report_samples.py (a transformers training step,
     # a compiled forward, a CUDA-graph replay, two streams), each with the rates measured beside it.

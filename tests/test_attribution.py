@@ -357,6 +357,78 @@ def test_provenance_is_kept_for_every_graph_a_step_compiles():
     import torch._inductor.config as config
 
     assert config.trace.provenance_tracking_level == 0  # put back
+    assert config.post_grad_custom_pre_pass is None and config.post_grad_custom_post_pass is None  # put back
+
+
+def test_compiled_kernels_record_the_module_their_nodes_ran_in_forward_and_backward(tmp_path):
+    """On the CPU: a module's compiled kernels each name the submodule they ran in (``blocks.1``), the backward's too."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from profiling_guide.measure.provenance import InductorProvenance
+    from profiling_guide.trace.kernel_information import read_kernel_information
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.tanh(self.fc(x))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(Layer() for _ in range(2))
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x.sum()
+
+    with InductorProvenance() as provenance:
+        torch.compile(Model())(torch.randn(4, 8)).backward()
+    forward, backward = provenance.graphs
+    modules = lambda graph: {m for v in graph.values() for m in v["modules"] if m}  # noqa: E731
+    assert {"blocks.0.fc", "blocks.1"} <= modules(forward), modules(forward)
+    assert {"blocks.0.fc", "blocks.1"} <= modules(backward), modules(backward)  # their forward's modules
+    assert all(len(v["modules"]) == len(v["stack_traces"]) for g in provenance.graphs for v in g.values())
+    path = tmp_path / "k.kernel_information.json"
+    path.write_text(json.dumps(provenance.graphs))
+    assert any(m == "blocks.1.fc" for graph in read_kernel_information(path) for call in graph for m in call.modules)
+
+
+def test_a_node_a_pattern_pass_put_in_place_takes_the_stack_trace_of_the_node_it_replaced():
+    """torch 2.11 leaves an ``addmm`` made of ``mm`` + ``add`` without a stack trace: it takes the ``add``'s."""
+    torch = pytest.importorskip("torch")
+    import torch.fx as fx
+
+    from profiling_guide.measure.provenance import _GraphNodes
+
+    graph = fx.Graph()
+    a, b, c = (graph.placeholder(n) for n in "abc")
+    mm = graph.call_function(torch.mm, (a, b))
+    add = graph.call_function(torch.add, (mm, c))
+    out = graph.call_function(torch.relu, (add,))
+    graph.output(out)
+    mm.meta["stack_trace"] = 'File "model.py", line 3, in forward\n    y = a @ b\n'
+    add.meta["stack_trace"] = 'File "model.py", line 4, in forward\n    y = y + c\n'
+    add.meta["nn_module_stack"] = {"head": ("L['self'].blocks[2].head", "Linear")}
+    nodes = _GraphNodes(None, None)
+    nodes.before(graph)
+    with graph.inserting_before(add):
+        fused = graph.call_function(torch.addmm, (c, a, b))
+    add.replace_all_uses_with(fused)
+    graph.erase_node(add)
+    graph.erase_node(mm)
+    nodes.after(graph)
+    assert fused.meta["stack_trace"].endswith("y = y + c\n")
+    entry = {"stack_traces": [fused.meta["stack_trace"]], "post_grad_nodes": [fused.name]}
+    assert nodes.modules_of(entry) == ["blocks.2.head"]  # and the module it ran in
+    nodes.before(graph)
+    alone = graph.call_function(torch.neg, (fused,))  # made from nothing that was erased: left as it is
+    nodes.after(graph)
+    assert "stack_trace" not in alone.meta
 
 
 def test_a_torch_without_provenance_tracking_says_so_in_one_line(tmp_path, capsys, monkeypatch):

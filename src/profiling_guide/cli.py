@@ -251,7 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="MODULE:CALLABLE", help="a step, or a factory returning one (no arguments)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the trace, record and report")
     p.add_argument("--steps", type=int, default=3, help="profiled steps, after one skipped and one warm-up (3)")
-    p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
+    p.add_argument("--compile", action="store_true",
+                   help="run the whole step through torch.compile (to attribute its kernels to modules, compile "
+                        "the model inside the step factory instead: model = torch.compile(model))")
     p.add_argument("--name", help="file name stem (default: the callable's name)")
     p.add_argument("--no-rates", action="store_true", help="skip measuring the reference GEMM rate and copy bandwidth")
     p.add_argument("--with-stack", action=argparse.BooleanOptionalAction, default=True,

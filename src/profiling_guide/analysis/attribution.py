@@ -22,7 +22,11 @@ What a trace allows, by how it was recorded:
   (GEMMs, attention) by their place between those. Its source lines are the
   ones inductor recorded for the nodes it fuses, outermost call first (a
   kernel fusing nodes of several lines splits its time evenly among them);
-  its module is the compiled region's, from the trace.
+  its module is the one the graph's nodes ran in (``blocks.0.mlp.up``:
+  ``profiling-guide profile`` records it beside inductor's record) under the
+  compiled region's module from the trace (``OptimizedModule_0.GPT_0``); a
+  step compiled whole runs in no module the trace records, and its kernels
+  take the path alone.
 * **CUDA graphs**: a replayed kernel (launched by ``cudaGraphLaunch``) is
   mapped to the launch captured at its node, where the capture is in the
   trace (``torch.cuda.graph``: the n-th piece of work of a replay is the n-th
@@ -68,6 +72,7 @@ WRAPPER = "graph call's own"  # work in a compiled graph's call that is none of 
 NO_STACKS = "no stacks"  # recorded without with_stack
 NO_MODULES = "no modules"  # recorded without with_modules
 OUTSIDE_MODULES = "outside modules"  # work of no nn.Module (the loss's seed gradient, code between modules)
+COMPILED_TOP = "compiled top-level code"  # a compiled kernel of code in no submodule, where no module encloses it
 LIBRARY_ONLY = "library only"  # no frame of the user's code on the stack
 
 _ENGINE = "autograd::engine::evaluate_function: "
@@ -307,16 +312,24 @@ def match_graph(units: list[_Unit], calls: list[KernelCall]) -> tuple[dict[int, 
 
 
 def _provenance_sites(calls: list[KernelCall], region: Site) -> list[Site]:
-    """One site per distinct source line the calls' nodes come from (innermost frame of each stack trace)."""
+    """One site per distinct source line the calls' nodes come from (innermost frame of each stack trace).
+
+    Its module: the module the nodes ran in where the record says
+    (``KernelCall.modules``: ``blocks.0.mlp.up``, attribute names from the
+    compiled module down) under the compiled region's module where the trace
+    has one; else the region's module.
+    """
     sites: dict[tuple, Site] = {}
     for call in calls:
-        for stack in call.stacks:
+        for i, stack in enumerate(call.stacks):
             if not stack:
                 continue
             inner: SourceLine = stack[-1]
-            key = (inner.file, inner.line)
+            inside = call.modules[i] if i < len(call.modules) else None
+            module = ".".join(part for part in (region.module, inside) if part) or None
+            key = (inner.file, inner.line, module)
             if key not in sites:
-                sites[key] = Site(module=region.module, source=inner.short, function=inner.function, file=inner.file,
+                sites[key] = Site(module=module, source=inner.short, function=inner.function, file=inner.file,
                                   code=inner.code, callers=tuple((f.short, f.code) for f in stack[:-1]),
                                   label=region.label,
                                   how=PROVENANCE)
@@ -409,7 +422,7 @@ class Attribution:
     #: ``(reason, device µs per step)`` for work not attributed to a module and a line, most first; each reason one
     #: of :data:`NO_LAUNCH`, :data:`REPLAY_UNMAPPED`, :data:`INDUCTOR_MADE`, :data:`NO_KERNEL_INFORMATION`,
     #: :data:`NOT_IN_KERNEL_INFORMATION`, :data:`WRAPPER`, :data:`NO_STACKS`, :data:`NO_MODULES`,
-    #: :data:`OUTSIDE_MODULES`, :data:`LIBRARY_ONLY`
+    #: :data:`OUTSIDE_MODULES`, :data:`COMPILED_TOP`, :data:`LIBRARY_ONLY`
     unattributed: list[tuple[str, float]]
     #: per step: the CUDA graph launches, and the device µs of the work they replayed
     graph_launches: float = 0.0
@@ -632,8 +645,11 @@ def _reason(site: Site, launch, replayed: bool, captured: bool, lineless: bool, 
         return REPLAY_UNMAPPED
     if site.how == REGION:
         return INDUCTOR_MADE if lineless else NOT_IN_KERNEL_INFORMATION if graphs else NO_KERNEL_INFORMATION
+    if site.how == PROVENANCE and site.module is None:
+        return COMPILED_TOP
     if not trace.python_frames:
         return NO_STACKS
-    if site.module is None and not sites.frames.has_modules:
+    # a step compiled whole runs no module call the profiler sees; the graphs' own record says where modules were
+    if site.module is None and not sites.frames.has_modules and not any(c.modules for g in graphs for c in g):
         return NO_MODULES
     return OUTSIDE_MODULES if site.module is None else LIBRARY_ONLY

@@ -403,3 +403,11 @@ def at_most_as_much(key: str, name: str, than: str, unit: str = "MB") -> Predica
         a, b = data[name][key], data[than][key]
         return a <= b, f"{name} {a:,.0f} {unit} against {than} {b:,.0f} {unit}"
     return _predicate
+
+
+# ------------------------------------------------------------------ attribution
+def share_at_least(key: str, share: float) -> Predicate:
+    """``data[key]`` (a fraction) is at least ``share``."""
+    def _predicate(data: dict):
+        return data[key] >= share, f"{data[key]:.1%}"
+    return _predicate

@@ -67,6 +67,7 @@ from profiling_guide.pages.recordings import (
     stale_policy,
     write_json_atomic,
 )
+from profiling_guide.trace.kernel_information import kernel_information_path
 from profiling_guide.trace.run_record import read_run_record
 
 
@@ -490,7 +491,10 @@ class Chapter:
         that returns its result: ``.trace`` and ``.run_record`` paths). Live, it
         runs with its output on the console; its trace becomes this chapter's
         recording, and the timings, reference rates, steps and target of its run
-        record are kept in the chapter's. ``label`` is the ``record_function``
+        record are kept in the chapter's; where the step compiled, what inductor
+        recorded each kernel fuses (``result.kernel_information``) is kept beside
+        the trace (:func:`~profiling_guide.trace.kernel_information.kernel_information_beside`
+        reads it back). A live run that writes none removes an older one. ``label`` is the ``record_function``
         label of its steps. In replay ``profile`` never runs; the recording is
         stale if ``profile``, ``code`` (or what they reach in ``profiling_guide``) or the arguments changed
         since it was made.
@@ -501,6 +505,11 @@ class Chapter:
             with to_console():
                 result = profile()
             move_into_place(result.trace, self.trace_file(name))
+            kept = kernel_information_path(Recording(f"{self.example}.{name}", self.folder, {}).trace_path)
+            if getattr(result, "kernel_information", None):
+                move_into_place(result.kernel_information, kept)
+            elif kept.is_file():  # an earlier run's, for code that no longer compiles
+                kept.unlink()
             own = read_run_record(result.run_record)
             extra = {k: own[k] for k in ("timings", "rates", "steps", "target") if k in own}
         return self.record_trace(name, profile, label=label, code=code, time_it=False, extra=extra)
@@ -667,7 +676,8 @@ class Downloads:
         out = []
         up = "../" * (1 + self.chapter.page_depth)
         for rec in self.chapter.recordings:
-            for path in (rec.trace_path, *rec.rank_trace_paths, rec.run_path):
+            for path in (rec.trace_path, *rec.rank_trace_paths, kernel_information_path(rec.trace_path),
+                         rec.run_path):
                 if path.is_file():
                     out.append((path.name, f"{up}{SITE_RECORDINGS}/{self.chapter.folder.name}/{path.name}", rec.stale))
         return out

@@ -370,3 +370,27 @@ def _source_html(source: str) -> str:
 def verdict_table(verdicts: Verdicts) -> VerdictTable:
     """The table of ``verdicts`` a page shows (the last expression of a cell renders it; a script prints it)."""
     return echo(VerdictTable(verdicts))
+
+
+def attribution_lines(reports: dict, *, count: int = 5):
+    """The ``count`` source lines with the most device time per step in each report's attribution, as one table.
+
+    ``reports`` maps a variant's name to its :func:`~profiling_guide.analysis.trace_report.analyse` result; a line
+    is ``file:line`` and its code where inductor recorded it, else the function that starts there.
+    """
+    from pathlib import PurePath
+
+    from profiling_guide.report.attribution_html import kinds_text
+
+    rows = []
+    for variant, report in reports.items():
+        attribution = report.attribution
+        for rank, line in enumerate(attribution.sources()[:count], 1):
+            where = f"{PurePath(line['source'].rpartition(':')[0]).name}:{line['source'].rpartition(':')[2]}"
+            module, _ = line["modules"].most_common(1)[0]
+            rows.append({"variant": variant, "#": rank, "line": where,
+                         "code": line["code"] or f"def {line['function']}(...)",
+                         "module (most time)": module, "device µs per step": line["device_us"],
+                         "share of step": line["device_us"] / attribution.device_us if attribution.device_us else 0.0,
+                         "kernels per step by kind": kinds_text(line["kinds"])})
+    return styled(pd.DataFrame(rows).set_index(["variant", "#"]), precision=1)

@@ -66,6 +66,9 @@ VARIANTS = {
     "07_cuda_graphs.mlp.copy_in_replay": "MLP at 16 tokens, copy in + CUDA graph",
     "08_own_model.train": "GPT-2 training step",
     "08_own_model.padded": "GPT-2 training step, vocabulary padded",
+    "08b_your_lines.eager": "small GPT training step, eager, profiled with stacks and modules",
+    "08b_your_lines.compiled": "small GPT training step, torch.compile, profiled with stacks and modules",
+    "08b_your_lines.graphed": "small GPT training step, reduce-overhead, profiled with stacks and modules",
     "09b_attention_sweep.fa4_step": "attention training step, FlashAttention-4",
 }
 #: Where chapter 1 explains what the profiler does to the host's time (the anchor of its section).

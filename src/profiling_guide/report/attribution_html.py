@@ -42,6 +42,9 @@ REASONS = {
     why.NO_MODULES: ("no modules in the trace", f"record with {PROFILER_ARGS} (with_modules=True is missing)"),
     why.OUTSIDE_MODULES: ("outside every nn.Module (the loss's seed gradient, gradient accumulation, code between "
                           "modules)", "none needed: this work belongs to no module"),
+    why.COMPILED_TOP: ("a compiled kernel of code in no submodule, where the trace records no module around it "
+                       "(a step compiled whole)", "compile the model rather than the whole step "
+                       "(model = torch.compile(model)): the trace then records the module around its code"),
     why.LIBRARY_ONLY: ("no line of your code on the stack", "none: only library code called it"),
 }
 TOP_LINES = 10  # source lines listed per phase
@@ -59,7 +62,7 @@ def _share(value: float, total: float) -> str:
     return f"{value / total:.1%}" if total else "–"
 
 
-def _kinds(kinds) -> str:
+def kinds_text(kinds) -> str:
     """``8 gemm · 12 pointwise``: kernels (memsets, memcpys) per step by kind, most first."""
     parts = []
     for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
@@ -84,7 +87,7 @@ def _node(node: dict, total: float, depth: int) -> str:
     head = (f'<span class="pg-mod">{html.escape(node["name"])}{code}</span>'
             f'<span class="pg-num">{_us(node["device_us"])}</span>'
             f'<span class="pg-num">{_share(node["device_us"], total)}</span>'
-            f'<span class="pg-kinds">{html.escape(_kinds(node["kinds"]))}</span>')
+            f'<span class="pg-kinds">{html.escape(kinds_text(node["kinds"]))}</span>')
     children = _in_order(node)
     if not children:
         return f'<div class="pg-leaf">{head}</div>'
@@ -117,7 +120,7 @@ def _lines(attribution: Attribution, phase: str) -> str:
                     + (cell(line["code"] or "–", cls="name pg-code") if with_code else "")
                     + cell(f"{line['device_us']:,.1f}", num=True)
                     + cell(_share(line["device_us"], attribution.device_us), num=True)
-                    + cell(_kinds(line["kinds"]), title=_first(line["kernels"], 6))
+                    + cell(kinds_text(line["kinds"]), title=_first(line["kernels"], 6))
                     + cell(_first(line["modules"]), cls="name"))
     more = (f'<p class="pg-note">{len(lines) - TOP_LINES} more source lines of this phase in '
             "<code>--json</code>.</p>" if len(lines) > TOP_LINES else "")
@@ -135,7 +138,7 @@ def _labels(attribution: Attribution, phase: str) -> str:
             spent[key] += r.device_us
             kinds[key].update(r.kinds)
     rows = [cell(label, cls="name") + cell(f"{us:,.1f}", num=True) + cell(_share(us, attribution.device_us), num=True)
-            + cell(_kinds(kinds[label])) for label, us in sorted(spent.items(), key=lambda kv: -kv[1])[:TOP_LINES]]
+            + cell(kinds_text(kinds[label])) for label, us in sorted(spent.items(), key=lambda kv: -kv[1])[:TOP_LINES]]
     if not rows:
         return ""
     return ('<p class="pg-note">Not attributed to a module and a line, by <code>record_function</code> label and '

@@ -8,7 +8,10 @@ returns that as ``{"<kernel name>:<handle>": {"stack_traces": [...],
 "post_grad_nodes": [...], "pre_grad_nodes": [...]}}``, e.g. the key
 ``"triton_poi_fused_add_0:12"`` or ``"extern_kernels.mm:2"``; each stack trace
 is Python's traceback text, ``File "model.py", line 42, in forward`` and the
-line's code, outermost call first.
+line's code, outermost call first. ``profiling-guide profile`` adds
+``"modules"``: the module path each stack trace's nodes ran in
+(``blocks.0.mlp.up``, or null), from the graph's nodes
+(:mod:`profiling_guide.measure.provenance`).
 
 Inductor keeps one graph's record at a time (compiling the next graph starts
 afresh), so ``profiling-guide profile`` writes a *list* of those objects, one
@@ -61,6 +64,8 @@ class KernelCall:
     stacks: tuple[tuple[SourceLine, ...], ...]
     post_grad_nodes: tuple[str, ...]
     pre_grad_nodes: tuple[str, ...]
+    #: the module path each stack trace's nodes ran in (``blocks.0.mlp.up``), None where not recorded
+    modules: tuple[str | None, ...] = ()
 
     @property
     def triton(self) -> bool:
@@ -109,8 +114,13 @@ def _kernel_call(key: str, value, where: str, fix: str) -> KernelCall:
         if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
             raise GuideError(f"{where}: {key[:60]!r}.{field} must be a list of strings: {fix}")
         lists[field] = items
+    modules = value.get("modules", [])
+    if not isinstance(modules, list) or not all(m is None or isinstance(m, str) for m in modules) or (
+            modules and len(modules) != len(lists["stack_traces"])):
+        raise GuideError(f"{where}: {key[:60]!r}.modules must be a list of strings or nulls, one per stack trace: "
+                         f"{fix}")
     return KernelCall(m.group(1), int(m.group(2)), tuple(parse_stack(text) for text in lists["stack_traces"]),
-                      tuple(lists["post_grad_nodes"]), tuple(lists["pre_grad_nodes"]))
+                      tuple(lists["post_grad_nodes"]), tuple(lists["pre_grad_nodes"]), tuple(modules))
 
 
 def kernel_information_beside(trace_path: str | Path) -> list[list[KernelCall]] | None:
