@@ -138,3 +138,26 @@ def test_editing_a_kernel_of_the_fused_mlp_makes_chapter_6s_recording_stale(tmp_
     with monkeypatch.context() as m:
         edited(m, COMMENT_EDIT, DOCSTRING_EDIT, LAYOUT_EDIT)
         assert not replay_fused(tmp_path).stale
+
+
+def test_a_class_defined_on_a_page_run_without_a_file_keeps_its_text(tmp_path):
+    """sphinx-gallery runs a page in a module without ``__file__``: a class listed in ``code=`` is found through its
+    methods' code and normalizes as it does when the page runs as a script (the recording stays fresh both ways)."""
+    import sys
+    import types
+
+    from profiling_guide.pages.closure import _own_file, _own_text
+
+    page = tmp_path / "plot_page.py"
+    page.write_text("class Net:\n    '''A model.'''\n\n    def forward(self, x):\n        return x + 1\n")
+    as_script = types.ModuleType("page_as_script")
+    as_script.__file__ = str(page)
+    no_file = types.ModuleType("page_without_file")
+    for module in (as_script, no_file):
+        sys.modules[module.__name__] = module
+        exec(compile(page.read_text(), str(page), "exec"), module.__dict__)
+    try:
+        assert _own_text(no_file.Net) == _own_text(as_script.Net) is not None
+        assert _own_file(no_file.Net) == _own_file(as_script.Net) == page.resolve()
+    finally:
+        del sys.modules["page_as_script"], sys.modules["page_without_file"]

@@ -471,14 +471,41 @@ def _own_text(obj) -> str | None:
     try:
         return normalized(ast.parse(textwrap.dedent(inspect.getsource(obj))))
     except (OSError, TypeError, SyntaxError, ValueError):
+        found = _class_in_its_file(obj)
+        return normalized(ast.Module(body=[found[1]], type_ignores=[])) if found else None
+
+
+def _class_in_its_file(cls) -> tuple[Path, ast.ClassDef] | None:
+    """A class's file and definition, found through its methods' code where its module has no file.
+
+    sphinx-gallery runs a page in a module of its own, without ``__file__``: ``inspect`` cannot find
+    a class defined on the page, while its methods' code still names the page's file. The definition
+    found normalizes as ``inspect.getsource`` would give it (a page run as a script), so a recording
+    made one way stays fresh the other.
+    """
+    if not inspect.isclass(cls):
         return None
+    for member in vars(cls).values():
+        code = getattr(unwrapped(member), "__code__", None)
+        if code is None or not Path(code.co_filename).is_file():
+            continue
+        try:
+            tree = ast.parse(Path(code.co_filename).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            return None
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.ClassDef) and node.name == cls.__name__
+                    and node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno)):
+                return Path(code.co_filename).resolve(), node
+    return None
 
 
 def _own_file(obj) -> Path | None:
     try:
         found = inspect.getsourcefile(obj)
-    except TypeError:
-        return None
+    except (OSError, TypeError):
+        found = _class_in_its_file(obj)
+        return found[0] if found else None
     return Path(found).resolve() if found else None
 
 
