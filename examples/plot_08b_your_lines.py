@@ -227,13 +227,20 @@ graphed = chapter.profile_own("graphed", profile_graphed, label="gpt_graphed",
 # * graphed: each replayed kernel is matched the same way to the graph it
 #   replays.
 #
+# The compiled step, forward then backward on the CPU's lanes, its kernels on
+# the GPU's:
+
+from profiling_guide.pages import tables, timeline
+
+fig = timeline.plot_step(compiled.trace, title="one compiled GPT training step")
+
+# %%
 # Each variant's share of device time attributed to a module and a line, and
 # the device time per step:
 
 import pandas as pd
 
 from profiling_guide.analysis.trace_report import analyse
-from profiling_guide.pages import tables
 from profiling_guide.trace.kernel_information import kernel_information_beside
 from profiling_guide.trace.run_record import run_record_beside
 
@@ -253,8 +260,8 @@ tables.styled(shares, precision=1)
 # The five lines that cost the most
 # ---------------------------------
 # For each variant, the lines of this page's code with the most device time
-# per step, forward, backward and optimizer together, with the modules they
-# ran in and their kernels by kind:
+# per step, forward, backward and optimizer together, and the module each
+# spent most of it in:
 
 tables.attribution_lines(reports, count=5)
 

@@ -457,3 +457,48 @@ def test_recorded_graphs_are_written_for_the_report_to_read(tmp_path):
     path = tmp_path / "step.kernel_information.json"
     assert _write_kernel_information(Recorded(), path, compile=True, module_file=None) == path
     assert [len(g) for g in read_kernel_information(path)] == [38, 112]
+
+
+# ---------------------------------------------------------------- chapter 8b's recordings
+CHAPTER = Path(__file__).resolve().parents[1] / "docs" / "recordings" / "nvidia-h200"
+
+
+@pytest.mark.parametrize("variant", ["eager", "compiled", "graphed"])
+def test_chapter_8b_attributes_at_least_95_percent_of_each_variant_to_a_module_and_a_line(variant):
+    """The chapter's recordings (``profile_callable`` with ``with_stack``): eager, compiled, reduce-overhead."""
+    from profiling_guide.pages.tables import attribution_lines
+    from profiling_guide.trace.kernel_information import kernel_information_beside
+
+    path = CHAPTER / f"08b_your_lines.{variant}.trace.json.gz"
+    graphs = kernel_information_beside(path)
+    assert (graphs is None) == (variant == "eager")
+    report = analyse(Trace.load(path), kernel_information=graphs)
+    a = report.attribution
+    assert a.attributed_share >= 0.95, (variant, a.attributed_share, a.unattributed)
+    top = a.sources()[0]
+    if variant != "eager":  # the module each compiled kernel's nodes ran in, from inductor's record
+        assert any(m.endswith("GPT_0.blocks.0.mlp.up") for m in top["modules"]), top["modules"]
+        assert a.graphs_matched == (2, 2)
+    if variant == "graphed":
+        assert a.graph_launches >= 2 and a.replayed_us > 0.9 * a.device_us  # replayed work counted, not idle
+    html = attribution_lines({variant: report}, count=5).to_html()
+    assert "line of plot_08b_your_lines.py" in html and "step share" in html
+
+
+@pytest.mark.parametrize("variant", ["eager", "compiled", "graphed"])
+def test_chapter_8b_shows_lines_that_are_those_lines_of_its_page_today(variant):
+    """The page names lines by number: each must still be that line of the page's file (a layout change there
+    leaves the fingerprint fresh but moves the lines: record the chapter again)."""
+    from profiling_guide.trace.kernel_information import kernel_information_beside
+
+    page = (Path(__file__).resolve().parents[1] / "examples" / "plot_08b_your_lines.py").read_text().splitlines()
+    path = CHAPTER / f"08b_your_lines.{variant}.trace.json.gz"
+    a = analyse(Trace.load(path), kernel_information=kernel_information_beside(path)).attribution
+    shown = [line for line in a.sources()[:5] if line["source"].startswith("plot_08b_your_lines.py:")]
+    assert len(shown) == 5
+    for line in shown:
+        text = page[int(line["source"].rpartition(":")[2]) - 1].strip()
+        if line["code"]:
+            assert text == line["code"].strip(), (line["source"], line["code"], text)
+        else:
+            assert text.startswith(f"def {line['function']}("), (line["source"], line["function"], text)

@@ -375,22 +375,23 @@ def verdict_table(verdicts: Verdicts) -> VerdictTable:
 def attribution_lines(reports: dict, *, count: int = 5):
     """The ``count`` source lines with the most device time per step in each report's attribution, as one table.
 
-    ``reports`` maps a variant's name to its :func:`~profiling_guide.analysis.trace_report.analyse` result; a line
-    is ``file:line`` and its code where inductor recorded it, else the function that starts there.
+    ``reports`` maps a variant's name to its :func:`~profiling_guide.analysis.trace_report.analyse` result. A
+    line is its number where every line shown is in one file (the header names it), else ``file:line``; its
+    code where inductor recorded it, else the function that starts there; the module that spent most of its
+    time. Its kernels by kind are in the report's own table.
     """
     from pathlib import PurePath
 
-    from profiling_guide.report.attribution_html import kinds_text
-
+    picked = [(variant, line, report.attribution.device_us) for variant, report in reports.items()
+              for line in report.attribution.sources()[:count]]
+    files = {PurePath(line["source"].rpartition(":")[0]).name for _, line, _ in picked}
+    header = f"line of {next(iter(files))}" if len(files) == 1 else "line"
     rows = []
-    for variant, report in reports.items():
-        attribution = report.attribution
-        for rank, line in enumerate(attribution.sources()[:count], 1):
-            where = f"{PurePath(line['source'].rpartition(':')[0]).name}:{line['source'].rpartition(':')[2]}"
-            module, _ = line["modules"].most_common(1)[0]
-            rows.append({"variant": variant, "#": rank, "line": where,
-                         "code": line["code"] or f"def {line['function']}(...)",
-                         "module (most time)": module, "device µs per step": line["device_us"],
-                         "share of step": line["device_us"] / attribution.device_us if attribution.device_us else 0.0,
-                         "kernels per step by kind": kinds_text(line["kinds"])})
-    return styled(pd.DataFrame(rows).set_index(["variant", "#"]), precision=1)
+    for variant, line, total in picked:
+        file, _, number = line["source"].rpartition(":")
+        rows.append({"variant": variant, header: number if len(files) == 1 else f"{PurePath(file).name}:{number}",
+                     "code": line["code"] or f"def {line['function']}(...)",
+                     "module (most time)": line["modules"].most_common(1)[0][0],
+                     "device µs per step": line["device_us"],
+                     "step share": line["device_us"] / total if total else 0.0})
+    return styled(pd.DataFrame(rows).set_index("variant"), precision=1)
