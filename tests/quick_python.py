@@ -240,7 +240,7 @@ def _supervise(conn: socket.socket, base_path: list[str]) -> None:
     pid = os.fork()
     if pid == 0:
         conn.close()
-        for target, fd in zip(request["fds"], fds):
+        for target, fd in zip(request["fds"], fds, strict=True):
             os.dup2(fd, target)
         for fd in fds:
             if fd not in request["fds"]:

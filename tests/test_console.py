@@ -15,7 +15,7 @@ def test_prints_warnings_and_stderr_inside_go_to_the_console_not_the_page(monkey
     with to_console(console):
         print("  eager: building and checking")
         sys.stderr.write("AUTOTUNE mm(8192x3072, 3072x768)\n")
-        warnings.warn("TypedStorage is deprecated", UserWarning)
+        warnings.warn("TypedStorage is deprecated", UserWarning, stacklevel=1)
         logging.StreamHandler(sys.stderr).handle(logging.makeLogRecord({"msg": "E1123 select_algorithm"}))
     print("the page's own output")
     assert page.getvalue() == "the page's own output\n"

@@ -270,7 +270,7 @@ def test_the_fused_mlp_trains_with_the_gradients_of_float64_autograd(M, dim, hid
     y.backward(dy)
     want = grads_float64(mlp, x.detach().reshape(-1, dim), dy.reshape(-1, dim))
     got = (x.grad.reshape(-1, dim), mlp.gate_proj.weight.grad, mlp.up_proj.weight.grad, mlp.down_proj.weight.grad)
-    for name, g, w in zip(("x", "gate", "up", "down"), got, want):
+    for name, g, w in zip(("x", "gate", "up", "down"), got, want, strict=True):
         assert g.shape == w.shape and g.dtype == dtype and g.is_contiguous(), name
         # a few roundings more than the forward: dgu, then a GEMM over it
         assert fm.max_rel_error(g, w) < 4 * TOLERANCE[dtype], name

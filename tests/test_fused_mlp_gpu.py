@@ -240,7 +240,7 @@ def test_the_fused_mlp_trains_with_gradients_as_close_to_float64_as_eager_s(desi
         xi = x.clone().requires_grad_()
         mlp(xi).backward(dy)
         got = (xi.grad, mlp.gate_proj.weight.grad, mlp.up_proj.weight.grad, mlp.down_proj.weight.grad)
-        errors[name] = [fm.max_rel_error(g, w) for g, w in zip(got, want)]
+        errors[name] = [fm.max_rel_error(g, w) for g, w in zip(got, want, strict=True)]
     for i, what in enumerate(("x", "gate", "up", "down")):
         # bf16 grads: a few roundings; ours must be no worse than eager's by more than one bf16 ulp's worth
         assert errors["fused"][i] <= max(2 * errors["eager"][i], 1e-2), f"{what}: {errors}"
@@ -261,4 +261,4 @@ def test_a_training_step_gives_the_same_gradients_bit_for_bit_twice():
 
     direct = step()
     again = step()
-    assert all(torch.equal(a, b) for a, b in zip(direct, again)), "the same inputs give the same gradients, bit for bit"
+    assert all(torch.equal(a, b) for a, b in zip(direct, again, strict=True)), "the same inputs give the same gradients, bit for bit"

@@ -44,7 +44,7 @@ def _raw(path: Path) -> dict:
 
 
 def _by_name(df) -> dict[str, float]:
-    return dict(zip(df["name"], df["total_us"]))
+    return dict(zip(df["name"], df["total_us"], strict=True))
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)

@@ -30,7 +30,7 @@ def test_every_device_event_of_the_step_is_a_bar_linked_to_its_launch(mlp_eager)
     assert len(gpu) == len(step.device_events)
     launch_links = {b[5] for b in runtime if b[5] >= 0}
     assert {b[5] for b in gpu} <= launch_links and -1 not in {b[5] for b in gpu}
-    for bar, ev in zip(gpu, step.device_events):
+    for bar, ev in zip(gpu, step.device_events, strict=True):
         assert bar[0] == round(ev.start_us - step.start_us, 3) and bar[1] == round(ev.dur_us, 3)
         title = data["strings"][bar[3]]  # the raw name for the tooltip, cut where C++ runs on
         assert title == ev.name or (title.endswith("…") and ev.name.startswith(title[:-1]))

@@ -47,8 +47,8 @@ def test_the_step_without_the_profiler_is_near_the_step_timed_without_it(gpu):
         # nearer than the profiled step, or within 10 % where the profiler cost little to begin with
         assert abs(base - wall) < abs(profiled - wall) or abs(base / wall - 1) <= 0.10, (name, wall, base, profiled)
     errors = [abs(base / wall - 1) for _, wall, base, _ in rows]
-    assert statistics.median(errors) <= 0.15, sorted(zip(errors, rows))
-    assert sum(e <= 0.15 for e in errors) >= len(errors) / 2, sorted(zip(errors, rows))
+    assert statistics.median(errors) <= 0.15, sorted(zip(errors, rows, strict=True))
+    assert sum(e <= 0.15 for e in errors) >= len(errors) / 2, sorted(zip(errors, rows, strict=True))
 
 
 ATTRIBUTION = Path(__file__).resolve().parent / "data" / "attribution" / "h200"

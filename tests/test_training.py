@@ -72,7 +72,7 @@ def test_every_kernel_but_gradient_accumulation_has_a_forward_op(step):
     owners = [kernel_owner(k) for k in trace.steps[0].kernels]
     phases = {phase for phase, _ in owners}
     assert phases == {"forward", "backward"}
-    orphans = [k.name for k, (_, op) in zip(trace.steps[0].kernels, owners) if op is None]
+    orphans = [k.name for k, (_, op) in zip(trace.steps[0].kernels, owners, strict=True) if op is None]
     assert all("elementwise" in name or "add" in name for name in orphans), orphans
     assert set(phase_shares(trace.steps).index) == {"forward", "backward"}
 

@@ -139,7 +139,7 @@ def paired_gemms(trace, reference) -> list[tuple[KernelLaunch, KernelLaunch]]:
         raise GuideError(f"{trace.source} runs {len(mine)} GEMMs per step and {reference.source} "
                          f"{len(theirs)}: not the same products")
     pairs = []
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         if a.product and b.product and a.product != b.product:
             raise GuideError(f"GEMM {len(pairs) + 1}: {a.product} in {trace.source}, {b.product} in "
                              f"{reference.source}: not the same product")
@@ -157,7 +157,7 @@ def changed_launches(before, after) -> list[tuple[KernelLaunch, KernelLaunch]]:
     if len(a) != len(b):
         raise GuideError(f"{before.source} launches {len(a)} kernels per step and {after.source} {len(b)}: "
                          "not the same workload")
-    return [(x, y) for x, y in zip(a, b) if x.name != y.name or x.launch != y.launch]
+    return [(x, y) for x, y in zip(a, b, strict=True) if x.name != y.name or x.launch != y.launch]
 
 
 # ------------------------------------------------------------------ two runs of the same variants

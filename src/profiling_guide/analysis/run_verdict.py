@@ -85,7 +85,7 @@ def _kernel_keys(trace: Trace, calls: list) -> dict[int, tuple]:
 
     keys = {}
     ops = sorted((op for op in trace.ops if op.name == COMMS_OP and not op.annotation), key=lambda op: op.start_us)
-    for op, call in zip(ops, calls):
+    for op, call in zip(ops, calls, strict=True):
         for ev in op.device_events:
             if ev.kind == "kernel" and ev.decoded.kind == "collective":
                 keys[id(ev)] = call.key

@@ -188,7 +188,7 @@ def gemm_flops(op) -> float | None:
 def _tensor_bytes(op) -> list[int]:
     types = op.args.get("Input type") or []
     sizes = []
-    for dims, kind in zip(op.input_dims, types):
+    for dims, kind in zip(op.input_dims, types, strict=False):  # a trace may list fewer types
         shape = _dims(dims)
         if shape is not None and kind in _ELEMENT_BYTES:
             count = 1

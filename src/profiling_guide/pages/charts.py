@@ -128,13 +128,13 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
                              sharey=True, squeeze=False)
     for ax in axes.flat[len(hiddens):]:
         ax.set_visible(False)
-    for ax, hidden in zip(axes.flat, hiddens):
+    for ax, hidden in zip(axes.flat, hiddens, strict=False):  # the grid's spare panels are hidden above
         mine = sorted((r for r in rows if r["hidden"] == hidden), key=lambda r: r["rows"])
         for i, v in enumerate(variants):
             pts = [(r["rows"], r["variants_us"][v]["median"] / r["gemms_alone_us"]["median"])
                    for r in mine if v in r["variants_us"]]
             if pts:
-                ax.plot(*zip(*pts), marker=MARKERS[i % len(MARKERS)], label=v, linewidth=1.2, markersize=5,
+                ax.plot(*zip(*pts, strict=True), marker=MARKERS[i % len(MARKERS)], label=v, linewidth=1.2, markersize=5,
                         color=variant_color(v))
         ax.axhline(1.0, color=MARK_COLOR, linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
@@ -145,7 +145,7 @@ def sweep_lines(rows: list[dict], variants: list[str], *, title: str | None = No
     for row in axes:
         row[0].set_ylabel("× cuBLAS GEMMs alone (lower is better)", fontsize=10)
     # Below the panels: inside one, the legend covered the end of a line.
-    shown = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
+    shown = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels(), strict=True)}
     fig.legend(list(shown.values()), list(shown), fontsize=9, frameon=False, loc="outside lower center",
                ncols=len(shown))
     if title:
@@ -170,8 +170,9 @@ def attention_sweep(points: list[dict], *, head_dim: int, causal: bool, title: s
         lo = [(r["forward_us"]["q1"] + r["backward_us"]["q1"]) / 1e3 for r in mine]
         hi = [(r["forward_us"]["q3"] + r["backward_us"]["q3"]) / 1e3 for r in mine]
         marker = MARKERS[i % len(MARKERS)]
-        ax_t.errorbar(seqs, step, yerr=[[s - a for s, a in zip(step, lo)], [b - s for s, b in zip(step, hi)]],
-                      marker=marker, capsize=2, label=name)
+        below = [s - a for s, a in zip(step, lo, strict=True)]
+        above = [b - s for s, b in zip(step, hi, strict=True)]
+        ax_t.errorbar(seqs, step, yerr=[below, above], marker=marker, capsize=2, label=name)
         ax_m.plot(seqs, [r["peak_mb"] / 1024 for r in mine], marker=marker, label=name)
     for ax, label in ((ax_t, "forward + backward, device ms"), (ax_m, "peak memory of a step, GiB")):
         ax.set_xscale("log", base=2)
@@ -204,7 +205,7 @@ def rank_time(runs: dict, *, title: str | None = None):
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.45 * len(labels) + 2.0), layout="constrained")
     for i, values in enumerate(parts):
         left = 0.0
-        for (label, color), value in zip(RANK_PARTS, values):
+        for (label, color), value in zip(RANK_PARTS, values, strict=True):
             ax.barh(i, value, left=left, color=color, height=0.6, label=label if i == 0 else None)
             left += value
     ax.set_yticks(range(len(labels)), labels, fontsize=9)

@@ -248,7 +248,7 @@ def _launch_shape(launches, trace) -> str:
 
 def _warps_per_sm(launches, trace) -> str:
     held = [resident_blocks(k, trace) for k in launches]
-    return _listed([f"{n * k.warps}" for n, k in zip(held, launches) if n]) if all(held) else "?"
+    return _listed([f"{n * k.warps}" for n, k in zip(held, launches, strict=True) if n]) if all(held) else "?"
 
 
 def autotuned_gemms(autotuned, eager) -> Facts:
@@ -378,7 +378,7 @@ def ranking(times: dict[str, Spread]) -> Facts:
     return Facts(
         "Ranked by median: " + ", ".join(f"{n} {times[n].median:.0f} µs" for n in ranked) + ".",
         "Each against the next, outside the spreads or not: " + ", ".join(
-            f"{a} {compare(times[a], times[b])}" for a, b in zip(ranked, ranked[1:])) + ".",
+            f"{a} {compare(times[a], times[b])}" for a, b in zip(ranked, ranked[1:], strict=False)) + ".",
     )
 
 

@@ -178,7 +178,7 @@ def plot_compare(traces: dict[str, Trace], *, steps: dict[str, int] | None = Non
     fig, axes = plt.subplots(len(traces), 1, figsize=(WIDTH_IN, 0.45 * sum(heights) + 1.2 * len(traces)),
                              layout="constrained", height_ratios=heights, sharex=True)
     axes = [axes] if len(traces) == 1 else list(axes)
-    for ax, (label, t) in zip(axes, traces.items()):
+    for ax, (label, t) in zip(axes, traces.items(), strict=True):
         plot_step(t, chosen[label].number, ax=ax, title=label, span_us=span)
     for ax in axes[:-1]:
         ax.set_xlabel("")
@@ -213,7 +213,7 @@ def plot_links(traces: dict[str, Trace], *, steps: dict[str, int] | None = None)
                              sharex=True)
     axes = [axes] if len(traces) == 1 else list(axes)
     width_in = WIDTH_IN * 0.8
-    for ax, (label, s) in zip(axes, chosen.items()):
+    for ax, (label, s) in zip(axes, chosen.items(), strict=True):
         owners: dict = {}  # forward op → its number, in forward order
         bars = []
         for k in s.kernels:
