@@ -110,3 +110,6 @@ def test_an_output_that_cannot_be_written_stops_every_rank_before_measuring(tmp_
                       "--sizes", "64KiB", "--iters", "1", "--warmup", "1", "--repeats", "1")
     assert result.returncode != 0
     assert "it is a folder, not a regular file" in result.stderr and "bench-nccl: all_reduce" not in result.stderr
+    # said once, by rank 0 (torchrun then reports the failed workers in its own words)
+    ours = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(ours) == 1, result.stderr[-3000:]

@@ -229,7 +229,7 @@ def test_a_malformed_sweep_is_one_line(data, words):
 def test_an_unreadable_sweep_file_is_one_line(tmp_path):
     bad = tmp_path / "s.json"
     bad.write_text("{not json")
-    with pytest.raises(GuideError, match="is not JSON"):
+    with pytest.raises(GuideError, match="is not valid JSON"):
         read_sweep(bad)
     with pytest.raises(GuideError, match="cannot read"):
         read_sweep(tmp_path / "missing.json")

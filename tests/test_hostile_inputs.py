@@ -18,7 +18,9 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -407,3 +409,256 @@ def test_the_corpus_is_what_the_docstring_says(corpus):
         from profiling_guide.trace.model import Trace
 
         Trace.load(corpus / "deep.json")
+
+
+# ------------------------------------------------ a run of several ranks, made hostile
+# The traces of two H200 ranks, edited (each trace's JSON, then gzipped again): what a run's report reads of
+# each rank's distributedInfo and deviceProperties, and what it writes (a page, the merged trace, its JSON).
+RUN = ROOT / "tests" / "data" / "corpus" / "h200x2" / "ddp_host_stall_last"
+
+
+def _edited_run(folder: Path, edit=None, raw=None) -> Path:
+    """A copy of the two-rank run in ``folder``, each rank's data changed by ``edit(data, rank)``, or its JSON
+    text by ``raw(text, rank)``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in (0, 1):
+        data = json.loads(gzip.decompress((RUN / f"rank{rank}.trace.json.gz").read_bytes()))
+        if edit is not None:
+            edit(data, rank)
+        text = json.dumps(data)
+        (folder / f"rank{rank}.trace.json.gz").write_bytes(_gz((raw(text, rank) if raw else text).encode()))
+    return folder
+
+
+def _world(size, *, groups=True, rank=None):
+    """Every rank says a world of ``size`` (its process groups agreeing, or none listed); rank 1 says ``rank``."""
+    def edit(data, r):
+        info = data["distributedInfo"]
+        info["world_size"] = size
+        if not groups:
+            del info["pg_config"]
+        elif type(size) is int and 0 < size <= 64:
+            info["pg_config"][0].update(pg_size=size, ranks=list(range(size)))
+        if rank is not None and r == 1:
+            info["rank"] = rank
+    return edit
+
+
+HOSTILE_RUNS = {
+    "world_1e12": (_world(10**12), "world size of 1,000,000,000,000"),
+    "world_1e7": (_world(10**7), "world size of 10,000,000"),
+    "world_1e7_no_groups": (_world(10**7, groups=False), "world size of 10,000,000"),
+    "world_0": (_world(0), "world size of 0"),
+    "world_negative": (_world(-4), "world size of -4"),
+    "world_8_groups_of_2": (lambda data, rank: data["distributedInfo"].update(world_size=8),
+                            "largest process group holds 2"),
+    "rank_-1": (_world(4, rank=-1), "is rank -1, which is not a rank of a world of 4"),
+    "rank_100": (_world(4, rank=100), "is rank 100, which is not a rank of a world of 4"),
+    "rank_1e18": (_world(4, rank=10**18), "is rank 1,000,000,000,000,000,000, which is not a rank"),
+    "rank_no_world": (_world(None, groups=False, rank=10**18), "which is not a rank of any job"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_RUNS))
+def test_a_run_whose_ranks_no_job_has_is_one_line_and_leaves_nothing(case, tmp_path):
+    edit, words = HOSTILE_RUNS[case]
+    run_dir = _edited_run(tmp_path / "run", edit)
+    before = every_input(run_dir)
+    out = tmp_path / "out"
+    status, _, err = run("report", run_dir, "-o", out / "page" / "r.html", "--merge", out / "merged" / "m.json",
+                         "--json", out / "r.json")
+    assert_clean(status, "", err)
+    assert status == 2 and words in err, err
+    assert not out.exists(), "a failed run left the folders it made for its outputs"
+    assert every_input(run_dir) == before
+
+
+def test_a_world_of_ten_million_is_refused_in_bounded_memory(tmp_path):
+    # Listing the ranks missing from a world of 10**7 took 1.2 GB, of 10**12 a MemoryError at 2.4 GB.
+    run_dir = _edited_run(tmp_path / "run", _world(10**7, groups=False))
+    status, err, seconds, peak = _peak(["report", run_dir, "-o", tmp_path / "r.html"], tmp_path)
+    assert status == 2 and err.count("\n") == 1 and "world size of 10,000,000" in err, err
+    assert peak < 600 and seconds < 60, (peak, seconds)
+
+
+def test_ranks_on_different_gpus_are_each_named_on_the_page(tmp_path):
+    def h100_for_rank_0(data, rank):
+        if rank == 0:
+            for device in data["deviceProperties"]:
+                device["name"] = "NVIDIA H100 80GB HBM3"
+
+    run_dir = _edited_run(tmp_path / "run", h100_for_rank_0)
+    status, out, err = run("report", run_dir, "-o", tmp_path / "r.html", "--json", tmp_path / "r.json")
+    assert status == 0, err
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "NVIDIA H100 80GB HBM3 (rank 0); NVIDIA H200 (rank 1)" in page
+    assert "The ranks ran on different GPUs" in page
+    assert json.loads((tmp_path / "r.json").read_text())["gpus"] == {"0": "NVIDIA H100 80GB HBM3", "1": "NVIDIA H200"}
+    # one GPU for every rank is named once, as before
+    status, out, err = run("report", RUN, "-o", tmp_path / "same.html")
+    page = (tmp_path / "same.html").read_text(encoding="utf-8")
+    assert status == 0 and "<th>GPU</th>" in page and "different GPUs" not in page and "(rank 0)" not in page
+
+
+def _strict_json(path: Path):
+    def refuse(constant):
+        raise AssertionError(f"{path.name} holds {constant}, which is not JSON")
+
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+
+
+def test_no_nan_reaches_the_json_a_run_writes(tmp_path):
+    def nan_and_untimed(text, rank):
+        data = json.loads(text)
+        op = next(e for e in data["traceEvents"] if e.get("cat") == "cpu_op")
+        op["args"]["NAN_HERE"] = "NAN"
+        data["traceEvents"].append({"ph": "i", "s": "t", "name": "marker", "pid": 1, "tid": 1, "ts": "NAN"})
+        return json.dumps(data).replace('"NAN"', "NaN")
+
+    run_dir = _edited_run(tmp_path / "run", raw=nan_and_untimed)
+    status, out, err = run("report", run_dir, "-o", tmp_path / "r.html", "--merge", tmp_path / "m.json",
+                           "--json", tmp_path / "r.json")
+    assert status == 0, err
+    merged = _strict_json(tmp_path / "m.json")
+    assert merged["mergeNotes"] == [
+        "rank 0: 1 event(s) left out, their ts or dur not a finite number",
+        "rank 1: 1 event(s) left out, their ts or dur not a finite number",
+        "rank 0: 1 NaN or infinite value(s) written as null", "rank 1: 1 NaN or infinite value(s) written as null"]
+    assert sum(1 for e in merged["traceEvents"] if "NAN_HERE" in e.get("args", {})) == 2
+    assert all(e.get("args", {}).get("NAN_HERE", None) is None for e in merged["traceEvents"])
+    _strict_json(tmp_path / "r.json")
+    status, out, err = run("summarize", run_dir / "rank0.trace.json.gz", "--json")
+    assert status == 0 and "NaN" not in out
+
+
+def test_a_failed_run_leaves_nothing_it_made(tmp_path):
+    broken = tmp_path / "inputs" / "rank1.trace.json"
+    broken.parent.mkdir()
+    broken.write_text('{"traceEvents": [')  # cut short
+    new = tmp_path / "new"
+    status, out, err = run("report", RUN / "rank0.trace.json.gz", broken, "-o", new / "a" / "r.html",
+                           "--merge", new / "b" / "m.json.gz", "--json", new / "c" / "r.json")
+    assert_clean(status, out, err)
+    assert status == 2 and "is not a JSON trace" in err
+    assert not new.exists()
+    # a folder that was there stays, empty as it was
+    (tmp_path / "kept").mkdir()
+    status, out, err = run("report", RUN / "rank0.trace.json.gz", broken, "-o", tmp_path / "kept" / "x" / "r.html")
+    assert status == 2 and list((tmp_path / "kept").iterdir()) == []
+
+
+def test_json_beside_the_traces_is_left_out_with_a_note(tmp_path):
+    folder = tmp_path / "job"
+    shutil.copytree(RUN, folder)
+    shutil.copy(ROOT / "docs" / "samples" / "h100x4" / "cases.json", folder)
+    (folder / "params.json").write_text('[{"rank": 0, "lr": 0.1}]')
+    before = every_input(folder)
+    status, out, err = run("report", folder, "-o", tmp_path / "r.html")
+    assert status == 0, err
+    assert err.splitlines() == [f"note: left out {folder / 'cases.json'}: it is not a Chrome trace (no 'traceEvents' list)",
+                                f"note: left out {folder / 'params.json'}: it is a list of other things than trace events"]
+    assert "2 traces given" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    # a glob is read the same way; a file named on its own is read as a trace, and refused as one
+    status, out, err = run("report", str(folder / "*.json*"), "-o", tmp_path / "g.html")
+    assert status == 0 and err.count("note: left out") == 2, err
+    status, out, err = run("report", folder / "rank0.trace.json.gz", folder / "cases.json", "-o", tmp_path / "n.html")
+    assert status == 2 and "cases.json is not a Chrome trace" in err and not (tmp_path / "n.html").exists()
+    assert every_input(folder) == before
+
+
+def test_summarize_reads_every_trace_of_a_folder(tmp_path):
+    folder = tmp_path / "job"
+    shutil.copytree(RUN, folder)
+    shutil.copy(ROOT / "docs" / "samples" / "h100x4" / "cases.json", folder)
+    status, out, err = run("summarize", folder)
+    assert status == 0 and err.count("note: left out") == 1, err
+    assert [line.split(":")[0] for line in out.splitlines() if "profiler steps" in line] == [
+        str(folder / "rank0.trace.json.gz"), str(folder / "rank1.trace.json.gz")]
+    status, out, err = run("summarize", folder, "--json")
+    reports = json.loads(out)
+    assert [r["source"] for r in reports] == [str(folder / f"rank{r}.trace.json.gz") for r in (0, 1)]
+    assert all(r["kernels"] and r["steps"] == 2 for r in reports)
+    # one file named: one object, as before
+    status, out, err = run("summarize", folder / "rank1.trace.json.gz", "--json")
+    assert status == 0 and json.loads(out)["kernels_per_step"] == reports[1]["kernels_per_step"]
+    status, out, err = run("summarize", tmp_path / "nothing_here")
+    assert_clean(status, out, err)
+    assert status == 2
+
+
+SWEEP_ROW = '{"op": "all_reduce", "bytes": BYTES, "us": 10, "busbw_GBps": 100}'
+HOSTILE_SWEEPS = {
+    "deep.json": ("[" * 100_000 + "]" * 100_000, "nests JSON values deeper"),
+    "bytes_4000_digits.json": ('{"rows": [' + SWEEP_ROW.replace("BYTES", "9" * 4000) + "]}", "positive numbers"),
+    "bytes_5000_digits.json": ('{"rows": [' + SWEEP_ROW.replace("BYTES", "9" * 5000) + "]}", "4,300 digits"),
+    "bytes_true.json": ('{"rows": [' + SWEEP_ROW.replace("BYTES", "true") + "]}", "positive numbers"),
+    "bytes_nan.json": ('{"rows": [' + SWEEP_ROW.replace("BYTES", "NaN") + "]}", "NaN, which is not JSON"),
+    "world_400_digits.json": ('{"world_size": ' + "7" * 400 + ', "rows": [' + SWEEP_ROW.replace("BYTES", "1") + "]}",
+                              "'world_size' must be a whole number of ranks"),
+    "world_string.json": ('{"world_size": "8", "rows": [' + SWEEP_ROW.replace("BYTES", "1") + "]}",
+                          "'world_size' must be a whole number of ranks"),
+    "big.json": ('{"rows": [], "pad": "' + "x" * (17 * 2**20) + '"}', "over 16 MiB"),
+    "not_json.json": ("{rows", "is not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("name", [*HOSTILE_SWEEPS, "fifo.json", "/dev/zero", "folder.json", "missing.json"])
+def test_a_hostile_nccl_sweep_is_one_line_without_hanging(corpus, name, tmp_path):
+    if name in HOSTILE_SWEEPS:
+        sweep = tmp_path / name
+        sweep.write_text(HOSTILE_SWEEPS[name][0])
+    else:
+        sweep = Path(name) if name.startswith("/") else corpus / name
+    status, out, err = run("report", RUN, "-o", tmp_path / "out" / "r.html", "--nccl-sweep", sweep)
+    assert_clean(status, out, err)
+    assert status == 2 and not (tmp_path / "out").exists()
+    if name in HOSTILE_SWEEPS:
+        assert HOSTILE_SWEEPS[name][1] in err, err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["-o", "P", "--merge", "P"], "-o and --merge both name P"),
+    (["-o", "P", "--json", "./x/../P"], "-o and --json both name ./x/../P"),
+    (["--merge", "M", "--json", "M"], "--merge and --json both name M"),
+    (["--merge", "ddp_host_stall_last.report.html"], "the report page and --merge both name"),
+    (["-o", ""], "-o names no file (an empty path)"),
+    (["-o", " "], "-o names no file (an empty path)"),
+    (["--merge", ""], "--merge names no file"),
+    (["--json", ""], "--json names no file"),
+    (["--nccl-sweep", ""], "--nccl-sweep names no file"),
+    (["--rates", ""], "--rates names no file"),
+    (["", "-o", "r.html"], "a trace's name is empty"),
+])
+def test_outputs_that_clash_or_name_nothing_are_one_line(argv, words, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    traces = [] if argv and argv[0] == "" else [RUN]
+    status, out, err = run("report", *traces, *argv)
+    assert_clean(status, out, err)
+    assert status == 2 and words in err, err
+    assert list(tmp_path.iterdir()) == [], "nothing is written"
+
+
+def test_bench_nccl_checks_its_sizes_against_memory_before_allocating(tmp_path, monkeypatch):
+    # One gloo rank in this process, with the host's memory said to be 1 MiB: 4 MiB (the buffer and its
+    # shard: 8 MiB) does not fit, and is refused before any buffer exists. Were the check missing, the
+    # buffers would be allocated and timed (8 MiB: harmless).
+    torch = pytest.importorskip("torch")
+    from profiling_guide.measure import bench_nccl
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(bench_nccl, "_torchrun_env", lambda: (0, 1, 0))  # bench-nccl asks for two ranks
+    monkeypatch.setattr(bench_nccl, "host_memory_available", lambda: 2**20)
+    allocated = []
+    monkeypatch.setattr(torch, "ones", lambda *a, **k: allocated.append(a) or pytest.fail("a buffer was allocated"))
+    out = tmp_path / "sweeps" / "s.json"
+    status, stdout, err = run("bench-nccl", "-o", out, "--backend", "gloo", "--sizes", "1MiB,4MiB", "--dtype",
+                              "fp32", "--iters", "1", "--warmup", "1", "--repeats", "1")
+    assert status == 2 and not allocated, err
+    assert err.count("\n") == 1 and err.startswith("error: --sizes up to 4.0 MiB need 8.0 MiB per rank"), err
+    assert "give smaller --sizes" in err and not (tmp_path / "sweeps").exists()
+    assert not torch.distributed.is_initialized()

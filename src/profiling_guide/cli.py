@@ -2,9 +2,10 @@
 
 Commands
 --------
-``profiling-guide summarize TRACE [--json]``
+``profiling-guide summarize TRACE [TRACE ...] [--json]``
     Per profiler step on average: the device work (name, decoded kind, calls
-    per step, mean µs), the runtime calls, and the CPU ops that launched nothing.
+    per step, mean µs), the runtime calls, and the CPU ops that launched nothing;
+    for each trace of a folder or a glob, as ``report`` finds them.
 ``profiling-guide decode NAME [--json]``
     The fields a kernel name encodes (kind, library, arch, tile, layout...).
 ``profiling-guide bench-mlp [...]``
@@ -34,9 +35,12 @@ Commands
     report, and what inductor recorded its compiled kernels fuse (see
     :mod:`profiling_guide.report.profile_own` for the contract).
 
-Errors a user can fix print one line, ``error: ...``, and exit with status 2.
-Names from a trace are printed with control characters escaped, so a kernel
-name cannot move the cursor or recolour the terminal.
+Errors a user can fix print one line, ``error: ...``, and exit with status 2;
+a command that fails leaves no file or folder it made behind. A JSON file in a
+folder of traces that is not a trace (a run's ``cases.json``) is left out, with
+a ``note: ...`` line on stderr. Names from a trace are printed with control
+characters escaped, so a kernel name cannot move the cursor or recolour the
+terminal.
 """
 
 from __future__ import annotations
@@ -102,15 +106,33 @@ def _print_summary(report: dict, source: str) -> None:
     print("  " + (", ".join(map(printable, report["no_kernel_ops"])) or "none"))
 
 
+def _say_skipped(skipped: list) -> None:
+    for path, why in skipped:
+        print(f"note: left out {printable(path)}: it is {printable(why)}", file=sys.stderr)
+
+
 def _cmd_summarize(args) -> int:
-    trace = Trace.load(args.trace)
-    if not trace.steps:
-        raise GuideError(f"{args.trace} has no ProfilerStep events: record it with a torch.profiler schedule")
-    report = summarize(trace)
+    skipped: list = []
+    paths = trace_files(args.trace, skipped)
+    _say_skipped(skipped)
+    # one file named: its summary, as it always was; a folder, a glob or several files: one per trace
+    one = len(args.trace) == 1 and len(paths) == 1 and os.path.isfile(args.trace[0])
+    reports = []
+    for path in paths:
+        trace = Trace.load(path)
+        if not trace.steps:
+            raise GuideError(f"{path} has no ProfilerStep events: record it with a torch.profiler schedule")
+        report = summarize(trace)
+        del trace
+        if args.json:
+            reports.append(report if one else {"source": str(path), **report})
+        else:
+            if path != paths[0]:
+                print()
+            _print_summary(report, str(path))
     if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        _print_summary(report, args.trace)
+        # JSON has no NaN: a mean that is not a number is null
+        print(json.dumps(files.finite_or_null(reports[0] if one else reports), indent=1, allow_nan=False))
     return 0
 
 
@@ -142,11 +164,50 @@ def _cmd_bench_load(args, rest) -> int:
     return bench_load.main(rest) or 0
 
 
+def _refuse_empty(args) -> None:
+    for flag, value in (("-o", args.output), ("--merge", args.merge), ("--json", args.json),
+                        ("--rates", args.rates), ("--nccl-sweep", args.nccl_sweep)):
+        if value is not None and not value.strip():
+            raise GuideError(f"{flag} names no file (an empty path): give the path of a file, or leave {flag} out")
+
+
+def _refuse_shared(outputs: dict[str, str | os.PathLike | None]) -> None:
+    """One-line GuideError if two outputs name one file (through links or spellings alike)."""
+    seen: dict[str, str] = {}
+    for flag, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise GuideError(f"{seen[key]} and {flag} both name {path}: one would replace the other; give each "
+                             "its own file")
+        seen[key] = flag
+
+
 def _cmd_report(args) -> int:
-    for out in (args.output, args.merge, args.json):  # before any work, and before the traces are looked for
-        if out is not None and out != "-":
-            files.check_writable(out)
-    paths = trace_files(args.trace)
+    _refuse_empty(args)
+    outputs = {"-o": args.output, "--merge": args.merge, "--json": args.json}
+    _refuse_shared(outputs)
+    # Whatever fails from here on, the files and folders made for the outputs go again.
+    with files.undone_on_failure(outputs.values()):
+        for out in outputs.values():  # before any work, and before the traces are looked for
+            if out is not None and out != "-":
+                files.check_writable(out)
+        skipped: list = []
+        paths = trace_files(args.trace, skipped)
+        _say_skipped(skipped)
+        page = args.output
+        if page is None:  # the page's default name may be the one --merge or --json gives
+            from profiling_guide.report.html import default_report_path
+            from profiling_guide.report.run_html import default_run_report_path
+
+            page = default_report_path(paths[0]) if len(paths) == 1 else default_run_report_path(paths)
+            _refuse_shared({"the report page": page, "--merge": args.merge, "--json": args.json})
+        with files.undone_on_failure([page]):
+            return _write_report(args, paths, page)
+
+
+def _write_report(args, paths: list, page) -> int:
     # with the JSON on standard output, everything else goes to stderr
     say = (lambda text: print(printable(text), file=sys.stderr)) if args.json == "-" else (
         lambda text: print(printable(text)))
@@ -156,7 +217,7 @@ def _cmd_report(args) -> int:
             raise GuideError(f"{option} reads the traces of two or more ranks; {paths[0]} is one trace")
         from profiling_guide.report.html import write_report
 
-        say(write_report(paths[0], args.output, step=args.step, rates=args.rates, json_out=args.json,
+        say(write_report(paths[0], page, step=args.step, rates=args.rates, json_out=args.json,
                          on_verdict=lambda text: say("verdict: " + text)))
         if args.json not in (None, "-"):
             say(args.json)
@@ -166,7 +227,7 @@ def _cmd_report(args) -> int:
                          "--nccl-sweep instead")
     from profiling_guide.report.run_html import write_run_report
 
-    out = write_run_report(paths, args.output, step=args.step, sweep=args.nccl_sweep, merge=args.merge,
+    out = write_run_report(paths, page, step=args.step, sweep=args.nccl_sweep, merge=args.merge,
                            json_out=args.json, on_verdict=lambda text: say("verdict: " + text))
     say(out)
     for extra in (args.merge, args.json if args.json != "-" else None):
@@ -210,8 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="profiling-guide", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summarize", help="what a trace ran, per profiler step")
-    p.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("trace", nargs="+", help="a torch.profiler Chrome trace (.json or .json.gz); or several: files, "
+                   "a folder of them, or a glob (quoted)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (for several traces, a list)")
     p.set_defaults(func=_cmd_summarize)
     p = sub.add_parser("decode", help="the fields a kernel name encodes")
     p.add_argument("name", nargs="+", help="the kernel name (quote it)")

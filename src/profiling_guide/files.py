@@ -26,6 +26,10 @@ leaves half a file. What may be written, and how:
   rather than failing the write.
 * **Non-finite numbers.** JSON has no NaN or infinity: they are written as
   ``null``, and :func:`write_json_atomic` returns where it did so.
+* **Nothing left behind.** A command that writes several files and fails
+  part way removes, with :func:`undone_on_failure`, the files and folders it
+  made for them; a file that was there before keeps whatever was last
+  written to it whole.
 """
 
 from __future__ import annotations
@@ -197,3 +201,36 @@ def write_json_atomic(path: str | Path, data, *, sort_keys: bool = False, inputs
     with atomic_output(path, suffix=".json", inputs=inputs) as tmp:
         tmp.write_bytes((text + "\n").encode("utf-8", errors="replace"))
     return replaced
+
+
+def _new_paths(path: str | Path) -> list[Path]:
+    """The target of ``path`` and its missing folders, deepest first, where they do not exist yet."""
+    target = Path(os.path.realpath(path))
+    new = []
+    for place in (target, *target.parents):
+        if os.path.lexists(place):
+            break
+        new.append(place)
+    return new
+
+
+@contextlib.contextmanager
+def undone_on_failure(paths: Iterable[str | Path | None]) -> Iterator[None]:
+    """Run the block; if it fails, remove what it made for ``paths``: each file and folder not there before.
+
+    A folder is removed only if it is empty then (something else may have put
+    a file in it since); a file only if it is a regular file. Taken before the
+    block starts, so the folders :func:`check_writable` makes count as made.
+    """
+    made = [new for path in paths if path is not None and str(path) not in ("", "-") for new in _new_paths(path)]
+    try:
+        yield
+    except BaseException:
+        made = [place for place in set(made) if not place.is_symlink()]
+        for file in (place for place in made if place.is_file()):
+            with contextlib.suppress(OSError):
+                file.unlink()
+        for folder in sorted((place for place in made if place.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
+                folder.rmdir()
+        raise

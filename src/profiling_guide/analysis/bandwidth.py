@@ -37,12 +37,13 @@ the transfer behind compute, helps).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from profiling_guide.errors import GuideError
+from profiling_guide.trace.run import MAX_WORLD_SIZE
+from profiling_guide.trace.run_record import is_number, read_json_file
 
 #: Half the best busbw: below it, a size is latency-bound.
 LATENCY_BOUND_SHARE = 0.5
@@ -114,7 +115,7 @@ class Sweep:
             return rows[0].busbw_gbps
         if nbytes >= rows[-1].bytes:
             return rows[-1].busbw_gbps
-        for lo, hi in zip(rows, rows[1:]):
+        for lo, hi in zip(rows, rows[1:], strict=False):  # neighbours: one pair fewer
             if nbytes == lo.bytes:
                 return lo.busbw_gbps
             if lo.bytes < nbytes < hi.bytes:
@@ -139,34 +140,42 @@ class Sweep:
 
 
 def sweep_from_data(data, source: str = "<memory>") -> Sweep:
-    """A :class:`Sweep` from the JSON ``profiling-guide bench-nccl`` writes; one-line GuideError if malformed."""
+    """A :class:`Sweep` from the JSON ``profiling-guide bench-nccl`` writes; one-line GuideError if malformed.
+
+    Every number is a positive one a float holds (no boolean, no 400-digit
+    integer); the world size, where given, a whole number of ranks.
+    """
+    fix = "give a file that profiling-guide bench-nccl wrote"
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
-        raise GuideError(f"{source} is not an NCCL sweep (no 'rows' list): give a file that "
-                         "profiling-guide bench-nccl wrote")
+        raise GuideError(f"{source} is not an NCCL sweep (no 'rows' list): {fix}")
     parsed = []
     for i, row in enumerate(rows):
         try:
             op, nbytes, us, bus = row["op"], row["bytes"], row["us"], row["busbw_GBps"]
         except (KeyError, TypeError):
             raise GuideError(f"{source}: row {i} needs op, bytes, us and busbw_GBps") from None
-        numbers = (nbytes, us, bus)
-        if not isinstance(op, str) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                              and math.isfinite(v) and v > 0 for v in numbers):
-            raise GuideError(f"{source}: row {i} must have an op name and positive numbers, got {row!r:.80}")
+        if not isinstance(op, str) or not all(is_number(v) and v > 0 for v in (nbytes, us, bus)):
+            shown = {k: row.get(k) for k in ("op", "bytes", "us", "busbw_GBps")}
+            raise GuideError(f"{source}: row {i} must have an op name and positive numbers, got {_short(shown)}")
         parsed.append(SweepRow(op, int(nbytes), float(us), float(bus)))
     world = data.get("world_size")
-    return Sweep(parsed, source, world if isinstance(world, int) else None,
-                 str(data["gpu"]) if data.get("gpu") else None)
+    if world is not None and not (type(world) is int and 1 <= world <= MAX_WORLD_SIZE):
+        raise GuideError(f"{source}: 'world_size' must be a whole number of ranks, got {_short(world)}: {fix}")
+    return Sweep(parsed, source, world, str(data["gpu"]) if data.get("gpu") else None)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read_sweep(path: str | Path) -> Sweep:
-    """Read a sweep file (the format of ``docs/samples/h100x4/nccl_sweep.json``)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GuideError(f"cannot read the NCCL sweep {path} ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise GuideError(f"{path} is not JSON ({exc}): give a file that profiling-guide bench-nccl wrote") from None
+    """Read a sweep file (the format of ``docs/samples/h100x4/nccl_sweep.json``), as a run record is read.
+
+    :func:`~profiling_guide.trace.run_record.read_json_file` holds it to a
+    small regular file (no device, no FIFO), of strict JSON, nested a few
+    levels deep: anything else is one line.
+    """
+    data = read_json_file(path, what="the NCCL sweep", fix="give a file that profiling-guide bench-nccl wrote")
     return sweep_from_data(data, str(path))

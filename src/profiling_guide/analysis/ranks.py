@@ -74,17 +74,34 @@ class RankSummary:
     timing: RankTiming | None = None
 
 
+def rank_gpu(trace: Trace) -> str | None:
+    """The name of the GPU a rank's work ran on, from the trace's ``deviceProperties``.
+
+    A trace lists every GPU its process could see (all of the machine's, in
+    the usual ``torchrun`` launch), so the first is not the rank's own: its
+    GPU is the one its kernels ran on (their ``device``), else the only or
+    first listed.
+    """
+    devices = [d for d in trace.metadata.get("deviceProperties") or [] if isinstance(d, dict)]
+    if not devices:
+        return None
+    used = Counter(ev.args.get("device") for ev in trace.device_events if type(ev.args.get("device")) is int)
+    by_id = {d.get("id"): d for d in devices if type(d.get("id")) is int}
+    device = by_id.get(used.most_common(1)[0][0]) if used else None
+    name = (device or devices[0]).get("name")
+    return str(name) if name else None
+
+
 def summarize_rank(trace: Trace, rank: int) -> RankSummary:
     """Reduce one rank's trace to its :class:`RankSummary` (linear in its events)."""
-    devices = trace.metadata.get("deviceProperties") or []
-    gpu = devices[0].get("name") if devices and isinstance(devices[0], dict) else None
+    gpu = rank_gpu(trace)
     calls = collective_calls(trace, rank)
     before = [ev.end_us for ev in trace.device_events if ev.before_window]
     return RankSummary(
         rank=rank, source=trace.source, steps=[summarize_step(s) for s in trace.steps],
         breakdown={s.number: time_breakdown(s.device_events) for s in trace.steps},
         calls=calls, unmatched_kernels=len(unmatched_kernels(trace)),
-        before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=str(gpu) if gpu else None,
+        before_window=sum(1 for ev in trace.device_events if ev.before_window), gpu=gpu,
         step_starts_us={s.number: s.start_us for s in trace.steps},
         device_starts_us={s.number: min(ev.start_us for ev in s.device_events) for s in trace.steps
                           if s.device_events},
@@ -148,6 +165,16 @@ class RunAnalysis:
     culprit: CulpritFinding | None = None
     #: the run's verdict, once one rank's trace has been read again for its causes (see write_run_report)
     verdict: RunVerdict | None = None
+    #: each rank's GPU, by name (:func:`rank_gpu`; None where its trace names none)
+    gpus: dict[int, str | None] = field(default_factory=dict)
+
+    def gpu_ranks(self) -> dict[str, list[int]]:
+        """Each GPU the ranks ran on → the ranks on it, in rank order (more than one entry: mixed GPUs)."""
+        found: dict[str, list[int]] = {}
+        for rank in sorted(self.gpus):
+            if self.gpus[rank]:
+                found.setdefault(self.gpus[rank], []).append(rank)
+        return found
 
 
 def _common_steps(summaries: list[RankSummary]) -> list[int]:
@@ -302,7 +329,7 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
     timings = {s.rank: s.timing for s in summaries if s.timing is not None}
     transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
-    late = {int(r): float(us) for r, us in zip(stragglers["rank"], stragglers["late_us"])}
+    late = {int(r): float(us) for r, us in zip(stragglers["rank"], stragglers["late_us"], strict=True)}
     culprit = find_culprit(timings, transfers, steps, late) if timings else None
     if culprit is not None:
         # the rank the others wait for is the one whose delay, removed, saves the most: the last to arrive may
@@ -318,7 +345,7 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
                        exposed_unexplained_us=float(unexplained),
                        unmatched_kernels=sum(s.unmatched_kernels for s in summaries),
                        untimed_calls=sum(1 for m in calls if not m.kernels), sweep=sweep, timings=timings,
-                       culprit=culprit)
+                       culprit=culprit, gpus={s.rank: s.gpu for s in summaries})
 
 
 def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame, straggler: int | None) -> RankPace:
@@ -338,7 +365,7 @@ def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame
     busy = float(rows["busy_us"].sum()) / n
     waited = float(rows["wait_us"].sum()) / n
     waited_for = Counter()
-    for r, w in zip(rows["waited_for"], rows["wait_us"]):
+    for r, w in zip(rows["waited_for"], rows["wait_us"], strict=True):
         if r is not None and not pd.isna(r):
             waited_for[int(r)] += w
     whom = waited_for.most_common(1)[0][0] if waited_for else None

@@ -18,6 +18,12 @@ bandwidth is computed as nccl-tests does
 sweep as JSON (whole or not at all), the format
 :func:`~profiling_guide.analysis.bandwidth.read_sweep` and ``profiling-guide
 report --nccl-sweep`` read; progress goes to stderr.
+
+Before anything is allocated, the ranks agree that the largest size fits: its
+buffers (the full one and a rank's shard) must fit in the free memory of every
+rank's GPU, or with gloo in the host memory available to each of the host's
+ranks. What stops every rank (that, or an output rank 0 cannot write) is said
+once, by rank 0, in one line.
 """
 
 from __future__ import annotations
@@ -109,14 +115,28 @@ def _torchrun_env() -> tuple[int, int, int]:
     return rank, world, local
 
 
+class _Stopped(Exception):
+    """Every rank stops before measuring; rank 0 has already said why, in one line."""
+
+
 def _say(rank: int, message: str) -> None:
     if rank == 0:
         print(f"bench-nccl: {message}", file=sys.stderr, flush=True)
 
 
+def _elements(nbytes: int, world: int, elem: int) -> int:
+    return nbytes // elem // world * world  # the whole buffer splits evenly among the ranks
+
+
+def buffer_bytes(nbytes: int, world: int, elem: int) -> int:
+    """What one rank allocates for a size: the full buffer and its shard."""
+    count = _elements(nbytes, world, elem)
+    return (count + count // world) * elem
+
+
 def _buffers(torch, op: str, nbytes: int, world: int, dtype, device):
     elem = torch.empty((), dtype=dtype).element_size()
-    count = nbytes // elem // world * world  # the whole buffer splits evenly among the ranks
+    count = _elements(nbytes, world, elem)
     if count < world:
         raise GuideError(f"{nbytes} bytes are too few to split among {world} ranks: give larger --sizes")
     full = torch.ones(count, dtype=dtype, device=device)
@@ -154,18 +174,67 @@ def _time_per_call_us(torch, call, iters: int, cuda: bool) -> float:
     return float(slowest.item())
 
 
-def _agree_output_is_writable(torch, output: str, rank: int, device) -> None:
-    """Rank 0 checks it can write the sweep before anyone measures; every rank stops if it cannot."""
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**30:,.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"
+
+
+def host_memory_available() -> int | None:
+    """Bytes of memory the kernel says can be taken without swapping (``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _free_bytes(torch, cuda: bool, local: int, world: int) -> int:
+    """What this rank may allocate: its GPU's free memory, or its share of the host's available memory."""
+    if cuda:
+        return int(torch.cuda.mem_get_info(local)[0])
+    available = host_memory_available()
+    if available is None:
+        return 2**62  # not known: let the allocation say
+    try:
+        here = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", world)))  # the ranks sharing this host
+    except ValueError:
+        here = world
+    return available // here
+
+
+def _agree_before_measuring(torch, args, rank: int, world: int, local: int, device, cuda: bool) -> None:
+    """Every rank stops, before any buffer is allocated, if rank 0 cannot write the sweep or a rank lacks the
+    memory for the largest size; rank 0 says why in one line, and no rank leaves before it has."""
+    dist = torch.distributed
     problem = None
     if rank == 0:
         try:
-            files.check_writable(output)
+            files.check_writable(args.output)
         except GuideError as exc:
             problem = str(exc)
-    ok = torch.tensor([0 if problem else 1], dtype=torch.int32, device=device)
-    torch.distributed.all_reduce(ok, op=torch.distributed.ReduceOp.MIN)
-    if not int(ok.item()):
-        raise GuideError(problem or f"rank 0 cannot write {output}")
+    elem = torch.empty((), dtype=getattr(torch, DTYPES[args.dtype])).element_size()
+    needed = max(buffer_bytes(size, world, elem) for size in args.sizes)
+    # MIN of both: whether rank 0 can write (1) or not (0), and the least memory free on any rank
+    agreed = torch.tensor([0 if problem else 1, _free_bytes(torch, cuda, local, world)], dtype=torch.int64,
+                          device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+    writable, least = (int(v) for v in agreed.tolist())
+    if writable and least >= needed:
+        return
+    if rank == 0:
+        where = ("the GPU with the least free memory has" if cuda else
+                 "the host memory available to each rank (MemAvailable shared by the host's ranks) is")
+        problem = problem or (f"--sizes up to {_size(max(args.sizes))} need {_size(needed)} per rank "
+                              f"({args.dtype}: the buffer and its shard) but {where} {_size(least)}: "
+                              "give smaller --sizes, or run fewer ranks per machine")
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+    dist.barrier()  # the other ranks wait until rank 0 has said why
+    raise _Stopped
 
 
 def measure(args, rank: int, world: int, local: int) -> dict:
@@ -183,7 +252,7 @@ def measure(args, rank: int, world: int, local: int) -> dict:
     device = torch.device("cuda", local) if cuda else torch.device("cpu")
     dist.init_process_group(backend)
     try:
-        _agree_output_is_writable(torch, args.output, rank, device)
+        _agree_before_measuring(torch, args, rank, world, local, device, cuda)
         dtype = getattr(torch, DTYPES[args.dtype])
         rows = []
         for op in args.ops:
@@ -228,13 +297,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         rank, world, local = _torchrun_env()
-        sweep = measure(args, rank, world, local)
+        # rank 0 makes the sweep's folder as it checks it can write there: a failed run takes it away again
+        with files.undone_on_failure([args.output] if rank == 0 else []):
+            sweep = measure(args, rank, world, local)
+            if rank == 0:
+                files.write_json_atomic(args.output, sweep)
         if rank == 0:
-            files.write_json_atomic(args.output, sweep)
             print(args.output)
     except GuideError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except _Stopped:
+        return 2  # rank 0 has said why
     return 0
 
 

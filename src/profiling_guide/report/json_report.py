@@ -17,7 +17,7 @@ One trace::
 
 A run of several ranks::
 
-    {"schema", "kind": "run", "sources", "world_size", "steps", "verdict",
+    {"schema", "kind": "run", "sources", "world_size", "gpus", "steps", "verdict",
      "what_if", "culprit", "slow_ranks", "run_step_ms", "standalone_step_ms",
      "ranks": [{"rank", "verdict"}], "rank_read", "rank_read_verdict", "notes"}
 """
@@ -25,26 +25,24 @@ A run of several ranks::
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
 from profiling_guide.analysis.ranks import RunAnalysis
 from profiling_guide.analysis.trace_report import TraceReport
+from profiling_guide.files import finite_or_null, write_text_atomic
 from profiling_guide.report.attribution_html import REASONS
-from profiling_guide.files import write_text_atomic
 
 SCHEMA = "profiling-guide.report/1"
 
 
 def _finite(value):
-    """JSON has no NaN or infinity: they become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
+    """JSON has no NaN or infinity: they become null, and ``notes`` says where (a number not there is no zero)."""
+    places: list[str] = []
+    value = finite_or_null(value, "$", places)
+    if places and isinstance(value, dict):
+        shown = ", ".join(places[:8]) + (f" and {len(places) - 8:,} more" if len(places) > 8 else "")
+        value["notes"] = [*(value.get("notes") or []), f"not a finite number, so null: {shown}"]
     return value
 
 
@@ -81,6 +79,7 @@ def run_json(run: RunAnalysis, sources: dict[int, str]) -> dict:
     return _finite({
         "schema": SCHEMA, "kind": "run", "sources": {str(r): p for r, p in sorted(sources.items())},
         "world_size": len(run.ranks) + len(run.missing), "ranks_given": run.ranks, "missing_ranks": run.missing,
+        "gpus": {str(r): name for r, name in sorted(run.gpus.items())},
         "steps": run.steps, **rv,
         "rank_read": run.verdict.rank_read if run.verdict is not None else None, "rank_read_verdict": read,
     })
@@ -88,7 +87,7 @@ def run_json(run: RunAnalysis, sources: dict[int, str]) -> dict:
 
 def write_json(data: dict, out: str | Path, inputs: list) -> str:
     """Write ``data`` to ``out`` (``-``: standard output); returns where it went."""
-    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(_finite(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     if str(out) == "-":
         sys.stdout.write(text)
         return "-"

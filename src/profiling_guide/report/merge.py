@@ -16,7 +16,11 @@ a time, into one file where
 
 Memory stays that of one event, whatever the number of ranks; the file is
 written whole or not at all (:func:`profiling_guide.files.atomic_output`),
-gzipped when its name ends in ``.gz``.
+gzipped when its name ends in ``.gz``. It is strict JSON: a NaN or an infinity
+a rank's trace holds (Python's reader takes the bare words) is written as
+``null``, and an event whose ``ts`` or ``dur`` is not a finite number is left
+out, having no place on a timeline; the top-level ``mergeNotes`` list says
+how many of each, and for which rank.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
+from collections import Counter
 from pathlib import Path
 
-from profiling_guide.files import atomic_output
+from profiling_guide.files import atomic_output, finite_or_null
 from profiling_guide.trace.reader import TraceStream
 
 # A GPU stream's thread id in the merged process: far above any OS thread id, one block per device.
@@ -48,12 +54,27 @@ def _cpu_pids(path: Path) -> set:
     return pids
 
 
-def _merged_events(path: Path, rank: int, shift_us: float):
+def _untimed(ev: dict) -> bool:
+    """True when the event's ``ts`` or ``dur`` is there but not a finite number (NaN, infinity, text, true)."""
+    for key in ("ts", "dur"):
+        if key in ev:
+            value = ev[key]
+            if type(value) not in (int, float) or not math.isfinite(value):
+                return True
+    return False
+
+
+def _merged_events(path: Path, rank: int, shift_us: float, dropped: Counter | None = None):
+    """Rank ``rank``'s events, moved into its process; ``dropped`` counts, per rank, those left out for their time."""
     cpu = _cpu_pids(path)
     yield {"name": "process_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}}
     yield {"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0, "args": {"sort_index": rank}}
     for _, ev in TraceStream(path).events():
         if not isinstance(ev, dict):
+            continue
+        if _untimed(ev):
+            if dropped is not None:
+                dropped[rank] += 1
             continue
         pid, tid = ev.get("pid"), ev.get("tid")
         if ev.get("ph") == "M" and ev.get("name") in _PROCESS_META:
@@ -82,17 +103,34 @@ def write_merged(traces: dict[int, Path], out: str | Path, *, offsets_us: dict[i
     """
     out = Path(out)
     suffix = ".json.gz" if out.name.endswith(".gz") else ".json"
+    dropped, nulled = Counter(), Counter()
     with atomic_output(out, suffix=suffix, inputs=list(traces.values())) as tmp:
         raw = gzip.open(tmp, "wb", compresslevel=6) if suffix == ".json.gz" else open(tmp, "wb")
         with raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
             f.write('{"traceEvents": [\n')
             first = True
             for rank in sorted(traces):
-                for ev in _merged_events(traces[rank], rank, (offsets_us or {}).get(rank, 0.0)):
-                    f.write(("" if first else ",\n") + json.dumps(ev, separators=(",", ":")))
+                for ev in _merged_events(traces[rank], rank, (offsets_us or {}).get(rank, 0.0), dropped):
+                    try:
+                        text = json.dumps(ev, separators=(",", ":"), allow_nan=False)
+                    except ValueError:  # a NaN or an infinity in it (rare: the cost is paid only then)
+                        places: list[str] = []
+                        text = json.dumps(finite_or_null(ev, "$", places), separators=(",", ":"), allow_nan=False)
+                        nulled[rank] += len(places)
+                    f.write(("" if first else ",\n") + text)
                     first = False
             f.write("\n]")
-            for key, value in {"displayTimeUnit": "ms", **(metadata or {})}.items():
-                f.write(f",\n{json.dumps(key)}: {json.dumps(value)}")
+            top = {"displayTimeUnit": "ms", **(metadata or {})}
+            notes = [*(f"rank {r}: {n:,} event(s) left out, their ts or dur not a finite number"
+                       for r, n in sorted(dropped.items())),
+                     *(f"rank {r}: {n:,} NaN or infinite value(s) written as null" for r, n in sorted(nulled.items()))]
+            places: list[str] = []
+            top = finite_or_null(top, "$", places)
+            if places:
+                notes.append(f"{len(places):,} NaN or infinite value(s) of the first rank's metadata written as null")
+            if notes:
+                top["mergeNotes"] = notes
+            for key, value in top.items():
+                f.write(f",\n{json.dumps(key)}: {json.dumps(value, allow_nan=False)}")
             f.write("}\n")
     return out

@@ -338,9 +338,30 @@ h3{font-size:1.02em;margin:1.1em 0 .3em}
 """
 
 
+def ranks_text(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 0, 1`` or ``ranks 0 to 7`` (a run of consecutive ranks)."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]} to {ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks[:12])) + (" …" if len(ranks) > 12 else "")
+
+
+def gpus_text(run: RunAnalysis) -> str | None:
+    """The GPU the ranks ran on; where they differ, each with its ranks."""
+    found = run.gpu_ranks()
+    if len(found) <= 1:
+        return next(iter(found), None)
+    return "; ".join(f"{name} ({ranks_text(ranks)})" for name, ranks in found.items())
+
+
 def run_notes(run: RunAnalysis) -> list[str]:
-    """What the run's numbers leave out: ranks without a trace, kernels and calls matched to nothing."""
+    """What the run's numbers leave out or mix: ranks without a trace, GPUs that differ, kernels and calls
+    matched to nothing."""
     notes = []
+    if len(run.gpu_ranks()) > 1:
+        notes.append(f"The ranks ran on different GPUs ({gpus_text(run)}): the same work takes a different time on "
+                     "each, so a rank on the slower GPU may keep the others waiting with no fault of its own.")
     if run.missing:
         shown = ", ".join(map(str, run.missing[:12])) + (" …" if len(run.missing) > 12 else "")
         notes.append(f"{len(run.missing)} rank(s) of the world have no trace here ({shown}): a collective's last "
@@ -363,11 +384,10 @@ def default_run_report_path(names: list[str | Path]) -> Path:
     return Path(f"{stem}.report.html")
 
 
-def _environment_of(trace: Trace, world: int, ranks: int) -> dict:
-    info, meta, env = rank_info(trace.metadata), trace.metadata, {}
-    devices = [d for d in meta.get("deviceProperties") or [] if isinstance(d, dict)]
-    if devices:
-        env["GPU"] = str(devices[0].get("name", "?"))
+def _environment_of(trace: Trace, world: int, ranks: int, run: RunAnalysis) -> dict:
+    info, env = rank_info(trace.metadata), {}
+    if gpus_text(run):
+        env["GPUs (mixed)" if len(run.gpu_ranks()) > 1 else "GPU"] = gpus_text(run)
     env["world size"] = f"{world} ({ranks} traces given)"
     if info.backend:
         env["backend"] = info.backend
@@ -446,7 +466,7 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
         say(f"reading rank {rank} again for the page")
         trace = Trace.load(sources[rank])
         if not env:
-            env = _environment_of(trace, world[0], len(sources))
+            env = _environment_of(trace, world[0], len(sources), run)
         if rank == read:
             rank_verdict = verdict_of(trace, trace.steps, rank=rank)
         if rank == run.straggler:

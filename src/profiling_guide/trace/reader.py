@@ -61,6 +61,19 @@ def max_trace_bytes(max_bytes: int | None = None) -> int:
     return value
 
 
+class NotATrace(GuideError):
+    """The file is JSON, but not shaped as a Chrome trace (no ``traceEvents`` list, not a list of events).
+
+    A folder of traces may hold other JSON beside them (a run's ``cases.json``):
+    :func:`~profiling_guide.trace.run.trace_files` leaves such a file out, where
+    a damaged trace is still an error. ``reason`` says what the file is instead.
+    """
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path} is {reason}: give a torch.profiler export")
+        self.reason = reason
+
+
 def _size(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n % 2**20 == 0 and n >= 2**30 else f"{n:,} bytes"
 
@@ -238,8 +251,7 @@ class TraceStream:
                 yield from self._object(text)
             else:
                 text.value()  # not JSON at all is said as such
-                raise GuideError(f"{self.path} is not a Chrome trace (neither a JSON object nor a list of events): "
-                                 "give a torch.profiler export")
+                raise NotATrace(self.path, "not a Chrome trace (neither a JSON object nor a list of events)")
             if text.peek():
                 text.expect("the end of the file")
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -282,8 +294,7 @@ class TraceStream:
                         raise GuideError(f"{self.path} has two 'traceEvents' lists: give a torch.profiler export")
                     found = True
                     if text.peek() != "[":
-                        raise GuideError(f"{self.path} is not a Chrome trace ('traceEvents' is not a list): "
-                                         "give a torch.profiler export")
+                        raise NotATrace(self.path, "not a Chrome trace ('traceEvents' is not a list)")
                     yield from self._array(text, bare=False)
                 else:
                     self.metadata[key] = text.value()
@@ -295,7 +306,7 @@ class TraceStream:
                     text.pos -= 1
                     text.expect("',' delimiter")
         if not found:
-            raise GuideError(f"{self.path} is not a Chrome trace (no 'traceEvents' list): give a torch.profiler export")
+            raise NotATrace(self.path, "not a Chrome trace (no 'traceEvents' list)")
 
     @staticmethod
     def _array(text: _Text, *, bare: bool) -> Iterator[tuple[int, object]]:

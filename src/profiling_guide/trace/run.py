@@ -11,7 +11,7 @@ to a function that reduces it to what the caller needs, and drops it before
 the next, so reading 512 ranks holds one trace at a time. Whatever makes the
 files not one run is one line: a rank given twice, world sizes that differ,
 process groups or versions that differ, profiled windows too far apart for
-one job.
+one job, a world size or a rank that no job has (see :func:`check_world`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,15 @@ from pathlib import Path
 
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.model import Trace
+from profiling_guide.trace.reader import NotATrace, TraceStream
 
 #: The names a trace file goes by: ``.json`` or ``.json.gz`` (``rank0.trace.json.gz``, ``worker.pt.trace.json``).
 TRACE_SUFFIXES = (".json", ".json.gz")
 #: Two traces whose recorded windows lie further apart than this (seconds) are not of one job.
 RUN_WINDOW_SLACK_S = 600.0
+#: The most ranks a run may have: more GPUs than any one job has run on. The ranks missing from the world
+#: are listed, so the world size a trace claims sets the memory a report takes, and is held to this.
+MAX_WORLD_SIZE = 2**17
 
 
 @dataclass(frozen=True)
@@ -73,18 +77,41 @@ def _is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES) and not (path.name.endswith(".run.json") or path.name == "run.json")
 
 
-def trace_files(names: Iterable[str | Path]) -> list[Path]:
+def not_a_trace(path: Path) -> str | None:
+    """Why ``path`` is JSON of another kind than a Chrome trace (e.g. a run's ``cases.json``), or None.
+
+    Reads only up to the first event. A file that is no JSON at all, or a
+    damaged trace, gives None: reading it as a trace says what is wrong with it.
+    """
+    try:
+        for _, event in TraceStream(path).events():
+            # an event of Chrome's format has a phase; a list of other objects is some other JSON
+            return None if isinstance(event, dict) and "ph" in event else "a list of other things than trace events"
+    except NotATrace as exc:
+        return exc.reason
+    except GuideError:
+        return None
+    return None
+
+
+def trace_files(names: Iterable[str | Path], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
     """The trace files that ``names`` (files, folders, glob patterns) stand for, each once, in order.
 
     A folder stands for the ``.json``/``.json.gz`` files directly in it (not
     ``.run.json`` records); a name with ``*``, ``?`` or ``[`` that is not a
-    file is a glob. Nothing found is a one-line GuideError.
+    file is a glob. A file a folder or a glob holds that is JSON but not a
+    trace (a ``cases.json`` beside the ranks' traces) is left out, and
+    ``(path, why)`` appended to ``skipped``; a file named on its own is read
+    as a trace whatever it holds. An empty name, or nothing found, is a
+    one-line GuideError.
     """
     found: list[Path] = []
     for name in names:
+        if not str(name).strip():
+            raise GuideError("a trace's name is empty: give .json or .json.gz traces, a folder of them, or a glob")
         path = Path(name)
         if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.is_file() and _is_trace_name(p))
+            inside = _traces_among(sorted(p for p in path.iterdir() if p.is_file() and _is_trace_name(p)), skipped)
             if not inside:
                 raise GuideError(f"{path} holds no trace files (.json or .json.gz): give the folder the ranks "
                                  "wrote their traces to")
@@ -92,7 +119,7 @@ def trace_files(names: Iterable[str | Path]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         elif any(c in str(name) for c in "*?["):
-            matches = sorted(Path(p) for p in glob.glob(str(name)) if Path(p).is_file())
+            matches = _traces_among(sorted(Path(p) for p in glob.glob(str(name)) if Path(p).is_file()), skipped)
             if not matches:
                 raise GuideError(f"no file matches {name}: check the pattern (quote it, so the shell passes it on)")
             found += matches
@@ -105,6 +132,18 @@ def trace_files(names: Iterable[str | Path]) -> list[Path]:
             seen.add(key)
             unique.append(path)
     return unique
+
+
+def _traces_among(paths: list[Path], skipped: list[tuple[Path, str]] | None) -> list[Path]:
+    """``paths`` less the JSON files that are not traces, each noted in ``skipped``."""
+    kept = []
+    for path in paths:
+        why = not_a_trace(path)
+        if why is None:
+            kept.append(path)
+        elif skipped is not None:
+            skipped.append((path, why))
+    return kept
 
 
 def _window_s(trace: Trace) -> tuple[float, float] | None:
@@ -125,16 +164,51 @@ class _Seen:
     window: tuple[float, float] | None
 
 
+def check_world(path: Path, info: RankInfo) -> None:
+    """One-line GuideError unless ``info`` is a rank a torch.distributed job can have.
+
+    The world size is a whole number from 1 to :data:`MAX_WORLD_SIZE`, and
+    the rank lies in ``0 .. world size - 1`` (below :data:`MAX_WORLD_SIZE`
+    where the trace gives no world size).
+    """
+    fix = "its distributedInfo is damaged: give the trace the rank wrote, or leave this one out"
+    world = info.world_size
+    if world is not None and world < 1:
+        raise GuideError(f"{path} gives a world size of {world}: a torch.distributed job has 1 rank or more; {fix}")
+    if world is not None and world > MAX_WORLD_SIZE:
+        raise GuideError(f"{path} gives a world size of {world:,}, more than the {MAX_WORLD_SIZE:,} ranks a run's "
+                         f"report reads (more GPUs than any one job has run on); {fix}")
+    if not 0 <= info.rank < (world or MAX_WORLD_SIZE):
+        of = f"a world of {world:,}, whose ranks are 0 to {world - 1:,}" if world else "any job"
+        raise GuideError(f"{path} is rank {info.rank:,}, which is not a rank of {of}; {fix}")
+
+
+def _check_groups(path: Path, info: RankInfo) -> None:
+    """One-line GuideError if the trace's process groups say another world size than it does.
+
+    torch.profiler lists every process group with its ranks, the world's own
+    (default) group among them: where it lists any, the largest holds every
+    rank, so the file itself shows how large the world is.
+    """
+    sizes = [len(ranks) for _, ranks in info.groups if ranks]
+    if info.world_size is not None and sizes and max(sizes) != info.world_size:
+        raise GuideError(f"{path} gives a world size of {info.world_size:,} but its largest process group holds "
+                         f"{max(sizes):,} ranks: its distributedInfo is damaged; give the trace the rank wrote, or "
+                         "leave this one out")
+
+
 def _check_one_run(seen: list[_Seen], new: _Seen) -> None:
     """One-line GuideError if ``new`` cannot belong to the run of ``seen``."""
     if new.info.rank is None:
         raise GuideError(f"{new.path} has no distributedInfo with a rank: a run's report needs the trace of each "
                          "rank of a torch.distributed job (give a single trace alone for its own report)")
+    check_world(new.path, new.info)
     first = seen[0] if seen else None
     for other in seen:
         if other.info.rank == new.info.rank:
             raise GuideError(f"{other.path} and {new.path} are both rank {new.info.rank}: give one trace per rank")
     if first is None:
+        _check_groups(new.path, new.info)
         return
     a, b = first.info, new.info
     if a.world_size != b.world_size:
@@ -150,6 +224,7 @@ def _check_one_run(seen: list[_Seen], new: _Seen) -> None:
         if gap > RUN_WINDOW_SLACK_S:
             raise GuideError(f"{first.path} and {new.path} are not of one run: they were recorded {gap / 60:,.0f} "
                              "minutes apart; give the traces of one job")
+    _check_groups(new.path, new.info)
 
 
 def _short(value) -> str:
@@ -199,7 +274,10 @@ def read_run(paths: list[Path], reduce: Callable[[Trace, RankInfo], object], *,
     finally:
         if not caller_froze:
             gc.unfreeze()
-    world = seen[0].info.world_size or len(seen)
-    missing = sorted(set(range(world)) - {s.info.rank for s in seen})
+    # Every rank lies below the world size (check_world), which is at most MAX_WORLD_SIZE: listing the ranks
+    # missing takes memory of that order, never of what a trace claims.
+    given = {s.info.rank for s in seen}
+    world = seen[0].info.world_size or max(len(seen), max(given) + 1)
+    missing = [rank for rank in range(world) if rank not in given]
     results.sort(key=lambda pair: pair[0])
     return [result for _, result in results], missing
