@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests`` runs the test suite; ``nox -s docs`` builds the site.
+"""Sessions: ``nox -s tests`` lints (ruff) and runs the test suite; ``nox -s docs`` builds the site.
 
 The docs build measures live on a CUDA GPU and replays the committed
 recordings elsewhere (``PROFILING_GUIDE_MODE`` = auto | live | replay). It
@@ -11,6 +11,8 @@ wheel by themselves (``.ci/constraints-cpu.txt``), not the multi-GB CUDA build.
 
 Other sessions:
 
+* ``quick``: ruff, then the fast unit tests (``QUICK_TESTS``), in under a
+  minute on two cores once its environment exists: the loop before a commit.
 * ``tests_gpu``: on a machine with a CUDA GPU, every test marked ``gpu`` (the compiled
   kernels), with that machine's Python.
 * ``links``: every relative link and image of the built site resolves (no network).
@@ -125,15 +127,38 @@ def uv_sees_pips_links(session: nox.Session) -> dict:
     return env
 
 
+#: What ``nox -s quick`` runs, about 850 tests in under a minute on two cores: the command line, the files it
+#: reads and writes (hostile ones too), the trace model, the kernel-name decoders and the analysis' building
+#: blocks. Left to ``nox -s tests``: the examples and what replays a chapter, the docs' commands and pages, the
+#: Triton kernels (in its interpreter) and the closures that read them, the verdict corpora, HTA's
+#: cross-checks, the whole-run reports, and what starts torchrun or installs the package; the browser tests
+#: need a built site (``nox -s browser``). Keep it under a minute: a slow test belongs to ``nox -s tests``.
+QUICK_TESTS = [f"tests/test_{name}.py" for name in """
+    cli cli_output report_cli hostile_inputs files trace trace_input kernel_names kernel_names_hostile
+    collectives predicates backward compare timeline interactive_timeline clocks training tables launches
+    measure_pace verdict expect attention_traces vocabulary named_paths replay_input recordings console
+""".split()]
+RUFF = ("ruff", "check", "src", "tests")  # the rules are pyproject.toml's [tool.ruff.lint]
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the tests on every core (without a GPU, Triton's kernels run in its interpreter: tests/conftest.py)."""
+    """Lint, then run the tests on every core (without a GPU, Triton's kernels run in its interpreter: tests/conftest.py)."""
     # pip and setuptools: tests/test_installed.py builds and installs the wheel as a user's pip does (offline)
     install_with_torch(session, "-e", ".[test,liger,docs,hta]", "pip", "setuptools>=70.1")
+    session.run(*RUFF)  # a finding fails the session, as a failing test does
     # The browser tests read a built site and need Chromium: `nox -s browser`.
     # pytest-xdist's public loadgroup scheduler, in the order tests/conftest.py gives (its xdist_group marks)
     session.run("pytest", "--ignore=tests/browser", "-n", "auto", "--dist", "loadgroup", "--no-loadscope-reorder",
                 *session.posargs)
+
+
+@nox.session
+def quick(session: nox.Session) -> None:
+    """Lint, then the fast unit tests (QUICK_TESTS) on every core: under a minute, for the loop before a commit."""
+    install_with_torch(session, "-e", ".[test]")
+    session.run(*RUFF)
+    session.run("pytest", "-n", "auto", "--dist", "loadgroup", "--no-loadscope-reorder", *QUICK_TESTS, *session.posargs)
 
 
 @nox.session(python=False)

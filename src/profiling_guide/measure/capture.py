@@ -84,13 +84,13 @@ def median_gpu_us(step: Callable[[], object], *, warmup: int = 10, repeat: int =
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
-    # noqa below and at the return: both lists hold `repeat` events; an edit to this code would make its chapters' recordings stale
+    # noqa below: both lists hold `repeat` events (so at the return too); an edit to this code would make its chapters' recordings stale
     for start, end in zip(starts, ends):  # noqa: B905
         start.record()
         step()
         end.record()
     torch.cuda.synchronize()
-    return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # noqa: B905
+    return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # noqa: B905 (as above)
 
 
 def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5, rounds: int = 20) -> float:

@@ -291,7 +291,7 @@ class Chapter:
         args = {**self.args, **(extra_args or {})}
         fp = Fingerprints(code, args)
         if self.live:  # taken before the run, as the page's objects stand when it lists them
-            fp.listed, fp.closure  # noqa: B018
+            fp.listed, fp.closure  # noqa: B018 (read for the properties' cached value, not an expression's)
         return full, fp, args
 
     def _replay(self, full: str, fp: Fingerprints, *, needs_trace: bool) -> Recording:
