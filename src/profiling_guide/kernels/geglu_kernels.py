@@ -448,7 +448,7 @@ def launch(kernel, grid, config: triton.Config | None, *args, **constants) -> No
             kernel[grid](*args, **constants)
             return
         if config.pre_hook is not None:  # what the autotuner does before it runs a config
-            # noqa below: arg_names may name more parameters than the positional args given; an edit to this code would make its chapters' recordings stale
+            # noqa below: arg_names may name more parameters than the positional args given
             config.pre_hook({**dict(zip(kernel.arg_names, args)), **constants, **config.all_kwargs()})  # noqa: B905
         # kernel.fn skips the autotuner (for dual/packed it is the heuristics wrapper: EVEN_K still derived)
         kernel.fn[grid](*args, **constants, **config.all_kwargs())

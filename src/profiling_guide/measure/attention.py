@@ -145,7 +145,7 @@ def time_variants(variants: dict[str, tuple[Callable, str]], shape: AttentionSha
         def step(attend=attend, q=q, k=k, v=v, dout=dout):
             return torch.autograd.grad(attend(q, k, v), (q, k, v), dout)
 
-        # noqa below: the lambda runs inside this iteration, before q, k, v change; an edit to this code would make its chapters' recordings stale
+        # noqa below: the lambda runs inside this iteration, before q, k, v change
         result["cpu_issue_forward_us"][name] = cpu_issue_time(lambda attend=attend: attend(q, k, v)).to_dict()  # noqa: B023
         result["cpu_issue_step_us"][name] = cpu_issue_time(step).to_dict()
         forwards[name] = (attend, [s[:3] for s in inputs[name]])

@@ -278,7 +278,7 @@ def measure_shape(
                 with torch.no_grad():
                     sizes = {"batch": shape[0], "seq": shape[1]} if len(shape) == 3 else {"rows": rows}
                     key = cost_key(name, sizes | {"dim": dim, "hidden": hidden, "dtype": "bfloat16"})
-                    # noqa below: the lambda runs inside this iteration, before fn changes; an edit to this code would make its chapters' recordings stale
+                    # noqa below: the lambda runs inside this iteration, before fn changes
                     result.cpu_issue_us[name] = cpu_issue_time(lambda: fn(x), key=key)  # noqa: B023
         if name.startswith("fused"):
             from profiling_guide.kernels import fused_mlp

@@ -197,7 +197,7 @@ def measure_training_step(
             if note:
                 result["notes"][name] = note
             got = _gradients(module, *inputs[0])  # compiles / autotunes the forward and the backward
-            # noqa below: _gradients returns one gradient per name of GRADIENTS for both; an edit to this code would make its chapters' recordings stale
+            # noqa below: _gradients returns one gradient per name of GRADIENTS for both
             errors = {what: _rel_error(g, w) for what, g, w in zip(GRADIENTS, got, want)}  # noqa: B905
             result["max_rel_error"][name] = {k: v if math.isfinite(v) else None for k, v in errors.items()}
             worst = max(errors, key=lambda k: errors[k] if math.isfinite(errors[k]) else math.inf)

@@ -84,7 +84,7 @@ def median_gpu_us(step: Callable[[], object], *, warmup: int = 10, repeat: int =
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
-    # noqa below: both lists hold `repeat` events (so at the return too); an edit to this code would make its chapters' recordings stale
+    # noqa below: both lists hold `repeat` events (so at the return too)
     for start, end in zip(starts, ends):  # noqa: B905
         start.record()
         step()
@@ -125,7 +125,7 @@ def median_rotating_us(fn: Callable, inputs: Sequence[tuple], *, warmup: int = 5
     # a longer sleep only keeps the GPU idle longer.
     sleep_cycles = int(2e6 * max(2.0, 1.5 * issue_ms * len(inputs) + 1.0))
     torch.cuda.synchronize()
-    # noqa below: both lists hold rounds * len(inputs) entries; an edit to this code would make its chapters' recordings stale
+    # noqa below: both lists hold rounds * len(inputs) entries
     for i, ((start, end), args) in enumerate(zip(pairs, calls)):  # noqa: B905
         if i % len(inputs) == 0:
             torch.cuda._sleep(sleep_cycles)

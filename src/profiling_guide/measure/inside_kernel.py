@@ -122,7 +122,7 @@ def measure_with_ncu(rows: int, dim: int, hidden: int, *, timeout_s: int = 900) 
     if len(table) != len(LABELS):
         names = ", ".join(r["kernel"][:40] for r in table)
         raise GuideError(f"ncu measured {len(table)} kernels where the workload launches {len(LABELS)}: {names}")
-    # noqa below: the lengths are checked equal just above; an edit to this code would make its chapters' recordings stale
+    # noqa below: the lengths are checked equal just above
     for label, row in zip(LABELS, table):  # noqa: B905
         row["label"] = label
     version = _run([ncu, "--version"], "say its version").strip().splitlines()[-1]
@@ -283,7 +283,7 @@ def phase_shares(warps: dict[str, list[tuple[str, float, float]]]) -> dict[str, 
         raise GuideError(f"a ping-pong program has two consumer warpgroups, the trace recorded {len(warps)} warps")
     edges = sorted({t for spans in warps.values() for _, start, end in spans for t in (start, end)})
     shares = dict.fromkeys(PHASES, 0.0)
-    # noqa below: neighbouring edges, one pair fewer than edges; an edit to this code would make its chapters' recordings stale
+    # noqa below: neighbouring edges, one pair fewer than edges
     for lo, hi in zip(edges, edges[1:]):  # noqa: B905
         mid = (lo + hi) / 2
         doing = [next((scope for scope, start, end in spans if start <= mid < end), None) for spans in warps.values()]

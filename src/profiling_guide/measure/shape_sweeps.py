@@ -93,7 +93,7 @@ def shape_sweep(
         row = {"shape": "×".join(map(str, shape)), "first_call_ms": first_ms}
         if compiles:
             row["compilations"] = compiles() - before
-        # noqa below: the lambda runs inside this iteration, before x changes; an edit to this code would make its chapters' recordings stale
+        # noqa below: the lambda runs inside this iteration, before x changes
         steady = device_time(lambda: forward(x), [()] * 8, repeats=5, rounds=5)  # noqa: B023
         row |= {"device_us": steady.median, "device_us_q1": steady.q1, "device_us_q3": steady.q3}
         rows.append(row)

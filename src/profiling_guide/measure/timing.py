@@ -155,7 +155,7 @@ def _gemm_candidates(shapes: Sequence[tuple[int, int, int]], dtype: torch.dtype,
     c = torch.empty(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
     _settle(a, b, c, SETTLE_S)
     # Each product takes over a millisecond: the host stays ahead of the GPU without help.
-    # noqa below: the lambda runs before the `del` that follows; an edit to this code would make its chapters' recordings stale
+    # noqa below: the lambda runs before the `del` that follows
     square = Spread.of([median_gpu_us(lambda: torch.mm(a, b, out=c), warmup=3, repeat=20) for _ in range(repeats)])  # noqa: F821
     out = {f"{GEMM_N}³": square.inverse(2 * GEMM_N**3 / 1e6)}
     del a, b, c
@@ -167,7 +167,7 @@ def _gemm_candidates(shapes: Sequence[tuple[int, int, int]], dtype: torch.dtype,
         require_cuda_memory(count * x_bytes + (k * n + m * n) * size, f"the {m}·{k}·{n} GEMM reference")
         w = torch.randn(n, k, device="cuda", generator=gen).to(dtype)
         xs = [(torch.randn(m, k, device="cuda", generator=gen).to(dtype),) for _ in range(count)]
-        # noqa below: the lambda runs inside this iteration, before the `del` that ends it; an edit to this code would make its chapters' recordings stale
+        # noqa below: the lambda runs inside this iteration, before the `del` that ends it
         spread = device_time(lambda x: torch.nn.functional.linear(x, w), xs, repeats=repeats, rounds=10)  # noqa: B023, F821
         out[f"{m}·{k}·{n}"] = spread.inverse(2 * m * k * n / 1e6)
         del w, xs
@@ -182,7 +182,7 @@ def _copy_candidates(repeats: int) -> dict:
         require_cuda_memory(2 * nbytes, f"the {nbytes / 2**30:g} GiB copy reference")
         src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        # noqa below: the lambda runs inside this iteration, before the `del` that ends it; an edit to this code would make its chapters' recordings stale
+        # noqa below: the lambda runs inside this iteration, before the `del` that ends it
         spread = Spread.of([median_gpu_us(lambda: dst.copy_(src), warmup=3, repeat=20) for _ in range(repeats)])  # noqa: B023, F821
         out[f"{nbytes / 2**30:g} GiB copy"] = spread.inverse(2 * nbytes / 1e6)
         del src, dst
