@@ -144,7 +144,7 @@ def _cost(x: Node, y: Node) -> float:
     the names agree, :data:`OTHER` where they do not."""
     if x.name != y.name:
         return OTHER
-    if any(p is not None and q is not None and p != q for p, q in zip(x.detail, y.detail)):
+    if any(p is not None and q is not None and p != q for p, q in zip(x.detail, y.detail)):  # noqa: B905 (details of different lengths compare on what both have)
         return NAME_ONLY
     return SAME
 

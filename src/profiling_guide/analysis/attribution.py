@@ -297,13 +297,13 @@ def match_graph(units: list[_Unit], calls: list[KernelCall]) -> tuple[dict[int, 
         return {}, 0.0  # most of its Triton kernels are not this graph's: another graph's call
     matched: dict[int, list[KernelCall]] = {u: [calls[c]] for u, c in anchors}
     bounds = [(-1, -1), *anchors, (len(units), len(calls))]
-    for (u0, c0), (u1, c1) in zip(bounds, bounds[1:]):
+    for (u0, c0), (u1, c1) in zip(bounds, bounds[1:]):  # noqa: B905 (neighbouring bounds: one pair fewer)
         extern_units = [u for u in range(u0 + 1, u1) if not units[u].triton]
         extern_calls = [calls[c] for c in range(c0 + 1, c1) if not calls[c].triton]
         if not extern_units or not extern_calls:
             continue
         if len(extern_units) == len(extern_calls):
-            matched.update({u: [call] for u, call in zip(extern_units, extern_calls)})
+            matched.update({u: [call] for u, call in zip(extern_units, extern_calls)})  # noqa: B905 (as many, checked just above)
         elif len(extern_units) > len(extern_calls):  # a call launched several pieces of work
             matched.update({u: extern_calls for u in extern_units})
     total = sum(unit.us for unit in units)
@@ -385,13 +385,13 @@ def replay_map(trace: Trace, events: list[DeviceEvent]) -> dict[int, RuntimeCall
             replays[id(ev.launch)].append(ev)
             launches[id(ev.launch)] = ev.launch
     mapped: dict[int, RuntimeCall] = {}
-    for key, work in replays.items():
+    for key, work in replays.items():  # noqa: B007 (the key is what is read)
         everything = sorted(launches[key].device_events, key=lambda ev: ev.start_us)
         if len({ev.stream for ev in everything}) != 1:
             continue  # work on several streams runs in no one order
         capture = captures.get(tuple(ev.kind for ev in everything))
         if capture is not None:
-            mapped.update({id(ev): call for ev, call in zip(everything, capture)})
+            mapped.update({id(ev): call for ev, call in zip(everything, capture)})  # noqa: B905 (a capture found by these kinds has as many)
     return mapped
 
 

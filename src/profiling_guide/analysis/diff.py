@@ -313,7 +313,7 @@ def _samples(traces: list[Trace], name: str) -> tuple[str, list[_Sample]]:
                              "profiled over the same steps")
         out = []
         for n in sorted(numbers):
-            steps = [(next(s for s in t.steps if s.number == n), r) for t, r in zip(traces, ranks)]
+            steps = [(next(s for s in t.steps if s.number == n), r) for t, r in zip(traces, ranks)]  # noqa: B905 (one rank per trace)
             out.append(_Sample(steps, step_us=max(_step_time(s) for s, _ in steps)))
         return "ranks", out
     kind = "repeats" if len(traces) > 1 else "trace"
@@ -496,7 +496,7 @@ def _joined(ka_list: list[RowKey], kb_list: list[RowKey], a: Side, b: Side) -> l
                 ka, kb = best(links, side)
                 parent[find(ka)] = find(kb)
     groups: dict = defaultdict(lambda: ([], [], set()))
-    for (ka, kb), how in edges.items():
+    for (ka, kb), how in edges.items():  # noqa: B007 (both ends are unioned above)
         g = groups[find(ka)]
         g[2].add(how)
     for k in {k for e in edges for k in e}:
@@ -585,8 +585,8 @@ def _grouped(rows: list[Row]) -> list[Row]:
             continue
         g.a_keys += r.a_keys
         g.b_keys += r.b_keys
-        g.a = [x + y for x, y in zip(g.a, r.a)]
-        g.b = [x + y for x, y in zip(g.b, r.b)]
+        g.a = [x + y for x, y in zip(g.a, r.a)]  # noqa: B905 (one value per step on both sides)
+        g.b = [x + y for x, y in zip(g.b, r.b)]  # noqa: B905 (as above)
         for attr in ("a_flop", "b_flop", "a_bytes", "b_bytes"):
             x, y = getattr(g, attr), getattr(r, attr)
             setattr(g, attr, x + y if x is not None and y is not None else None)

@@ -129,10 +129,10 @@ def graph_replay_steps(trace: Trace) -> list[Step]:
     replayed = sum(ev.dur_us for c in launches for ev in c.device_events)
     if len(launches) < 2 or not total or replayed < REPLAYED_SHARE * total:
         return []
-    spans = [b.start_us - a.start_us for a, b in zip(launches, launches[1:])]
+    spans = [b.start_us - a.start_us for a, b in zip(launches, launches[1:])]  # noqa: B905 (neighbouring launches: one pair fewer)
     ends = [b.start_us for b in launches[1:]]
     ends.append(max(launches[-1].end_us, launches[-1].start_us + sorted(spans)[len(spans) // 2]))
-    steps = [Step(i + 1, call.start_us, end) for i, (call, end) in enumerate(zip(launches, ends))]
+    steps = [Step(i + 1, call.start_us, end) for i, (call, end) in enumerate(zip(launches, ends))]  # noqa: B905 (one end per launch, built just above)
     starts = [s.start_us for s in steps]
 
     def step_at(t: float) -> Step | None:
