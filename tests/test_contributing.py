@@ -71,7 +71,7 @@ def test_contributing_says_how_to_run_it():
 
 
 def test_every_noqa_says_why():
-    # "# noqa: B905" alone switches a rule off on a line unexplained: the reason stands beside it or above it
+    # A bare noqa comment for B905 switches a rule off on a line unexplained: the reason stands beside it or above it
     for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
         lines = path.read_text(encoding="utf-8").splitlines()
         for i, line in enumerate(lines):
