@@ -652,6 +652,8 @@ def test_bench_nccl_checks_its_sizes_against_memory_before_allocating(tmp_path, 
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(bench_nccl, "_torchrun_env", lambda: (0, 1, 0))  # bench-nccl asks for two ranks
+    # init_process_group wraps sys.excepthook for good ("[rank0]: " before each line): put it back after
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(bench_nccl, "host_memory_available", lambda: 2**20)
     allocated = []
     monkeypatch.setattr(torch, "ones", lambda *a, **k: allocated.append(a) or pytest.fail("a buffer was allocated"))
