@@ -20,6 +20,12 @@ class GuideError(Exception):
     """
 
 
+def quoted(value, limit: int = 40) -> str:
+    """A value as an error message quotes it: its repr, cut short to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def missing_dependency(exc: ModuleNotFoundError, needed_for: str) -> GuideError:
     """A one-line GuideError for ``exc``: which package ``needed_for`` lacks, and the command that installs it."""
     root = (exc.name or "").split(".")[0] or "a package"

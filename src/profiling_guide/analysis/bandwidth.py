@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiling_guide.errors import GuideError
+from profiling_guide.errors import GuideError, quoted
 from profiling_guide.trace.run import MAX_WORLD_SIZE
 from profiling_guide.trace.run_record import is_number, read_json_file
 
@@ -157,17 +157,12 @@ def sweep_from_data(data, source: str = "<memory>") -> Sweep:
             raise GuideError(f"{source}: row {i} needs op, bytes, us and busbw_GBps") from None
         if not isinstance(op, str) or not all(is_number(v) and v > 0 for v in (nbytes, us, bus)):
             shown = {k: row.get(k) for k in ("op", "bytes", "us", "busbw_GBps")}
-            raise GuideError(f"{source}: row {i} must have an op name and positive numbers, got {_short(shown)}")
+            raise GuideError(f"{source}: row {i} must have an op name and positive numbers, got {quoted(shown, 80)}")
         parsed.append(SweepRow(op, int(nbytes), float(us), float(bus)))
     world = data.get("world_size")
     if world is not None and not (type(world) is int and 1 <= world <= MAX_WORLD_SIZE):
-        raise GuideError(f"{source}: 'world_size' must be a whole number of ranks, got {_short(world)}: {fix}")
+        raise GuideError(f"{source}: 'world_size' must be a whole number of ranks, got {quoted(world, 80)}: {fix}")
     return Sweep(parsed, source, world, str(data["gpu"]) if data.get("gpu") else None)
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read_sweep(path: str | Path) -> Sweep:

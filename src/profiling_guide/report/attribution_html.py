@@ -62,7 +62,7 @@ def _share(value: float, total: float) -> str:
     return f"{value / total:.1%}" if total else "–"
 
 
-def kinds_text(kinds) -> str:
+def _kinds(kinds) -> str:
     """``8 gemm · 12 pointwise``: kernels (memsets, memcpys) per step by kind, most first."""
     parts = []
     for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
@@ -87,7 +87,7 @@ def _node(node: dict, total: float, depth: int) -> str:
     head = (f'<span class="pg-mod">{html.escape(node["name"])}{code}</span>'
             f'<span class="pg-num">{_us(node["device_us"])}</span>'
             f'<span class="pg-num">{_share(node["device_us"], total)}</span>'
-            f'<span class="pg-kinds">{html.escape(kinds_text(node["kinds"]))}</span>')
+            f'<span class="pg-kinds">{html.escape(_kinds(node["kinds"]))}</span>')
     children = _in_order(node)
     if not children:
         return f'<div class="pg-leaf">{head}</div>'
@@ -120,7 +120,7 @@ def _lines(attribution: Attribution, phase: str) -> str:
                     + (cell(line["code"] or "–", cls="name pg-code") if with_code else "")
                     + cell(f"{line['device_us']:,.1f}", num=True)
                     + cell(_share(line["device_us"], attribution.device_us), num=True)
-                    + cell(kinds_text(line["kinds"]), title=_first(line["kernels"], 6))
+                    + cell(_kinds(line["kinds"]), title=_first(line["kernels"], 6))
                     + cell(_first(line["modules"]), cls="name"))
     more = (f'<p class="pg-note">{len(lines) - TOP_LINES} more source lines of this phase in '
             "<code>--json</code>.</p>" if len(lines) > TOP_LINES else "")
@@ -138,7 +138,7 @@ def _labels(attribution: Attribution, phase: str) -> str:
             spent[key] += r.device_us
             kinds[key].update(r.kinds)
     rows = [cell(label, cls="name") + cell(f"{us:,.1f}", num=True) + cell(_share(us, attribution.device_us), num=True)
-            + cell(kinds_text(kinds[label])) for label, us in sorted(spent.items(), key=lambda kv: -kv[1])[:TOP_LINES]]
+            + cell(_kinds(kinds[label])) for label, us in sorted(spent.items(), key=lambda kv: -kv[1])[:TOP_LINES]]
     if not rows:
         return ""
     return ('<p class="pg-note">Not attributed to a module and a line, by <code>record_function</code> label and '

@@ -40,7 +40,7 @@ from functools import cached_property
 from operator import attrgetter
 from pathlib import Path
 
-from profiling_guide.errors import GuideError
+from profiling_guide.errors import GuideError, quoted
 from profiling_guide.trace.kernel_names import KernelName, decode
 from profiling_guide.trace.reader import TraceStream
 
@@ -241,12 +241,6 @@ _SHARED_OP_ARGS = ("Input Dims", "Input Strides", "Input type", "Concrete Inputs
 _SHARED_DEVICE_ARGS = ("grid", "block")
 
 
-def _show(value) -> str:
-    """A value as an error message quotes it: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 class _EventReader:
     """Reads a trace's events one at a time into typed events, checking the fields the guide reads.
 
@@ -273,7 +267,7 @@ class _EventReader:
     def read(self, index: int, ev) -> None:
         """One event of the trace: kept as a typed event if the guide reads its kind, else skipped."""
         if type(ev) is not dict:
-            self.fail(index, f"expected an object, got {_show(ev)}")
+            self.fail(index, f"expected an object, got {quoted(ev)}")
         if ev.get("ph") != "X":
             self._instant(index, ev)
             return
@@ -281,7 +275,7 @@ class _EventReader:
         if type(cat) is not str:
             if cat is None:
                 return
-            self.fail(index, f"'cat' must be a string, got {_show(cat)}")
+            self.fail(index, f"'cat' must be a string, got {quoted(cat)}")
         if cat == "python_function":  # the profiler's cost, the diff's places, attribution: a malformed one is skipped
             self._python_frame(ev)
             return
@@ -289,17 +283,17 @@ class _EventReader:
             return
         name = ev.get("name")
         if type(name) is not str:
-            self.fail(index, f"'name' must be a string, got {'missing' if 'name' not in ev else _show(name)}")
+            self.fail(index, f"'name' must be a string, got {'missing' if 'name' not in ev else quoted(name)}")
         name = self._names.setdefault(name, name)
         ts, dur = self.number(ev, "ts", index), self.number(ev, "dur", index)
         if dur < 0:
-            self.fail(index, f"'dur' must not be negative, got {_show(ev['dur'])}")
+            self.fail(index, f"'dur' must not be negative, got {quoted(ev['dur'])}")
         tid = self.key(ev.get("tid"), "'tid'", index)
         args = ev.get("args")
         if args is None:
             args = {}
         elif type(args) is not dict:
-            self.fail(index, f"'args' must be an object, got {_show(args)}")
+            self.fail(index, f"'args' must be an object, got {quoted(args)}")
         if cat in _OP_CATS:
             self._cpu_op(index, name, ts, dur, tid, cat, args)
         else:
@@ -310,7 +304,7 @@ class _EventReader:
         if ev.get("name") == "[memory]" and ev.get("ph") == "i":
             margs = ev.get("args")
             if type(margs) is not dict:
-                self.fail(index, f"a [memory] event needs 'args', got {_show(margs)}")
+                self.fail(index, f"a [memory] event needs 'args', got {quoted(margs)}")
             self.memory_events.append(MemoryEvent(
                 self.number(ev, "ts", index), int(self.number(margs, "Bytes", index)),
                 int(self.number(margs, "Total Allocated", index)),
@@ -372,7 +366,7 @@ class _EventReader:
     def _cpu_op(self, index: int, name: str, ts: float, dur: float, tid, cat: str, args: dict) -> None:
         for key in ("Input Dims", "Input Strides"):
             if type(args.get(key, [])) is not list:
-                self.fail(index, f"'args.{key}' must be a list, got {_show(args[key])}")
+                self.fail(index, f"'args.{key}' must be a list, got {quoted(args[key])}")
         for key in _SHARED_OP_ARGS:
             value = args.get(key)
             if type(value) is list:
@@ -383,7 +377,7 @@ class _EventReader:
         """A runtime call, or device work on a stream: both carry the correlation id that links them."""
         correlation = args.get("correlation")
         if correlation is not None and type(correlation) is not int:
-            self.fail(index, f"'args.correlation' must be a whole number, got {_show(correlation)}")
+            self.fail(index, f"'args.correlation' must be a whole number, got {quoted(correlation)}")
         if cat in _RUNTIME_CATS:
             self.runtime_calls.append(RuntimeCall(name, ts, dur, tid, cat, correlation))
             return
@@ -409,19 +403,19 @@ class _EventReader:
         value = ev.get(key)
         if type(value) in (int, float) and -_MAX_US < value < _MAX_US:  # NaN fails both comparisons
             return float(value)
-        what = "missing" if key not in ev else _show(value)
+        what = "missing" if key not in ev else quoted(value)
         self.fail(index, f"{key!r} must be a number of µs (less than 1e18 in size), got {what}")
 
     def key(self, value, what: str, index: int):
         """A thread, stream or correlation id: a whole number or a string (or absent)."""
         if value is None or type(value) in (int, str):
             return value
-        self.fail(index, f"{what} must be a number or a string, got {_show(value)}")
+        self.fail(index, f"{what} must be a number or a string, got {quoted(value)}")
 
     def int_list(self, args: dict, key: str, index: int) -> None:
         value = args.get(key)
         if value is not None and not (type(value) is list and all(type(v) is int for v in value)):
-            self.fail(index, f"'args.{key}' must be a list of whole numbers, got {_show(value)}")
+            self.fail(index, f"'args.{key}' must be a list of whole numbers, got {quoted(value)}")
 
 
 class Trace:

@@ -203,13 +203,16 @@ def _check_one_run(seen: list[_Seen], new: _Seen) -> None:
         raise GuideError(f"{new.path} has no distributedInfo with a rank: a run's report needs the trace of each "
                          "rank of a torch.distributed job (give a single trace alone for its own report)")
     check_world(new.path, new.info)
-    first = seen[0] if seen else None
     for other in seen:
         if other.info.rank == new.info.rank:
             raise GuideError(f"{other.path} and {new.path} are both rank {new.info.rank}: give one trace per rank")
-    if first is None:
-        _check_groups(new.path, new.info)
-        return
+    if seen:
+        _check_same_job(seen[0], new)
+    _check_groups(new.path, new.info)
+
+
+def _check_same_job(first: _Seen, new: _Seen) -> None:
+    """One-line GuideError if ``new`` is not of the job ``first`` is: world size, groups, versions, time."""
     a, b = first.info, new.info
     if a.world_size != b.world_size:
         raise GuideError(f"{first.path} is rank {a.rank} of {a.world_size} but {new.path} is rank {b.rank} of "
@@ -224,7 +227,6 @@ def _check_one_run(seen: list[_Seen], new: _Seen) -> None:
         if gap > RUN_WINDOW_SLACK_S:
             raise GuideError(f"{first.path} and {new.path} are not of one run: they were recorded {gap / 60:,.0f} "
                              "minutes apart; give the traces of one job")
-    _check_groups(new.path, new.info)
 
 
 def _short(value) -> str:
