@@ -71,3 +71,35 @@ def test_kernels_back_to_back_with_the_host_ahead_are_the_gpus_own_work():
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1
     assert "GPU's own work sets the pace" in verdict_sentence(v)
+
+
+def _compute_then_all_reduce(grid: list | None) -> list[dict]:
+    # each step: a 400 µs GEMM, then a 400 µs all-reduce after it on the same stream, the host far ahead
+    gpu = [1005.0]
+    name = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+    def body(start, corr):
+        out = []
+        for k, kernel in enumerate(("void gemm_kernel(float*)", name)):
+            t = start + 10 + 20 * k
+            out += _launch(t, corr, 400.0, delay=max(gpu[0] - (t + 2), 5.0), name=kernel)
+            gpu[0] = max(gpu[0], t + 7) + 400.0
+            if grid is not None and kernel == name:
+                out[-1]["args"]["grid"] = grid
+        return out
+
+    return _events(3, 100.0, body)
+
+
+def test_hidden_communication_keeps_the_share_of_the_gpu_its_blocks_hold():
+    # 25 blocks of 100 multiprocessors: hidden behind compute, the all-reduce still takes a quarter of the GPU
+    # for its 400 µs, so the step goes from 800 to about 500 µs, not to the 400 of the GEMM alone
+    trace = Trace({"traceEvents": _compute_then_all_reduce([25, 1, 1]), "deviceProperties": [{"numSms": 100}]})
+    v = verdict_of(trace, trace.steps)
+    exposed = next(w for w in v.what_if if w.cause is Cause.EXPOSED_COMMUNICATION)
+    assert abs(exposed.step_ms - 0.8) < 0.02 and abs(exposed.predicted_step_ms - 0.5) < 0.02
+    # without the multiprocessors or the grid in the trace, hiding it is taken as free (the most it can save)
+    for events, props in ((_compute_then_all_reduce([25, 1, 1]), []), (_compute_then_all_reduce(None), [{"numSms": 100}])):
+        trace = Trace({"traceEvents": events, "deviceProperties": props})
+        exposed = next(w for w in verdict_of(trace, trace.steps).what_if if w.cause is Cause.EXPOSED_COMMUNICATION)
+        assert abs(exposed.predicted_step_ms - 0.4) < 0.02

@@ -45,6 +45,7 @@ from profiling_guide.analysis.verdict import (
     Verdict,
     WhatIf,
     host_speed,
+    hidden_collectives,
     no_collectives,
     without_profiler,
 )
@@ -58,11 +59,13 @@ IMBALANCE_SHARE = 0.25
 
 @dataclass(frozen=True)
 class RankStepTiming:
-    """One step of one rank, re-timed (µs): with its collectives as traced, and with them taking no time."""
+    """One step of one rank, re-timed (µs): with its collectives as traced, with them taking no time, and with
+    them hidden behind compute (each keeping the share of the GPU its kernels hold: :func:`~.verdict.hidden_collectives`)."""
 
     base_us: float
     own_us: float
     path_calls: tuple  # keys (group, step, index) of the collectives on the own-work critical path
+    hidden_us: float = 0.0
 
 
 @dataclass
@@ -102,10 +105,11 @@ def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
         base_timing = without_profiler(g, observed_timing(g), cost)
         base = simulate(g, base_timing)
         own = simulate(g, no_collectives(g, base_timing))
+        hidden = simulate(g, hidden_collectives(g, base_timing)).period_us
         for cause, us in by_cause(critical_path(own)).items():
             path_us[cause] += us
         on_path = {keys[id(g.dev[i].event)] for i in own.path_devices if id(g.dev[i].event) in keys}
-        steps[step.number] = RankStepTiming(base.period_us, own.period_us, tuple(sorted(on_path, key=repr)))
+        steps[step.number] = RankStepTiming(base.period_us, own.period_us, tuple(sorted(on_path, key=repr)), hidden)
         for node in g.dev:
             if node.cause is Cause.GPU_COMPUTE:
                 compute[node.where.op, node.where.label, node.where.kind] += node.dur_us
@@ -145,6 +149,8 @@ class CulpritFinding:
     waited_for_ms: dict[int, float] = field(default_factory=dict)
     #: why no rank is named (a key of :data:`REASONS`); None when one is
     reason: str | None = None
+    #: each rank's step with its collectives hidden behind compute (they keep the GPU share their kernels hold)
+    hidden_ms: dict[int, float] = field(default_factory=dict)
 
     @property
     def threshold_ms(self) -> float:
@@ -184,6 +190,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     ranks = sorted(timings)
     standalone: dict[int, list[float]] = defaultdict(list)
     own: dict[int, list[float]] = defaultdict(list)
+    hidden: dict[int, list[float]] = defaultdict(list)
     run_steps, excess, without = [], defaultdict(list), defaultdict(list)
     alone_in: list[dict[int, float]] = []  # per step: each rank's standalone step (µs)
     for number in steps:
@@ -195,6 +202,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
             alone[r] = t.own_us + sum(transfer_us.get(k, 0.0) for k in t.path_calls)
             standalone[r].append(alone[r])
             own[r].append(t.own_us)
+            hidden[r].append(t.hidden_us)
         bases = [timings[r].steps[number].base_us for r in alone]
         if not bases:
             continue
@@ -208,6 +216,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     med = {r: statistics.median(v) / 1e3 for r, v in standalone.items()}
     found = CulpritFinding(statistics.median(run_steps) / 1e3 if run_steps else 0.0, med,
                            {r: statistics.median(v) / 1e3 for r, v in own.items()}, None, None,
+                           hidden_ms={r: statistics.median(v) / 1e3 for r, v in hidden.items()},
                            noise_ms=_iqr(run_steps) / 1e3,
                            waited_for_ms={r: late_us.get(r, 0.0) / 1e3 for r in ranks} if late_us is not None else {})
     if len(med) < 2:
@@ -303,10 +312,10 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
                 late = max(finding.standalone_ms.get(c, 0.0) - finding.standalone_ms.get(r, 0.0), 0.0)
                 ranks[r] = WhatIf(Cause.WAITING_FOR_RANK, Where(op="collectives", rank=r), run_step,
                                   finding.predicted_ms, late, waiting)
-    if c is None:  # hiding the communication: every rank at its own-work step
-        hidden = max(finding.own_ms.values(), default=run_step)
-    else:  # the culprit still sets the pace: only the transfers on its own path go
-        hidden = run_step - max(finding.standalone_ms[c] - finding.own_ms[c], 0.0)
+    if c is None:  # hiding the communication: every rank at its step with its collectives hidden
+        hidden = max(finding.hidden_ms.values(), default=run_step)
+    else:  # the culprit still sets the pace: only the transfers on its own path are hidden
+        hidden = run_step - max(finding.standalone_ms[c] - finding.hidden_ms.get(c, finding.own_ms[c]), 0.0)
     exposed = WhatIf(Cause.EXPOSED_COMMUNICATION, Where(op="collectives", rank=c), run_step, hidden,
                      run_step - hidden, FIXES[Cause.EXPOSED_COMMUNICATION])
     if exposed.saving_ms >= MIN_SAVING * run_step:

@@ -126,6 +126,22 @@ class StepGraph:
     ops: int  # recorded CPU ops in the step
     calls: int  # runtime calls in the step
     threads: list = field(default_factory=list)  # the host threads the chain runs on
+    sm_count: int | None = None  # the GPU's multiprocessors, where the trace's deviceProperties say
+
+
+def sm_count(trace: Trace) -> int | None:
+    """The GPU's multiprocessors as the trace's ``deviceProperties`` record them (None where it does not)."""
+    devices = [d for d in trace.metadata.get("deviceProperties") or [] if isinstance(d, dict)]
+    n = devices[0].get("numSms") if devices else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 1 << 20 else None
+
+
+def blocks(ev: DeviceEvent) -> int | None:
+    """How many blocks a kernel's grid holds, from its launch arguments (None where the trace lacks them)."""
+    grid = ev.args.get("grid")
+    if not isinstance(grid, list) or len(grid) != 3 or not all(isinstance(g, int) and g > 0 for g in grid):
+        return None
+    return grid[0] * grid[1] * grid[2]
 
 
 # --------------------------------------------------------------- where
@@ -453,7 +469,8 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     _blocking(host, dev, chain, trace, step, index_of)
     profiler_units(host, step, trace)
     ops = sum(1 for op in step.ops if not op.annotation)
-    return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads)
+    return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads,
+                     sm_count(trace))
 
 
 def _node(ev: DeviceEvent, host: int, rank) -> DevNode:

@@ -47,7 +47,7 @@ from profiling_guide.analysis.critical_path import (
     simulate,
     top_where,
 )
-from profiling_guide.analysis.step_graph import StepGraph, step_graph
+from profiling_guide.analysis.step_graph import StepGraph, blocks, step_graph
 from profiling_guide.trace.model import Step, Trace
 
 #: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
@@ -212,10 +212,29 @@ def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
 
 
 def no_collectives(g: StepGraph, timing: Timing) -> Timing:
+    """The step with its collectives taking no time: a rank's own work alone."""
     out = timing.copy()
     for d, node in enumerate(g.dev):
         if node.cause is Cause.EXPOSED_COMMUNICATION:
             out.dev_us[d] = 0.0
+    return out
+
+
+def held_share(g: StepGraph, node) -> float:
+    """The share of the GPU a collective's kernel holds while it runs: its blocks over the GPU's multiprocessors
+    (NCCL runs one block per multiprocessor, each a channel), at most 1; 0 where the trace lacks either."""
+    n = blocks(node.event)
+    return min(n / g.sm_count, 1.0) if n is not None and g.sm_count else 0.0
+
+
+def hidden_collectives(g: StepGraph, timing: Timing) -> Timing:
+    """The step with its communication hidden behind compute: a collective overlapped with compute still holds
+    its multiprocessors for as long as it transfers, which the compute beside it loses; so each collective keeps
+    :func:`held_share` of its time, where it is, and gives up the rest."""
+    out = timing.copy()
+    for d, node in enumerate(g.dev):
+        if node.cause is Cause.EXPOSED_COMMUNICATION:
+            out.dev_us[d] = out.dev_us[d] * held_share(g, node)
     return out
 
 
@@ -241,7 +260,7 @@ def _fixes(g: StepGraph, gbps: float) -> dict[Cause, Callable[[Timing], Timing]]
         Cause.ALLOCATOR: lambda t: _drop_host(g, t, Cause.ALLOCATOR),
         Cause.HOST_GAP: lambda t: _drop_host(g, t, Cause.HOST_GAP),
         Cause.LAUNCH_OVERHEAD: lambda t: _graphed(g, t),
-        Cause.EXPOSED_COMMUNICATION: lambda t: no_collectives(g, t),
+        Cause.EXPOSED_COMMUNICATION: lambda t: hidden_collectives(g, t),
     }
 
 
