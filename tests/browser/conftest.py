@@ -155,9 +155,15 @@ def _recording_tab(context):
     """A new tab of ``context`` that records console errors, uncaught exceptions and failed requests."""
     tab = context.new_page()
     tab.errors = []
+    # which test's page issued each request: a request the page before issued (its favicon, fetched after its
+    # load) is cut off when a reused tab (ReusedTab) leaves it, and is not this page's failure
+    tab.generation, issued = 0, {}
+    tab.on("request", lambda req: issued.__setitem__(req, tab.generation))
+    tab.on("requestfinished", lambda req: issued.pop(req, None))
     tab.on("console", lambda msg: tab.errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
     tab.on("pageerror", lambda exc: tab.errors.append(f"uncaught: {exc}"))
-    tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.method} {req.url} ({req.failure})"))
+    tab.on("requestfailed", lambda req: tab.errors.append(f"request failed: {req.method} {req.url} ({req.failure})")
+           if issued.pop(req, tab.generation) == tab.generation else None)
     return tab
 
 
@@ -177,7 +183,51 @@ def phone_page(phone):
     tab.close()
 
 
+class ReusedTab:
+    """One recording tab of a browser context, navigated from page to page.
+
+    Opening a tab costs about as much as loading a page into it (0.53 s a
+    visit with a new tab, 0.28 s reusing one, on the 2-core CI machine), and
+    a navigation leaves nothing of the page before it but the history. For
+    tests that only load a page, read it and click in it; a test that adds
+    listeners or changes the tab's settings takes a new tab (:func:`page`).
+    """
+
+    def __init__(self, context):
+        self.context, self.tab = context, None
+
+    def fresh(self):
+        """The tab, its recorded errors cleared (a new one if the last test left it closed or crashed)."""
+        if self.tab is None or self.tab.is_closed():
+            self.tab = _recording_tab(self.context)
+        self.tab.errors.clear()
+        self.tab.generation += 1
+        return self.tab
+
+
 @pytest.fixture(scope="session")
-def visit(chromium, base_url):
+def _reused_laptop(chromium):
+    return ReusedTab(chromium)
+
+
+@pytest.fixture(scope="session")
+def _reused_phone(phone):
+    return ReusedTab(phone)
+
+
+@pytest.fixture
+def laptop_tab(_reused_laptop):
+    """:func:`page`, but the worker's one reused tab (:class:`ReusedTab`)."""
+    return _reused_laptop.fresh()
+
+
+@pytest.fixture
+def phone_tab(_reused_phone):
+    """:func:`phone_page`, but the worker's one reused phone tab (:class:`ReusedTab`)."""
+    return _reused_phone.fresh()
+
+
+@pytest.fixture(scope="session")
+def visit(_reused_laptop, base_url):
     """``visit(path, size)``: what every registered check saw there, each (page, size) loaded once per run."""
-    return Visits(chromium, base_url)
+    return Visits(_reused_laptop, base_url)

@@ -43,8 +43,8 @@ def visiting(path: str, size: str, *, size_given: bool = True):
 
 
 class Visits:
-    def __init__(self, chromium, base_url: str):
-        self.chromium, self.base_url = chromium, base_url
+    def __init__(self, tab, base_url: str):
+        self.tab, self.base_url = tab, base_url  # conftest's ReusedTab: one tab navigated from visit to visit
         self.seen: dict[tuple[str, str], dict] = {}
 
     def __call__(self, path: str, size: str = "laptop") -> dict:
@@ -54,26 +54,20 @@ class Visits:
         return self.seen[(path, size)]
 
     def _visit(self, path: str, size: str) -> dict:
-        tab = self.chromium.new_page()
-        errors: list[str] = []
-        tab.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
-        tab.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
-        tab.on("requestfailed", lambda req: errors.append(f"request failed: {req.method} {req.url} ({req.failure})"))
+        tab = self.tab.fresh()
         width, height = SIZES[size]
         tab.set_viewport_size({"width": width, "height": height})
-        try:
-            response = tab.goto(f"{self.base_url}/{path}", wait_until="load")
-            # The page's own scripts ran at load; wait for its fonts, which set the widths the checks read
-            # (waiting for the network to idle would cost half a second a page, for nothing a page fetches late).
-            tab.evaluate("document.fonts.ready.then(() => true)")
-            seen = {"status": response.status if response else None, "errors": errors}
-            for name, (script, where) in CHECKS.items():
-                if not where(path, size):
-                    continue
-                try:
-                    seen[name] = tab.evaluate(script)
-                except Exception as err:  # noqa: BLE001 - kept for the test that asks for this check
-                    seen[name] = {"check_failed": str(err).splitlines()[0]}
-            return seen
-        finally:
-            tab.close()
+        response = tab.goto(f"{self.base_url}/{path}", wait_until="load")
+        # The page's own scripts ran at load; wait for its fonts, which set the widths the checks read
+        # (waiting for the network to idle would cost half a second a page, for nothing a page fetches late).
+        tab.evaluate("document.fonts.ready.then(() => true)")
+        seen = {"status": response.status if response else None, "errors": tab.errors}
+        for name, (script, where) in CHECKS.items():
+            if not where(path, size):
+                continue
+            try:
+                seen[name] = tab.evaluate(script)
+            except Exception as err:  # noqa: BLE001 - kept for the test that asks for this check
+                seen[name] = {"check_failed": str(err).splitlines()[0]}
+        seen["errors"] = list(tab.errors)  # the next visit clears the tab's list
+        return seen

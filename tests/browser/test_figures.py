@@ -54,12 +54,12 @@ def open_on_phone(page, url: str):
 
 
 @pytest.mark.parametrize("path", CHAPTERS or [pytest.param("", marks=pytest.mark.skip("no chapter pages were built"))])
-def test_figure_text_is_legible_on_a_phone_and_a_tap_opens_each_figure(phone_page, base_url, path):
+def test_figure_text_is_legible_on_a_phone_and_a_tap_opens_each_figure(phone_tab, base_url, path):
     """At 390×844 no figure's smallest text is shown under 9 px high, and every figure can be seen to its right
     edge; a tap (a touch, not a click) opens each at no less than the size it was drawn for, × closes it, and
     Back closes an open figure and stays on the page."""
-    open_on_phone(phone_page, f"{base_url}/{path}")
-    figures = phone_page.evaluate(MEASURE, FIGURES)
+    open_on_phone(phone_tab, f"{base_url}/{path}")
+    figures = phone_tab.evaluate(MEASURE, FIGURES)
     unknown = [f["name"] for f in figures if f["text_px"] is None]
     assert not unknown, f"{path}: figures without data-text-px (their text size is unknown): {unknown}"
     small = [f for f in figures if f["on_screen_px"] < LEGIBLE_PX]
@@ -68,29 +68,29 @@ def test_figure_text_is_legible_on_a_phone_and_a_tap_opens_each_figure(phone_pag
     assert not cut, f"{path} on a phone: figures whose right edge cannot be reached: {cut}"
     silent = [f["name"] for f in figures if f["hinted"] is False]
     assert not silent, f"{path} on a phone: figures that scroll sideways without a line saying so: {silent}"
-    sideways = phone_page.evaluate("() => document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth")
+    sideways = phone_tab.evaluate("() => document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth")
     assert sideways <= 0, f"{path} on a phone: the page scrolls sideways by {sideways} px"
 
-    shown = phone_page.locator(FIGURES)
+    shown = phone_tab.locator(FIGURES)
     assert (shown.count() > 0) == (path in WITH_FIGURES), f"{path}: the page's figures are not all shown"
     for i in range(shown.count()):
         figure = shown.nth(i)
         figure.scroll_into_view_if_needed()
         drawn = figure.evaluate("img => img.naturalWidth")
         figure.tap()
-        big = phone_page.locator(".pg-lightbox img")
+        big = phone_tab.locator(".pg-lightbox img")
         big.wait_for(state="visible", timeout=5_000)
-        phone_page.wait_for_function("() => { const i = document.querySelector('.pg-lightbox img');"
+        phone_tab.wait_for_function("() => { const i = document.querySelector('.pg-lightbox img');"
                                      " return i.complete && i.naturalWidth > 0 && i.style.width; }", timeout=5_000)
         opened = big.bounding_box()["width"]
         assert opened >= drawn - 1, f"{path}: figure {i + 1} opens at {opened:.0f} px, drawn at {drawn} px"
-        phone_page.locator(".pg-lightbox button").tap()
-        phone_page.locator(".pg-lightbox").wait_for(state="hidden", timeout=5_000)
-        assert phone_page.url.endswith(path), f"{path}: closing figure {i + 1} left the page: {phone_page.url}"
+        phone_tab.locator(".pg-lightbox button").tap()
+        phone_tab.locator(".pg-lightbox").wait_for(state="hidden", timeout=5_000)
+        assert phone_tab.url.endswith(path), f"{path}: closing figure {i + 1} left the page: {phone_tab.url}"
     if shown.count():
         shown.first.tap()
-        phone_page.locator(".pg-lightbox img").wait_for(state="visible", timeout=5_000)
-        phone_page.go_back()
-        phone_page.locator(".pg-lightbox").wait_for(state="hidden", timeout=5_000)
-        assert phone_page.url.endswith(path), f"{path}: Back from an open figure left the page: {phone_page.url}"
-    assert not phone_page.errors, f"{path}: " + "; ".join(phone_page.errors)
+        phone_tab.locator(".pg-lightbox img").wait_for(state="visible", timeout=5_000)
+        phone_tab.go_back()
+        phone_tab.locator(".pg-lightbox").wait_for(state="hidden", timeout=5_000)
+        assert phone_tab.url.endswith(path), f"{path}: Back from an open figure left the page: {phone_tab.url}"
+    assert not phone_tab.errors, f"{path}: " + "; ".join(phone_tab.errors)

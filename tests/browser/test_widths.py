@@ -150,8 +150,9 @@ def test_no_table_is_clipped(visit, path, width):
 
 
 @pytest.mark.parametrize("path", [p for p in PAGES if "auto_examples/" in p] or PAGES[:1])
-def test_every_figure_opens_larger_than_shown(page, base_url, path):
+def test_every_figure_opens_larger_than_shown(laptop_tab, base_url, path):
     """On the laptop, clicked, each figure opens at least at its drawn size and larger than shown; Escape closes it."""
+    page = laptop_tab
     open_at(page, base_url, path, "laptop")
     figures = page.locator(FIGURES)
     assert figures.count() > 0, f"{path}: no figure"
