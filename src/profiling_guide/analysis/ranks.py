@@ -25,6 +25,7 @@ ops that issued the late collective.
 from __future__ import annotations
 
 import bisect
+from pathlib import Path
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -43,7 +44,15 @@ from profiling_guide.analysis.collectives import (
 )
 from profiling_guide.analysis.overlap import TimeBreakdown, time_breakdown
 from profiling_guide.analysis.pace import COMM_BOUND, WORDS, Pace, StepSummary, pace, summarize_step
-from profiling_guide.analysis.run_verdict import CulpritFinding, RankTiming, RunVerdict, find_culprit, rank_timing
+from profiling_guide.analysis.run_verdict import (
+    SCALE_CLOSE,
+    CulpritFinding,
+    RankTiming,
+    RunVerdict,
+    find_culprit,
+    rank_timing,
+    run_scale,
+)
 from profiling_guide.errors import GuideError
 from profiling_guide.trace.model import CpuOp, DeviceEvent, Trace
 
@@ -303,6 +312,20 @@ def _collectives_table(calls, steps, sweep: Sweep | None) -> pd.DataFrame:
     return df.sort_values("total_us", ascending=False, ignore_index=True)
 
 
+def at_the_runs_scale(summaries: list[RankSummary]) -> dict[int, RankTiming]:
+    """Each rank's timing with the profiler's cost taken out at the run's factor (:func:`run_scale`): a rank
+    re-timed at its own gauge, not close to the run's, is read again from its trace (where that is a file) and
+    re-timed."""
+    timings = {s.rank: s.timing for s in summaries if s.timing is not None}
+    scale = run_scale(timings)
+    for s in summaries:
+        t = timings.get(s.rank)
+        if scale is None or t is None or abs(t.scale - scale) <= SCALE_CLOSE * scale or not Path(s.source).is_file():
+            continue
+        timings[s.rank] = rank_timing(Trace.load(s.source), s.rank, s.calls, scale=scale)
+    return timings
+
+
 def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
                 missing: list[int] | None = None) -> RunAnalysis:
     """The run's analysis from every rank's :class:`RankSummary` (see the module docstring)."""
@@ -327,7 +350,7 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     span = statistics.median(per_rank["span_us"]) if len(per_rank) else 0.0
     top = stragglers.iloc[0] if len(stragglers) else None
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
-    timings = {s.rank: s.timing for s in summaries if s.timing is not None}
+    timings = at_the_runs_scale(summaries)
     transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
     late = {int(r): float(us) for r, us in zip(stragglers["rank"], stragglers["late_us"], strict=True)}
     culprit = find_culprit(timings, transfers, steps, late) if timings else None

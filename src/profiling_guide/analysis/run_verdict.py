@@ -76,6 +76,26 @@ class RankTiming:
     compute_us: dict[tuple, float]  # GPU compute µs per step, per (op, label, kernel kind)
     #: µs per step of its own-work critical path (collectives taking no time), per cause
     path_us: dict[Cause, float] = field(default_factory=dict)
+    scale: float = 1.0  # the profiler's per-op cost factor its steps were re-timed at
+    gauge: float | None = None  # its own trace's factor (:func:`~.verdict.host_speed`), None where it has none
+
+
+#: A rank re-timed at a profiler-cost factor this close (share) to the run's keeps its timing.
+SCALE_CLOSE = 0.05
+
+
+def run_scale(timings: dict[int, RankTiming]) -> float | None:
+    """The run's profiler-cost factor: the median of its ranks' gauges (None where none has one).
+
+    The profiler's cost of recording an op is the machine's and the
+    profiler's, the same on every rank of one job. A rank's own gauge, the
+    median of a few dozen nested ops, varies from rank to rank with no cause
+    (1.1 to 3.0 over the ranks of one run in the corpus's H200 runs): each rank
+    re-timed at its own would turn that noise into lateness, a rank slow on its
+    own only because less of the profiler's cost was taken out of it.
+    """
+    gauges = [t.gauge for t in timings.values() if t.gauge is not None]
+    return statistics.median(gauges) if gauges else None
 
 
 def _kernel_keys(trace: Trace, calls: list) -> dict[int, tuple]:
@@ -95,11 +115,13 @@ def _kernel_keys(trace: Trace, calls: list) -> dict[int, tuple]:
     return keys
 
 
-def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
-    """Re-time each profiled step of one rank (see the module docstring, step 1); ``calls`` are its collective calls."""
+def rank_timing(trace: Trace, rank: int, calls: list, *, scale: float | None = None) -> RankTiming:
+    """Re-time each profiled step of one rank (see the module docstring, step 1); ``calls`` are its collective
+    calls. The profiler's cost is taken out at ``scale`` (:func:`run_scale`), else at the rank's own gauge."""
     keys = _kernel_keys(trace, calls)
     steps, compute, path_us = {}, defaultdict(float), defaultdict(float)
-    cost = ProfilerCost(scale=host_speed(trace.steps) or 1.0)
+    gauge = host_speed(trace.steps)
+    cost = ProfilerCost(scale=scale if scale is not None else gauge or 1.0)
     for step in trace.steps:
         g = step_graph(trace, step, rank=rank)
         base_timing = without_profiler(g, observed_timing(g), cost)
@@ -114,7 +136,8 @@ def rank_timing(trace: Trace, rank: int, calls: list) -> RankTiming:
             if node.cause is Cause.GPU_COMPUTE:
                 compute[node.where.op, node.where.label, node.where.kind] += node.dur_us
     n = max(len(trace.steps), 1)
-    return RankTiming(steps, {k: v / n for k, v in compute.items()}, {k: v / n for k, v in path_us.items()})
+    return RankTiming(steps, {k: v / n for k, v in compute.items()}, {k: v / n for k, v in path_us.items()},
+                      cost.scale, gauge)
 
 
 #: Why :func:`find_culprit` named no rank (:attr:`CulpritFinding.reason`), in words that follow "no rank is named:".
