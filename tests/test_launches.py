@@ -22,8 +22,8 @@ from profiling_guide.analysis.launches import (
     paired_gemms,
     ranking_changes,
     resident_blocks,
-    sm_count,
 )
+from profiling_guide.analysis.step_graph import sm_count
 from profiling_guide.errors import GuideError
 from profiling_guide.pages import facts
 from profiling_guide.pages.recordings import Recording

@@ -71,11 +71,6 @@ def _limits(trace) -> dict:
     return devices[0] if devices else {}
 
 
-def sm_count(trace) -> int | None:
-    """The GPU's multiprocessors, as the trace's ``deviceProperties`` record them."""
-    return _limits(trace).get("numSms")
-
-
 def resident_blocks(launch: KernelLaunch, trace) -> int | None:
     """At most how many blocks of ``launch`` one SM holds at once, by registers, shared memory and threads.
 

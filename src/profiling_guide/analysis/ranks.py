@@ -25,10 +25,10 @@ ops that issued the late collective.
 from __future__ import annotations
 
 import bisect
-from pathlib import Path
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 

@@ -31,6 +31,7 @@ Everything is linear in the step's events. Times are µs from the step's start.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -138,10 +139,10 @@ def sm_count(trace: Trace) -> int | None:
 
 def blocks(ev: DeviceEvent) -> int | None:
     """How many blocks a kernel's grid holds, from its launch arguments (None where the trace lacks them)."""
-    grid = ev.args.get("grid")
-    if not isinstance(grid, list) or len(grid) != 3 or not all(isinstance(g, int) and g > 0 for g in grid):
+    grid = ev.grid
+    if not grid or not all(isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in grid):
         return None
-    return grid[0] * grid[1] * grid[2]
+    return math.prod(grid)
 
 
 # --------------------------------------------------------------- where

@@ -26,8 +26,8 @@ from profiling_guide.analysis.launches import (
     paired_gemms,
     ranking_changes,
     resident_blocks,
-    sm_count,
 )
+from profiling_guide.analysis.step_graph import sm_count
 from profiling_guide.analysis.roofline import (
     CEILING_COLUMN,
     REFERENCE_COLUMN,
