@@ -77,3 +77,24 @@ def test_traced_python_calls_are_part_of_the_profilers_cost(monkeypatch):
             assert counted == uncounted  # no traced Python, nothing counted
         else:
             assert 0.5 * stack_cost <= uncounted - counted <= 1.5 * stack_cost, (name, stack_cost, counted, uncounted)
+
+
+def test_the_report_page_gives_the_per_op_estimates_error_as_it_is():
+    """docs/report.md compares the calibrated step with the per-op estimate (no run record) on the same
+    recordings: the figure it gives for the estimate is the median error measured here, to the percent."""
+    import re
+
+    errors = []
+    for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
+        for record in sorted((RECORDINGS / gpu).glob("*.run.json")):
+            trace_path = record.with_name(record.name.replace(".run.json", ".trace.json.gz"))
+            wall = (read_run_record(record).get("timings") or {}).get("wall_us_per_call")
+            if not wall or not trace_path.is_file():
+                continue
+            trace = recorded_trace(trace_path)
+            v = verdict_of(trace, trace.steps)
+            if v.verdict is not None:
+                errors.append(abs(1e3 * v.verdict.step_ms / wall["median"] - 1))
+    page = (RECORDINGS.parent / "report.md").read_text()
+    stated = int(re.search(r"against (\d+) % with the\s+per-op estimate", page).group(1))
+    assert round(100 * statistics.median(errors)) == stated, (statistics.median(errors), stated)
