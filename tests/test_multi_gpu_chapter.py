@@ -240,7 +240,7 @@ def test_the_straggler_run_still_names_its_last_rank(pair):
 
 
 def timings(own: dict[int, list[float]]) -> dict[int, RankTiming]:
-    return {r: RankTiming({2 + i: RankStepTiming(us, us, ()) for i, us in enumerate(values)}, {})
+    return {r: RankTiming({2 + i: RankStepTiming(us, us, (), us) for i, us in enumerate(values)}, {})
             for r, values in own.items()}
 
 

@@ -23,19 +23,24 @@ from profiling_guide.trace.run_record import read_run_record
 RECORDINGS = Path(__file__).resolve().parents[1] / "docs" / "recordings"
 
 
-def _timed(gpu: str) -> list[tuple[str, float, float, float]]:
-    """(recording, profiler-off wall µs, re-timed µs without the profiler, profiled µs) per timed recording."""
-    rows = []
+def _recordings(gpu: str):
+    """(recording, its run record, profiler-off wall µs per call, its trace) per recording of ``gpu`` that timed
+    the profiled loop with the profiler off."""
     for record in sorted((RECORDINGS / gpu).glob("*.run.json")):
         trace_path = record.with_name(record.name.replace(".run.json", ".trace.json.gz"))
         run = read_run_record(record)
         wall = (run.get("timings") or {}).get("wall_us_per_call")
-        if not wall or not trace_path.is_file():
-            continue
-        trace = recorded_trace(trace_path)
+        if wall and trace_path.is_file():
+            yield record.name, run, wall["median"], recorded_trace(trace_path)
+
+
+def _timed(gpu: str) -> list[tuple[str, float, float, float]]:
+    """(recording, profiler-off wall µs, re-timed µs without the profiler, profiled µs) per timed recording."""
+    rows = []
+    for name, run, wall, trace in _recordings(gpu):
         v = verdict_of(trace, trace.steps, unprofiled=unprofiled_label(run))
         if v.verdict is not None:
-            rows.append((record.name, wall["median"], 1e3 * v.verdict.step_ms, 1e3 * v.profiled_step_ms))
+            rows.append((name, wall, 1e3 * v.verdict.step_ms, 1e3 * v.profiled_step_ms))
     return rows
 
 
@@ -86,15 +91,10 @@ def test_the_report_page_gives_the_per_op_estimates_error_as_it_is():
 
     errors = []
     for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
-        for record in sorted((RECORDINGS / gpu).glob("*.run.json")):
-            trace_path = record.with_name(record.name.replace(".run.json", ".trace.json.gz"))
-            wall = (read_run_record(record).get("timings") or {}).get("wall_us_per_call")
-            if not wall or not trace_path.is_file():
-                continue
-            trace = recorded_trace(trace_path)
+        for _, _, wall, trace in _recordings(gpu):
             v = verdict_of(trace, trace.steps)
             if v.verdict is not None:
-                errors.append(abs(1e3 * v.verdict.step_ms / wall["median"] - 1))
+                errors.append(abs(1e3 * v.verdict.step_ms / wall - 1))
     page = (RECORDINGS.parent / "report.md").read_text()
     stated = int(re.search(r"against (\d+) % with the\s+per-op estimate", page).group(1))
     assert round(100 * statistics.median(errors)) == stated, (statistics.median(errors), stated)

@@ -65,7 +65,7 @@ class RankStepTiming:
     base_us: float
     own_us: float
     path_calls: tuple  # keys (group, step, index) of the collectives on the own-work critical path
-    hidden_us: float = 0.0
+    hidden_us: float
 
 
 @dataclass
@@ -338,7 +338,7 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
     if c is None:  # hiding the communication: every rank at its step with its collectives hidden
         hidden = max(finding.hidden_ms.values(), default=run_step)
     else:  # the culprit still sets the pace: only the transfers on its own path are hidden
-        hidden = run_step - max(finding.standalone_ms[c] - finding.hidden_ms.get(c, finding.own_ms[c]), 0.0)
+        hidden = run_step - max(finding.standalone_ms[c] - finding.hidden_ms[c], 0.0)
     exposed = WhatIf(Cause.EXPOSED_COMMUNICATION, Where(op="collectives", rank=c), run_step, hidden,
                      run_step - hidden, FIXES[Cause.EXPOSED_COMMUNICATION])
     if exposed.saving_ms >= MIN_SAVING * run_step:
