@@ -175,14 +175,6 @@ def page(chromium):
     tab.close()
 
 
-@pytest.fixture
-def phone_page(phone):
-    """A new tab on the phone (:data:`PHONE`), recording errors as :func:`page` does."""
-    tab = _recording_tab(phone)
-    yield tab
-    tab.close()
-
-
 class ReusedTab:
     """One recording tab of a browser context, navigated from page to page.
 
@@ -223,7 +215,8 @@ def laptop_tab(_reused_laptop):
 
 @pytest.fixture
 def phone_tab(_reused_phone):
-    """:func:`phone_page`, but the worker's one reused phone tab (:class:`ReusedTab`)."""
+    """The worker's one reused tab on the phone (:data:`PHONE`; :class:`ReusedTab`), recording errors as
+    :func:`page` does."""
     return _reused_phone.fresh()
 
 

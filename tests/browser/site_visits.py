@@ -61,7 +61,7 @@ class Visits:
         # The page's own scripts ran at load; wait for its fonts, which set the widths the checks read
         # (waiting for the network to idle would cost half a second a page, for nothing a page fetches late).
         tab.evaluate("document.fonts.ready.then(() => true)")
-        seen = {"status": response.status if response else None, "errors": tab.errors}
+        seen = {"status": response.status if response else None}
         for name, (script, where) in CHECKS.items():
             if not where(path, size):
                 continue
