@@ -55,6 +55,25 @@ def test_a_sync_after_each_kernel_is_the_cause_and_removing_it_lets_the_host_run
     assert v.verdict.predicted_step_ms < v.verdict.step_ms
 
 
+def test_a_sync_in_a_step_the_host_paces_is_charged_only_its_wait():
+    # each step: one 20 µs kernel, a sync that waits a few µs for it, then twenty 5 µs kernels issued 50 µs
+    # apart. The host sets the pace: without the sync it would have issued the same twenty launches as slowly,
+    # so the refill after the sync is the host's pace (launch overhead), not the sync's, beyond the sync's wait
+    def body(start, corr):
+        out = _launch(start + 10, corr, 20.0)
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": start + 30,
+                    "dur": 10.0, "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
+        for k in range(20):
+            out += _launch(start + 50 + 50 * k, corr, 5.0)
+        return out
+
+    trace = Trace(_events(3, 1100.0, body))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.LAUNCH_OVERHEAD
+    assert v.path_ms.get(Cause.HOST_SYNC, 0.0) < 0.05 < v.path_ms[Cause.LAUNCH_OVERHEAD], v.path_ms
+    assert "Faster kernels would not shorten this step" in verdict_sentence(v)
+
+
 def test_kernels_back_to_back_with_the_host_ahead_are_the_gpus_own_work():
     # the host issues a step's four 400 µs kernels in 100 µs and goes on: they queue, and run back to back
     gpu = [1005.0]

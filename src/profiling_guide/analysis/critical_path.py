@@ -15,7 +15,7 @@ the loop, whichever side sets the pace. :func:`critical_path` walks back one
 period from the last run's end along what bound each start, and gives every
 microsecond of it one :class:`~profiling_guide.analysis.causes.Cause`; the
 host stretches that refill the GPU after a blocking call are the blocking
-call's.
+call's, for as long as it waited.
 """
 
 from __future__ import annotations
@@ -153,7 +153,8 @@ def critical_path(run: Run) -> list[PathShare]:
     a launch and its work are the launch's (``launch_overhead``); the wait from
     awaited work to a blocking call's return is the call's; host stretches after
     a blocking call, until the path reaches device work again, refill the queue
-    the call emptied and count as the call's cause.
+    the call emptied and count as the call's cause, for as long as the call
+    waited (:func:`_refills`).
     """
     g = run.graph
     nh, nd = len(g.host), len(g.dev)
@@ -188,7 +189,8 @@ def critical_path(run: Run) -> list[PathShare]:
         eff = max(s, pend) if edge == "sync" else s
         e = min(e, t)
         if e > max(eff, lo):
-            blocked = k % nh if kind == "h" and edge == "sync" else None
+            # a blocking call bound by the work it awaited: which call, and how long it waited for that work
+            blocked = (k % nh, max(pend - s, 0.0)) if kind == "h" and edge == "sync" else None
             path.append((cause, where, e - max(eff, lo), kind == "h", blocked))
         t = min(t, max(eff, lo))
         if nxt is None or t <= lo:
@@ -206,15 +208,28 @@ def critical_path(run: Run) -> list[PathShare]:
 
 
 def _refills(path: list, g: StepGraph) -> list:
-    """Host stretches after a blocking call that waited, until the path reaches device work: the call's cause."""
-    out, refill = [], None
+    """Host stretches after a blocking call that waited, until the path reaches device work: the call's cause,
+    for as long as the call waited.
+
+    Without the call, the host would have issued that work while it waited; the GPU, busy with what the call
+    awaited, would not have gone idle. So a refill up to the wait is the call's cost, and a refill longer than
+    the wait is, beyond it, the host's own pace (a host that sets the pace would have kept the GPU waiting
+    with or without the call): that part keeps its cause.
+    """
+    out, refill, budget = [], None, 0.0
     for cause, where, us, is_host, blocked in path:
         if blocked is not None:
-            refill = (g.host[blocked].cause, g.host[blocked].where)
+            call, waited = blocked
+            refill, budget = (g.host[call].cause, g.host[call].where), waited
         elif not is_host:
             refill = None
-        elif refill is not None and cause is Cause.LAUNCH_OVERHEAD:
-            cause, where = refill
+        elif refill is not None and cause is Cause.LAUNCH_OVERHEAD and budget > 0:
+            moved = min(us, budget)
+            budget -= moved
+            out.append((refill[0], refill[1], moved))
+            if us > moved:
+                out.append((cause, where, us - moved))
+            continue
         out.append((cause, where, us))
     return out
 

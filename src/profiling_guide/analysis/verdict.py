@@ -19,8 +19,9 @@ cause                      what the what-if changes
 ``gpu_compute``            the kernels of the op that takes the most path time removed
 =========================  =====================================================
 
-The verdict is the fix that saves the most (the one with more time on the
-critical path where two save about the same), then the next two. A saving
+The verdict is the fix that saves the most, then the next two; where two save
+about the same (:data:`TIE`), a fix at one place comes before CUDA graphs for
+the whole step, and else the one with more time on the critical path. A saving
 under :data:`MIN_SAVING` of the step does not count; when none counts, the
 step is the GPU's own work, and the verdict names the kernels that take most
 of the path, with what removing them would save (the most a faster kernel
@@ -76,7 +77,10 @@ RECORDING_REF_US = 1.2
 PROFILER_MAX_SHARE = 0.9
 #: A what-if must save at least this share of the step to be a cause.
 MIN_SAVING = 0.05
-#: Fixes whose savings are this close (share of the step) are a tie, broken by time on the critical path.
+#: Fixes whose savings are this close (share of the step) are a tie. A fix at one place (a sync, a copy, an
+#: allocator call, a host stretch) wins a tie against CUDA graphs for the whole step: it is the smaller change, and
+#: a sync it removes would split the graphs anyway; between two such fixes, the one with more time on the
+#: critical path wins.
 TIE = 0.02
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).
@@ -451,7 +455,7 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     if counted:
         best = counted[0]
         close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
-        best = max(close, key=lambda w: w.path_ms)
+        best = max(close, key=lambda w: (w.cause is not Cause.LAUNCH_OVERHEAD, w.path_ms))
         counted.remove(best)
         counted.insert(0, best)
     compute = None

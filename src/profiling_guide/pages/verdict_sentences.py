@@ -61,10 +61,16 @@ def verdict_sentence(v: Verdict) -> str:
     if v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1:
         text += f" No other fix would save {MIN_SAVING:.0%} of the step: the GPU's own work sets the pace."
     rest = [w for w in v.what_if[1:3]]
+    # the GPU-compute what-if is listed whatever it saves: under MIN_SAVING, it says faster kernels would not help
+    idle = [w for w in rest if w.cause is Cause.GPU_COMPUTE and w.saving_ms < MIN_SAVING * w.step_ms]
+    rest = [w for w in rest if w not in idle]
     if rest:
         text += " Next: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} "
                                       f"({'−' if w.saving_ms >= 0 else '+'}{ms(abs(w.saving_ms))})"
                                       for w in rest) + "."
+    for w in idle:
+        text += (f" Faster kernels would not shorten this step: removing the heaviest ({w.where.words()}) saves "
+                 f"{ms(max(w.saving_ms, 0.0))}, under {MIN_SAVING:.0%} of it.")
     return text
 
 
