@@ -122,3 +122,23 @@ def test_hidden_communication_keeps_the_share_of_the_gpu_its_blocks_hold():
         trace = Trace({"traceEvents": events, "deviceProperties": props})
         exposed = next(w for w in verdict_of(trace, trace.steps).what_if if w.cause is Cause.EXPOSED_COMMUNICATION)
         assert abs(exposed.predicted_step_ms - 0.4) < 0.02
+
+
+def test_two_fixes_that_save_about_as_much_are_named_as_a_tie():
+    # chapter 6b's eager step on the H200: the loop's synchronize and the host's launches each cost about 0.1 ms
+    # of a 0.84 ms step, 0.013 ms apart: inside the estimate's precision, so the sentence names both
+    from pathlib import Path
+
+    from profiling_guide.analysis.trace_report import analyse
+    from profiling_guide.analysis.verdict import TIE
+    from profiling_guide.trace.run_record import run_record_beside
+
+    path = (Path(__file__).resolve().parents[1] / "docs" / "recordings" / "nvidia-h200"
+            / "06b_training_step.eager.trace.json.gz")
+    v = analyse(Trace.load(path), run_record=run_record_beside(path)).verdict
+    first, second = v.what_if[:2]
+    assert abs(first.saving_ms - second.saving_ms) <= TIE * first.step_ms
+    assert {first.cause, second.cause} == {Cause.HOST_SYNC, Cause.LAUNCH_OVERHEAD}
+    assert first.cause is Cause.HOST_SYNC  # the fix at one place first
+    text = verdict_sentence(v)
+    assert "About as much: launch overhead" in text and "a tie" in text, text

@@ -20,8 +20,9 @@ cause                      what the what-if changes
 =========================  =====================================================
 
 The verdict is the fix that saves the most, then the next two; where two save
-about the same (:data:`TIE`), a fix at one place comes before CUDA graphs for
-the whole step, and else the one with more time on the critical path. A saving
+about the same (:data:`TIE`), both are named as a tie, a fix at one place
+first (before CUDA graphs for the whole step), else the one with more time on
+the critical path. A saving
 under :data:`MIN_SAVING` of the step does not count; when none counts, the
 step is the GPU's own work, and the verdict names the kernels that take most
 of the path, with what removing them would save (the most a faster kernel
@@ -77,10 +78,10 @@ RECORDING_REF_US = 1.2
 PROFILER_MAX_SHARE = 0.9
 #: A what-if must save at least this share of the step to be a cause.
 MIN_SAVING = 0.05
-#: Fixes whose savings are this close (share of the step) are a tie. A fix at one place (a sync, a copy, an
-#: allocator call, a host stretch) wins a tie against CUDA graphs for the whole step: it is the smaller change, and
-#: a sync it removes would split the graphs anyway; between two such fixes, the one with more time on the
-#: critical path wins.
+#: Fixes whose savings are this close (share of the step) are a tie, and the verdict's sentence names both. The
+#: one named first: a fix at one place (a sync, a copy, an allocator call, a host stretch) before CUDA graphs for
+#: the whole step (it is the smaller change, and a sync it removes would split the graphs anyway); between two
+#: such fixes, the one with more time on the critical path.
 TIE = 0.02
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).

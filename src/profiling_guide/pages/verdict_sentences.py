@@ -8,7 +8,7 @@ terminal line and the chapters' boxes all say them with these functions.
 from __future__ import annotations
 
 from profiling_guide.analysis.causes import Cause
-from profiling_guide.analysis.verdict import MIN_SAVING, Verdict, WhatIf
+from profiling_guide.analysis.verdict import MIN_SAVING, TIE, Verdict, WhatIf
 
 #: How each cause opens a sentence.
 NAMES = {
@@ -61,6 +61,11 @@ def verdict_sentence(v: Verdict) -> str:
     if v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1:
         text += f" No other fix would save {MIN_SAVING:.0%} of the step: the GPU's own work sets the pace."
     rest = [w for w in v.what_if[1:3]]
+    tied = [w for w in rest if w.cause is not Cause.GPU_COMPUTE and v.verdict.saving_ms - w.saving_ms <= TIE * w.step_ms]
+    if tied:  # inside the estimate's precision the two are one: say so, rather than pick
+        text += (" About as much: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} (−{ms(w.saving_ms)})"
+                                                for w in tied) + ", a tie.")
+        rest = [w for w in rest if w not in tied]
     # the GPU-compute what-if is listed whatever it saves: under MIN_SAVING, it says faster kernels would not help
     idle = [w for w in rest if w.cause is Cause.GPU_COMPUTE and w.saving_ms < MIN_SAVING * w.step_ms]
     rest = [w for w in rest if w not in idle]
