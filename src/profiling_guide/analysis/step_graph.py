@@ -92,6 +92,7 @@ class HostSeg:
     prof_ops: float = 0.0
     prof_calls: float = 0.0
     prof_py: float = 0.0  # the traced Python calls (with_stack=True) whose profiler cost falls in this stretch
+    prof_triton: float = 0.0  # the Triton launches of torch.compile's code among its recorded ops (see there)
 
 
 @dataclass(slots=True, eq=False)
@@ -624,7 +625,8 @@ def profiler_units(host: list[HostSeg], step: Step, trace: Trace | None = None) 
     The profiler pays for every op and runtime call it records, inside the op
     that holds it: a top-level op's recorded ops and calls are spread over its
     own stretches (its time between calls, and its calls), in proportion to
-    their length. A call outside any op carries its own. The Python calls it
+    their length, and so are its Triton launches of torch.compile's code
+    (:func:`is_compiled_triton_launch`). A call outside any op carries its own. The Python calls it
     traces (``with_stack=True``) run between ops and inside their Python
     wrappers: the step's count of them is spread over its stretches that are
     not runtime calls, in proportion to their length.
@@ -637,10 +639,13 @@ def profiler_units(host: list[HostSeg], step: Step, trace: Trace | None = None) 
             if seg.kind != "call" and python_time > 0:
                 seg.prof_py = calls_in_step * seg.dur_us / python_time
     ops: dict[int, int] = {}
+    triton: dict[int, int] = {}
     for op in step.ops:
         if not op.annotation:
             top = _outermost_op(op)
             ops[id(top)] = ops.get(id(top), 0) + 1
+            if is_compiled_triton_launch(op):
+                triton[id(top)] = triton.get(id(top), 0) + 1
     calls: dict[int, int] = {}
     for seg in host:
         if seg.kind == "call":
@@ -658,3 +663,12 @@ def profiler_units(host: list[HostSeg], step: Step, trace: Trace | None = None) 
         share = seg.dur_us / length[seg.owner] if length.get(seg.owner) else 0.0
         seg.prof_ops = ops.get(seg.owner, 0) * share
         seg.prof_calls = calls.get(seg.owner, 0) * share
+        seg.prof_triton = triton.get(seg.owner, 0) * share
+
+
+def is_compiled_triton_launch(op: CpuOp) -> bool:
+    """An op that torch.compile's code records around a Triton launch while the profiler runs (its arguments name
+    ``kernel_backend: triton``). Only under the profiler does that launch leave inductor's fast path and build
+    the op's arguments in Python, so each costs the profiled host more than an aten op does."""
+    return (op.args or {}).get("kernel_backend") == "triton"
+

@@ -49,7 +49,7 @@ from profiling_guide.analysis.critical_path import (
     simulate,
     top_where,
 )
-from profiling_guide.analysis.step_graph import StepGraph, blocks, step_graph
+from profiling_guide.analysis.step_graph import StepGraph, blocks, is_compiled_triton_launch, step_graph
 from profiling_guide.trace.model import Step, Trace
 
 #: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
@@ -74,6 +74,18 @@ TRIVIAL_REF_US = 0.34
 #: (:func:`host_speed`). 1.30 and 1.24 µs (H100), 1.12 and 1.05 µs (H200) in the corpus's launch-overhead
 #: cases (tests/data/corpus), each scaled to the machine's trivial-op length when the cost was measured.
 RECORDING_REF_US = 1.2
+#: ``aten::detach`` less the ``detach`` it wraps (µs): the same gauge for traces with too few trivial pairs
+#: (compiled code keeps its autograd's detaches). On the single-GPU traces that have both (the corpus of
+#: tests/data/corpus/h100 and h200, held by tests/test_profiler_cost.py) it measured a median 0.53× the trivial
+#: pairs' gap, so 0.53 × 1.2.
+DETACH_REF_US = 0.64
+#: The profiler's extra cost per Triton launch of torch.compile's code (µs, on top of its op's): only while the
+#: profiler runs does inductor's launcher leave its fast path, format the launch's config and record its
+#: arguments from Python (``torch._inductor.runtime.triton_heuristics``: ``get_profiler_kwargs``,
+#: ``_RecordFunctionFast``). Fitted to a small GPT's compiled training step, 91 such launches a step, timed with
+#: the profiler off and on on two H200 machines: 15.5 and 8.7 µs at the reference host speed
+#: (tests/data/profiler_cost); checked on the corpus's compiled GPT steps (tests/data/corpus), recorded apart.
+PROFILER_TRITON_US = 12.0
 #: The profiler never takes more than this share of a stretch it is estimated in.
 PROFILER_MAX_SHARE = 0.9
 #: A what-if must save at least this share of the step to be a cause.
@@ -176,7 +188,7 @@ def without_profiler(g: StepGraph, timing: Timing, cost: ProfilerCost) -> Timing
             out.host_us[i] = out.host_us[i] * cost.factor
             continue
         cost_us = cost.scale * (PROFILER_OP_US * seg.prof_ops + PROFILER_CALL_US * seg.prof_calls
-                                + PROFILER_PY_US * seg.prof_py)
+                                + PROFILER_PY_US * seg.prof_py + PROFILER_TRITON_US * seg.prof_triton)
         if cost_us > 0:
             out.host_us[i] = max(out.host_us[i] - cost_us, (1 - PROFILER_MAX_SHARE) * out.host_us[i])
     return out
@@ -379,7 +391,8 @@ def host_speed(steps: list[Step]) -> float | None:
     child's is the child's recording (its start and end events) and a few
     instructions of the parent's own: the profiler's cost of an op, nearly
     alone. Their median over :data:`RECORDING_REF_US`, where the trace has at
-    least 20 of them; else the median length of the trivial ops with nothing
+    least 20 of them; else, the same of ``aten::detach`` around ``detach``
+    over :data:`DETACH_REF_US` (compiled code keeps those); else the median length of the trivial ops with nothing
     nested (:data:`TRIVIAL_OPS`) over :data:`TRIVIAL_REF_US`, a weaker gauge:
     a leaf's length mixes the profiler's part with the op's own work, which a
     tensor subclass's dispatch (FSDP2's DTensor) or a busy host lengthens
@@ -389,6 +402,11 @@ def host_speed(steps: list[Step]) -> float | None:
     gaps = _recording_gaps(steps)
     if len(gaps) >= 20:
         return min(max(statistics.median(gaps) / RECORDING_REF_US, 0.5), 4.0)
+    detaches = [op.dur_us - op.children[0].dur_us for s in steps for op in s.ops
+                if op.name == "aten::detach" and len(op.children) == 1 and op.children[0].name == "detach"
+                and not op.runtime_calls and not op.children[0].children]
+    if len(detaches) >= 20:
+        return min(max(statistics.median(detaches) / DETACH_REF_US, 0.5), 4.0)
     lengths = [op.dur_us for s in steps for op in s.ops
                if op.name in TRIVIAL_OPS and not op.children and not op.runtime_calls]
     if len(lengths) < 20:
@@ -411,7 +429,8 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
         if speed is None:
             return ProfilerCost(), notes
         notes.append(f"the profiler's cost per op scaled by {speed:.2f}: this trace's host took that many times as "
-                     "long to record an op (a trivial op nested in another) as where the cost was measured")
+                     "long to record an op (a trivial op, or a detach, nested in another) as where the cost was "
+                     "measured")
         return ProfilerCost(scale=speed), notes
     label = unprofiled["label"]
     spans = [op for s in steps for op in s.ops if op.annotation and op.name == label]
@@ -422,7 +441,9 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
               for s in steps for sp in spans if sp in s.ops) / len(spans)
     calls = sum(sum(1 for c in s.runtime_calls if sp.start_us <= c.start_us <= sp.end_us)
                 for s in steps for sp in spans if sp in s.ops) / len(spans)
-    estimate = PROFILER_OP_US * ops + PROFILER_CALL_US * calls
+    triton = sum(sum(1 for o in s.ops if is_compiled_triton_launch(o) and sp.start_us <= o.start_us <= sp.end_us)
+                 for s in steps for sp in spans if sp in s.ops) / len(spans)
+    estimate = PROFILER_OP_US * ops + PROFILER_CALL_US * calls + PROFILER_TRITON_US * triton
     off = float(unprofiled["cpu_us"])
     measured = profiled - off
     # outside the label (the loop's own calls between steps) the per-op estimate, at this host's measured rate
