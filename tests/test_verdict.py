@@ -142,3 +142,45 @@ def test_two_fixes_that_save_about_as_much_are_named_as_a_tie():
     assert first.cause is Cause.HOST_SYNC  # the fix at one place first
     text = verdict_sentence(v)
     assert "About as much: launch overhead" in text and "a tie" in text, text
+
+
+def _two_regions(start, corr):
+    # 'forward': 4 launches; the optimizer's step: 12, each 50 µs of host for a 5 µs kernel (host-bound)
+    out = [{"ph": "X", "cat": "user_annotation", "name": "forward", "ts": start + 5, "dur": 205.0, "tid": 1,
+            "pid": 1}]
+    for k in range(4):
+        out += _launch(start + 10 + 50 * k, corr, 5.0)
+    out.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": start + 215,
+                "dur": 605.0, "tid": 1, "pid": 1})
+    for k in range(12):
+        out += _launch(start + 220 + 50 * k, corr, 5.0)
+    return out
+
+
+def test_launch_overhead_is_re_timed_per_region_and_an_optimizers_gets_its_own_fix():
+    from profiling_guide.analysis.verdict import OPTIMIZER_FIX
+
+    trace = Trace(_events(3, 850.0, _two_regions))
+    v = verdict_of(trace, trace.steps)
+    launch = [w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD]
+    whole = next(w for w in launch if w.where.label is None)
+    optimizer = next(w for w in launch if w.where.label == "Optimizer.step#SGD.step")
+    assert v.verdict is whole  # graphing the whole step saves the most
+    # the optimizer's launches alone: most of the saving, not all of it (the forward's stay)
+    assert 0.5 * whole.saving_ms < optimizer.saving_ms < 0.9 * whole.saving_ms, (whole, optimizer)
+    assert optimizer.fix == OPTIMIZER_FIX and "fused=True" in optimizer.fix
+    assert "Next: launch overhead in 'Optimizer.step#SGD.step'" in verdict_sentence(v)
+
+
+def test_a_region_that_holds_the_steps_launch_overhead_is_named_for_it():
+    def body(start, corr):
+        out = [{"ph": "X", "cat": "user_annotation", "name": "mlp_fwd", "ts": start + 5, "dur": 810.0, "tid": 1,
+                "pid": 1}]
+        for k in range(16):
+            out += _launch(start + 10 + 50 * k, corr, 5.0)
+        return out
+
+    trace = Trace(_events(3, 850.0, body))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.LAUNCH_OVERHEAD and v.verdict.where.label == "mlp_fwd"
+    assert sum(w.cause is Cause.LAUNCH_OVERHEAD for w in v.what_if) == 1

@@ -203,20 +203,38 @@ def _drop_host(g: StepGraph, timing: Timing, cause: Cause) -> Timing:
     return out
 
 
-def _graphed(g: StepGraph, timing: Timing) -> Timing:
+def _graphed(g: StepGraph, timing: Timing, label: str | None = None) -> Timing:
     """The step's work as CUDA graphs: the host issues it at no cost but one graph launch per stretch between
     blocking calls (a graph cannot hold a sync: each one splits it), and the GPU runs a graph's kernels
-    :data:`GRAPH_GAP_US` apart."""
+    :data:`GRAPH_GAP_US` apart. With ``label``, only that ``record_function`` region's launches (a fused
+    optimizer, one region captured), the rest of the step as it was."""
     out = timing.copy()
     new_graph = True
     for i, seg in enumerate(g.host):
-        if out.blocking[i]:
+        if out.blocking[i] or (label is not None and seg.where.label != label):
             new_graph = True
-        if seg.cause is Cause.LAUNCH_OVERHEAD:
+        if seg.cause is Cause.LAUNCH_OVERHEAD and (label is None or seg.where.label == label):
             out.host_us[i] = GRAPH_LAUNCH_US if new_graph and seg.launches else 0.0
             new_graph = new_graph and not seg.launches
-    out.gap_us = min(out.gap_us, GRAPH_GAP_US)
+    if label is None:
+        out.gap_us = min(out.gap_us, GRAPH_GAP_US)
     return out
+
+
+#: The regions (innermost ``record_function`` labels) whose launch overhead is re-timed alone: the few whose
+#: launching stretches take the most host time.
+REGIONS = 4
+#: A region whose launches, graphed alone, save this share of what the whole step graphed saves is named for it.
+REGION_SHARE = 0.9
+
+
+def launch_regions(g: StepGraph) -> list[str]:
+    """The labels of the :data:`REGIONS` regions with the most host time in launch overhead, most first."""
+    time_in: dict[str, float] = {}
+    for seg in g.host:
+        if seg.cause is Cause.LAUNCH_OVERHEAD and seg.where.label is not None:
+            time_in[seg.where.label] = time_in.get(seg.where.label, 0.0) + seg.dur_us
+    return sorted(time_in, key=time_in.get, reverse=True)[:REGIONS]
 
 
 def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
@@ -294,6 +312,7 @@ class StepWhatIfs:
     profiled_us: float
     base_us: float
     fixed_us: dict[Cause, float]
+    region_fixed_us: dict[str, float]  # launch overhead removed in one region alone, per region's label
     path: list[PathShare]
     compute_where: Where | None
     compute_fixed_us: float | None
@@ -306,9 +325,10 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     base = simulate(g, base_timing)
     path = critical_path(base)
     fixed = {cause: simulate(g, fix(base_timing)).period_us for cause, fix in _fixes(g, gbps).items()}
+    regions = {label: simulate(g, _graphed(g, base_timing, label)).period_us for label in launch_regions(g)}
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
-    return StepWhatIfs(profiled.period_us, base.period_us, fixed, path, where, compute)
+    return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute)
 
 
 def _compute_group(path: list[PathShare]) -> Where | None:
@@ -470,16 +490,20 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
         where = top_where(path, cause)
         if where is None:
             continue
+        if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
+            where = Where()
         candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0),
                                  FIXES[cause]))
+    candidates += _region_candidates(per_step, path, base, rank, med)
     floor = max(MIN_SAVING * base, 0.005)
     counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
     if counted:
         best = counted[0]
         close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
-        best = max(close, key=lambda w: (w.cause is not Cause.LAUNCH_OVERHEAD, w.path_ms))
+        best = max(close, key=_smaller_change)
         counted.remove(best)
         counted.insert(0, best)
+    counted = _without_repeats(counted)
     compute = None
     if middle.compute_where is not None:
         predicted = med([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
@@ -490,6 +514,53 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
     return Verdict(verdict, what_if, profiler, profiled, path_ms, len(per_step), notes=notes, profiler_scale=cost.scale,
                    profiler_factor=cost.factor)
+
+
+def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, med) -> list[WhatIf]:
+    """Launch overhead removed in one region alone (its label), for the regions every step re-timed."""
+    labels = set.intersection(*(set(s.region_fixed_us) for s in per_step)) if per_step else set()
+    on_path = {}
+    for p in path:
+        if p.cause is Cause.LAUNCH_OVERHEAD and p.where.label in labels:
+            on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
+    return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
+                   med([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
+                   OPTIMIZER_FIX if label.startswith(OPTIMIZER_LABEL) else FIXES[Cause.LAUNCH_OVERHEAD])
+            for label in sorted(labels)]
+
+
+#: The label torch.optim records around ``Optimizer.step`` (``Optimizer.step#AdamW.step``), and the fix for
+#: launch overhead there: its for-each-parameter kernels fused into a few.
+OPTIMIZER_LABEL = "Optimizer.step#"
+OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or foreach=True) in torch.optim, "
+                 "or capture the step in a CUDA graph")
+
+
+def _smaller_change(w: WhatIf) -> tuple:
+    """Among fixes that save about the same, the smaller change first: a fix at one place, then one region's
+    launches, then the whole step graphed; else more time on the critical path."""
+    if w.cause is not Cause.LAUNCH_OVERHEAD:
+        scope = 2
+    else:
+        scope = 1 if w.where.label is not None else 0
+    return scope, w.path_ms
+
+
+def _without_repeats(counted: list[WhatIf]) -> list[WhatIf]:
+    """One launch-overhead entry where one region holds the step's: a region that saves at least
+    :data:`REGION_SHARE` of what graphing the whole step saves is that step's launch overhead, so the whole
+    step's what-if is named by that region (saying what the reader labelled), and the region's own goes."""
+    whole = next((w for w in counted if w.cause is Cause.LAUNCH_OVERHEAD and w.where.label is None), None)
+    if whole is None or whole.saving_ms <= 0:
+        return counted
+    regions = [w for w in counted if w.cause is Cause.LAUNCH_OVERHEAD and w is not whole
+               and w.saving_ms >= REGION_SHARE * whole.saving_ms]
+    if not regions:
+        return counted
+    region = max(regions, key=lambda w: w.saving_ms)
+    # the whole step's prediction (its kernels run as one graph's, closer together), under the region's name
+    named = WhatIf(whole.cause, region.where, whole.step_ms, whole.predicted_step_ms, whole.path_ms, region.fix)
+    return [named if w is whole else w for w in counted if w is not region]
 
 
 def _ranked(where: Where, rank) -> Where:
