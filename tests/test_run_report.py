@@ -366,3 +366,18 @@ def test_a_folder_of_traces_leaves_out_the_run_records_beside_them(tmp_path):
     (tmp_path / "run.json").write_text("{}")  # what chapter 10's training script writes beside its traces
     (tmp_path / "rank0.run.json").write_text("{}")
     assert [p.name for p in trace_files([tmp_path])] == ["rank0.trace.json.gz", "rank1.trace.json.gz"]
+
+
+def test_with_no_culprit_a_cause_every_rank_shares_is_on_no_rank_in_particular(tmp_path, capsys):
+    # two DDP ranks with no straggler (chapter 10's H200 recording): what they spend their step on is read from
+    # rank 0's trace, and said of every rank, not of rank 0
+    from profiling_guide.cli import main
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "recordings" / "nvidia-h200-x2"
+    out = tmp_path / "run.json"
+    ranks = [str(folder / f"10_multi_gpu.ddp.rank{r}.trace.json.gz") for r in (0, 1)]
+    assert main(["report", *ranks, "-o", str(tmp_path / "run.html"), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    v = json.loads(out.read_text())["verdict"]
+    assert v["rank"] is None and "on rank" not in v["where"]["text"], v
+    assert "No rank keeps the others waiting" in printed and "read from rank 0's trace" in printed, printed

@@ -346,10 +346,10 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
     if rank_verdict is not None and c is None:
         for w in rank_verdict.what_if:
             if w.cause not in (Cause.EXPOSED_COMMUNICATION, Cause.GPU_COMPUTE):
-                what_if.append(w)
+                what_if.append(_every_rank(w))
     what_if.sort(key=lambda w: -w.saving_ms)
     if not what_if and rank_verdict is not None:
-        what_if = [w for w in rank_verdict.what_if if w.cause is Cause.GPU_COMPUTE]
+        what_if = [_every_rank(w) if c is None else w for w in rank_verdict.what_if if w.cause is Cause.GPU_COMPUTE]
     verdict = what_if[0] if what_if else None
     if c is None:
         for r in timings:
@@ -359,6 +359,12 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
         notes.append(f"rank {rank_read}'s trace was read again for {'its' if c is not None else 'the ranks shared'}"
                      " causes")
     return RunVerdict(verdict, what_if, ranks, finding, rank_verdict, rank_read, notes)
+
+
+def _every_rank(w: WhatIf) -> WhatIf:
+    """A cause the ranks share, read from one rank's trace: where it is, on no rank in particular."""
+    where = Where(op=w.where.op, label=w.where.label, kind=w.where.kind, rank=None, before=w.where.before)
+    return WhatIf(w.cause, where, w.step_ms, w.predicted_step_ms, w.path_ms, w.fix)
 
 
 def _excess_cause(timings: dict[int, RankTiming], culprit: int, slow: list[int]) -> Cause | None:

@@ -58,6 +58,10 @@ def run_verdict_sentence(rv: RunVerdict) -> str:
                 f"Fix: {w.fix}; that would bring the step to about {ms(w.predicted_step_ms)}.")
     else:
         text = what_if_sentence(w)
+    if f.culprit is None and w.where.rank is None and rv.rank_read is not None and w.cause is not \
+            Cause.EXPOSED_COMMUNICATION:
+        text += (f" No rank keeps the others waiting: the ranks run the same step, and this is what it spends its "
+                 f"time on (read from rank {rv.rank_read}'s trace).")
     if f.culprit is not None:
         many = f" (and {len(f.slow) - 1} more rank{'s' if len(f.slow) > 2 else ''} like it)" if len(f.slow) > 1 else ""
         text = (f"Rank {f.culprit} keeps the others waiting{many}: on its own it needs "
