@@ -184,3 +184,25 @@ def test_a_region_that_holds_the_steps_launch_overhead_is_named_for_it():
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.LAUNCH_OVERHEAD and v.verdict.where.label == "mlp_fwd"
     assert sum(w.cause is Cause.LAUNCH_OVERHEAD for w in v.what_if) == 1
+
+
+def test_a_sync_to_learn_a_shape_is_named_for_the_op_and_gets_its_fix():
+    # boolean-mask indexing: aten::index runs aten::nonzero, which waits for the GPU (the two kernels before it)
+    # to learn how many elements it keeps; then 250 µs of Python before the next step
+    from profiling_guide.analysis.verdict import DATA_SHAPE_FIX
+
+    def body(start, corr):
+        out = _launch(start + 10, corr, 300.0) + _launch(start + 30, corr, 300.0, delay=290.0)
+        gpu_end = start + 30 + 2 + 290 + 300
+        out.append({"ph": "X", "cat": "cpu_op", "name": "aten::index", "ts": start + 44, "dur": gpu_end + 6 - (start + 44),
+                    "tid": 1, "pid": 1, "args": {}})
+        out.append({"ph": "X", "cat": "cpu_op", "name": "aten::nonzero", "ts": start + 45,
+                    "dur": gpu_end + 4 - (start + 45), "tid": 1, "pid": 1, "args": {}})
+        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": start + 46,
+                    "dur": gpu_end + 3 - (start + 46), "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
+        return out
+
+    trace = Trace(_events(3, 900.0, body))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.HOST_SYNC and v.verdict.where.op == "aten::nonzero", v.verdict
+    assert v.verdict.fix == DATA_SHAPE_FIX and "torch.where" in verdict_sentence(v)

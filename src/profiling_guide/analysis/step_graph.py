@@ -53,6 +53,10 @@ MEMCPY_CALLS = re.compile(r"^(cudaMemcpy\w*|cuMemcpy\w*)$")
 LAUNCH_CALLS = re.compile(r"Launch|^cu(da)?Memset|^cu(da)?Memcpy")
 #: The ops that read a device value back to the host (``.item()``, ``if tensor:``): their sync is theirs.
 SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
+#: Ops whose output's shape depends on the data: the host waits for the GPU to learn it (boolean-mask indexing
+#: runs aten::nonzero, forward and backward). A sync inside one is named for it.
+DATA_SHAPE_OPS = ("aten::nonzero", "aten::masked_select", "aten::_unique2", "aten::unique_dim",
+                  "aten::unique_consecutive", "aten::repeat_interleave", "aten::masked_scatter")
 COLLECTIVE = re.compile(r"^nccl|^rccl", re.IGNORECASE)
 #: An untraced stretch, or a recorded op that launched no device work, at least this long is host work of its
 #: own (a data pipeline, a sleep, Python work), not the framework stepping between two ops. (The framework's own
@@ -183,6 +187,8 @@ def _scalar_op(op: CpuOp | None) -> str | None:
     while op is not None:
         if op.name in SCALAR_OPS:
             return "aten::item" if op.name != "aten::is_nonzero" else op.name
+        if op.name in DATA_SHAPE_OPS:
+            return op.name
         op = op.parent
     return None
 

@@ -49,7 +49,13 @@ from profiling_guide.analysis.critical_path import (
     simulate,
     top_where,
 )
-from profiling_guide.analysis.step_graph import StepGraph, blocks, is_compiled_triton_launch, step_graph
+from profiling_guide.analysis.step_graph import (
+    DATA_SHAPE_OPS,
+    StepGraph,
+    blocks,
+    is_compiled_triton_launch,
+    step_graph,
+)
 from profiling_guide.trace.model import Step, Trace
 
 #: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
@@ -492,8 +498,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
             continue
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
-        candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0),
-                                 FIXES[cause]))
+        fix = DATA_SHAPE_FIX if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS else FIXES[cause]
+        candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0), fix))
     candidates += _region_candidates(per_step, path, base, rank, med)
     floor = max(MIN_SAVING * base, 0.005)
     counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
@@ -529,6 +535,10 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, med
             for label in sorted(labels)]
 
 
+#: The fix for a sync inside an op whose output's shape depends on the data (boolean-mask indexing runs
+#: aten::nonzero): the host cannot issue what follows until it knows the shape.
+DATA_SHAPE_FIX = ("keep shapes independent of the data: torch.where or a multiplication by the mask instead of "
+                  "boolean-mask indexing, nonzero or unique (each makes the host wait to learn the shape)")
 #: The label torch.optim records around ``Optimizer.step`` (``Optimizer.step#AdamW.step``), and the fix for
 #: launch overhead there: its for-each-parameter kernels fused into a few.
 OPTIMIZER_LABEL = "Optimizer.step#"
