@@ -206,3 +206,29 @@ def test_a_sync_to_learn_a_shape_is_named_for_the_op_and_gets_its_fix():
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.HOST_SYNC and v.verdict.where.op == "aten::nonzero", v.verdict
     assert v.verdict.fix == DATA_SHAPE_FIX and "torch.where" in verdict_sentence(v)
+
+
+def test_a_small_read_back_to_pageable_memory_is_a_sync_and_a_large_one_a_copy():
+    # .cpu() of a metric after two 300 µs kernels: the copy call waits for them, then moves its bytes. Of 16 KiB
+    # it is a sync (the bytes take a microsecond); of 64 MiB it is a copy (the bytes take milliseconds)
+    def make(nbytes, copy_us):
+        def body(start, corr):
+            out = _launch(start + 10, corr, 300.0) + _launch(start + 30, corr, 300.0, delay=290.0)
+            gpu_end = start + 30 + 2 + 290 + 300
+            corr[0] += 1
+            out += [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::to", "ts": start + 44, "dur": gpu_end + copy_us + 8 - (start + 44),
+                 "tid": 1, "pid": 1, "args": {}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": start + 45,
+                 "dur": gpu_end + copy_us + 4 - (start + 45), "tid": 1, "pid": 1, "args": {"correlation": corr[0]}},
+                {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "ts": gpu_end + 1,
+                 "dur": copy_us, "tid": 7, "pid": 0, "args": {"correlation": corr[0], "stream": 7, "bytes": nbytes}},
+            ]
+            return out
+        trace = Trace(_events(3, 900.0 + copy_us, body))
+        return verdict_of(trace, trace.steps)
+
+    small = make(16 << 10, 2.0)
+    assert small.verdict.cause is Cause.HOST_SYNC and small.verdict.where.op == "aten::to", small.verdict
+    large = make(64 << 20, 3500.0)
+    assert large.verdict.cause is Cause.MEMCPY, large.verdict

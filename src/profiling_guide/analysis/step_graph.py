@@ -289,13 +289,27 @@ def _call_seg(call: RuntimeCall, rank) -> HostSeg:
         seg.cause, seg.sync = Cause.HOST_SYNC, "device"
     elif STREAM_SYNC.match(name) or (MEMCPY_CALLS.match(name) and pageable):
         seg.sync = "stream"
-        seg.cause = Cause.MEMCPY if MEMCPY_CALLS.match(name) and not scalar else Cause.HOST_SYNC
+        copy = MEMCPY_CALLS.match(name) and not scalar and not _small_readback(copies)
+        seg.cause = Cause.MEMCPY if copy else Cause.HOST_SYNC
         seg.pageable = pageable
     if seg.cause is Cause.HOST_SYNC and scalar:
         seg.where = Where(op=scalar, label=where.label, rank=rank)
     elif seg.cause is Cause.HOST_SYNC and where.op is None:
         seg.where = Where(op=name, label=where.label, rank=rank)
     return seg
+
+
+#: A device→host copy to pageable memory smaller than this (bytes) is a sync, not a transfer: it takes
+#: microseconds at any bandwidth, so its call's time is the wait for the GPU's work before it (``.cpu()`` of a
+#: metric, ``.tolist()``), and its fix is not reading it every step, not pinned memory.
+SMALL_READBACK_BYTES = 1 << 20
+
+
+def _small_readback(copies: list) -> bool:
+    """Whether the call's copies are device→host reads of under :data:`SMALL_READBACK_BYTES` in all."""
+    d2h = [ev for ev in copies if _direction(ev) == "d2h"]
+    total = sum(ev.args.get("bytes") or 0 for ev in d2h if isinstance(ev.args.get("bytes"), (int, float)))
+    return bool(d2h) and len(d2h) == len(copies) and 0 < total < SMALL_READBACK_BYTES
 
 
 def _chain(thread: _Thread, lo: float, hi: float, rank, busy: dict) -> list[tuple[HostSeg, RuntimeCall | None]]:
