@@ -71,7 +71,7 @@ def test_a_sync_in_a_step_the_host_paces_is_charged_only_its_wait():
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.LAUNCH_OVERHEAD
     assert v.path_ms.get(Cause.HOST_SYNC, 0.0) < 0.05 < v.path_ms[Cause.LAUNCH_OVERHEAD], v.path_ms
-    assert "Faster kernels would not shorten this step" in verdict_sentence(v)
+    assert "Faster kernels would barely shorten this step" in verdict_sentence(v)
 
 
 def test_kernels_back_to_back_with_the_host_ahead_are_the_gpus_own_work():
@@ -232,3 +232,25 @@ def test_a_small_read_back_to_pageable_memory_is_a_sync_and_a_large_one_a_copy()
     assert small.verdict.cause is Cause.HOST_SYNC and small.verdict.where.op == "aten::to", small.verdict
     large = make(64 << 20, 3500.0)
     assert large.verdict.cause is Cause.MEMCPY, large.verdict
+
+
+def test_where_every_region_saves_what_the_step_saves_the_step_is_named_and_no_region_ties_with_it():
+    # a 600 µs kernel first caps what any launch fix saves: graphing either region alone saves as much as
+    # graphing the whole step, so neither is "the" step's launch overhead, and neither is a rival fix to it
+    def body(start, corr):
+        out = _launch(start + 2, corr, 600.0)
+        out.append({"ph": "X", "cat": "user_annotation", "name": "fwd", "ts": start + 5, "dur": 205.0, "tid": 1,
+                    "pid": 1})
+        for k in range(4):
+            out += _launch(start + 10 + 50 * k, corr, 5.0)
+        out.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": start + 215,
+                    "dur": 605.0, "tid": 1, "pid": 1})
+        for k in range(12):
+            out += _launch(start + 220 + 50 * k, corr, 5.0)
+        return out
+
+    trace = Trace(_events(3, 850.0, body))
+    v = verdict_of(trace, trace.steps)
+    launch = [w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD]
+    assert [w.where.label for w in launch] == [None], launch  # across the step, said once
+    assert "a tie" not in verdict_sentence(v), verdict_sentence(v)

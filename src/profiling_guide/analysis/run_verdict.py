@@ -321,7 +321,7 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
         else:
             own = _own_cause(rank_verdict, _excess_cause(timings, c, finding.slow))
             cause, where = (own.cause, own.where) if own is not None else (Cause.HOST_GAP, Where(rank=c))
-            fix = FIXES[cause]
+            fix = own.fix if own is not None and own.fix else FIXES[cause]  # its place's fix (a fused optimizer...)
             where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
         culprit = WhatIf(cause, where, run_step, finding.predicted_ms, finding.excess_ms, fix)
         what_if.append(culprit)

@@ -56,7 +56,7 @@ SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 #: Ops whose output's shape depends on the data: the host waits for the GPU to learn it (boolean-mask indexing
 #: runs aten::nonzero, forward and backward). A sync inside one is named for it.
 DATA_SHAPE_OPS = ("aten::nonzero", "aten::masked_select", "aten::_unique2", "aten::unique_dim",
-                  "aten::unique_consecutive", "aten::repeat_interleave", "aten::masked_scatter")
+                  "aten::unique_consecutive")
 COLLECTIVE = re.compile(r"^nccl|^rccl", re.IGNORECASE)
 #: An untraced stretch, or a recorded op that launched no device work, at least this long is host work of its
 #: own (a data pipeline, a sleep, Python work), not the framework stepping between two ops. (The framework's own

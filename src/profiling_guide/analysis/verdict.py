@@ -89,7 +89,7 @@ DETACH_REF_US = 0.64
 #: profiler runs does inductor's launcher leave its fast path, format the launch's config and record its
 #: arguments from Python (``torch._inductor.runtime.triton_heuristics``: ``get_profiler_kwargs``,
 #: ``_RecordFunctionFast``). Fitted to a small GPT's compiled training step, 91 such launches a step, timed with
-#: the profiler off and on on two H200 machines: 15.5 and 8.7 µs at the reference host speed
+#: the profiler off and on on two H200 machines: about 8 and 15 µs at the reference host speed
 #: (tests/data/profiler_cost); checked on the corpus's compiled GPT steps (tests/data/corpus), recorded apart.
 PROFILER_TRITON_US = 12.0
 #: The profiler never takes more than this share of a stretch it is estimated in.
@@ -97,9 +97,10 @@ PROFILER_MAX_SHARE = 0.9
 #: A what-if must save at least this share of the step to be a cause.
 MIN_SAVING = 0.05
 #: Fixes whose savings are this close (share of the step) are a tie, and the verdict's sentence names both. The
-#: one named first: a fix at one place (a sync, a copy, an allocator call, a host stretch) before CUDA graphs for
-#: the whole step (it is the smaller change, and a sync it removes would split the graphs anyway); between two
-#: such fixes, the one with more time on the critical path.
+#: one named first: a fix at one place (any cause but launch overhead: a sync, a copy, an allocator call, a host
+#: stretch, the communication) before the step's launches graphed (it is the smaller change, and a sync it
+#: removes would split the graphs anyway); between two such fixes, the one with more time on the critical path.
+#: One region's launches are part of the step's, so they never tie with it: they are listed after.
 TIE = 0.02
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).
@@ -500,7 +501,7 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
             where = Where()
         fix = DATA_SHAPE_FIX if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS else FIXES[cause]
         candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0), fix))
-    candidates += _region_candidates(per_step, path, base, rank, med)
+    candidates, regions = _without_repeats(candidates, _region_candidates(per_step, path, base, rank, med))
     floor = max(MIN_SAVING * base, 0.005)
     counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
     if counted:
@@ -509,7 +510,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
         best = max(close, key=_smaller_change)
         counted.remove(best)
         counted.insert(0, best)
-    counted = _without_repeats(counted)
+    # one region's launches are part of the step's: listed after the fixes they could tie with, never as rivals
+    counted += sorted((w for w in regions if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
     compute = None
     if middle.compute_where is not None:
         predicted = med([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
@@ -547,30 +549,28 @@ OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or f
 
 
 def _smaller_change(w: WhatIf) -> tuple:
-    """Among fixes that save about the same, the smaller change first: a fix at one place, then one region's
-    launches, then the whole step graphed; else more time on the critical path."""
-    if w.cause is not Cause.LAUNCH_OVERHEAD:
-        scope = 2
-    else:
-        scope = 1 if w.where.label is not None else 0
-    return scope, w.path_ms
+    """Among fixes that save about the same, the smaller change first: a fix at one place before the step's
+    launches graphed; else more time on the critical path."""
+    return w.cause is not Cause.LAUNCH_OVERHEAD, w.path_ms
 
 
-def _without_repeats(counted: list[WhatIf]) -> list[WhatIf]:
-    """One launch-overhead entry where one region holds the step's: a region that saves at least
-    :data:`REGION_SHARE` of what graphing the whole step saves is that step's launch overhead, so the whole
-    step's what-if is named by that region (saying what the reader labelled), and the region's own goes."""
-    whole = next((w for w in counted if w.cause is Cause.LAUNCH_OVERHEAD and w.where.label is None), None)
+def _without_repeats(candidates: list[WhatIf], regions: list[WhatIf]) -> tuple[list[WhatIf], list[WhatIf]]:
+    """The candidates, and the regions that say something the whole step's launch overhead does not.
+
+    A region whose launches, graphed alone, save at least :data:`REGION_SHARE` of what graphing the whole step
+    saves is that step's launch overhead said again. Where exactly one region does, the whole step's what-if is
+    named for it (saying what the reader labelled); where several do (the saving is capped elsewhere), it stays
+    "across the step". Either way those regions are not listed again.
+    """
+    whole = next((w for w in candidates if w.cause is Cause.LAUNCH_OVERHEAD), None)
     if whole is None or whole.saving_ms <= 0:
-        return counted
-    regions = [w for w in counted if w.cause is Cause.LAUNCH_OVERHEAD and w is not whole
-               and w.saving_ms >= REGION_SHARE * whole.saving_ms]
-    if not regions:
-        return counted
-    region = max(regions, key=lambda w: w.saving_ms)
-    # the whole step's prediction (its kernels run as one graph's, closer together), under the region's name
-    named = WhatIf(whole.cause, region.where, whole.step_ms, whole.predicted_step_ms, whole.path_ms, region.fix)
-    return [named if w is whole else w for w in counted if w is not region]
+        return candidates, regions
+    same = [w for w in regions if w.saving_ms >= REGION_SHARE * whole.saving_ms]
+    rest = [w for w in regions if w not in same]
+    if len(same) == 1:
+        named = WhatIf(whole.cause, same[0].where, whole.step_ms, whole.predicted_step_ms, whole.path_ms, whole.fix)
+        candidates = [named if w is whole else w for w in candidates]
+    return candidates, rest
 
 
 def _ranked(where: Where, rank) -> Where:

@@ -61,7 +61,8 @@ def verdict_sentence(v: Verdict) -> str:
     if v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1:
         text += f" No other fix would save {MIN_SAVING:.0%} of the step: the GPU's own work sets the pace."
     rest = [w for w in v.what_if[1:3]]
-    tied = [w for w in rest if w.cause is not Cause.GPU_COMPUTE and v.verdict.saving_ms - w.saving_ms <= TIE * w.step_ms]
+    tied = [w for w in rest if w.cause is not Cause.GPU_COMPUTE and abs(v.verdict.saving_ms - w.saving_ms) <= TIE * w.step_ms
+            and not (w.cause is v.verdict.cause is Cause.LAUNCH_OVERHEAD)]  # a region is part of the step
     if tied:  # inside the estimate's precision the two are one: say so, rather than pick
         text += (" About as much: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} (−{ms(w.saving_ms)})"
                                                 for w in tied) + ", a tie.")
@@ -74,7 +75,7 @@ def verdict_sentence(v: Verdict) -> str:
                                       f"({'−' if w.saving_ms >= 0 else '+'}{ms(abs(w.saving_ms))})"
                                       for w in rest) + "."
     for w in idle:
-        text += (f" Faster kernels would not shorten this step: removing the heaviest ({w.where.words()}) saves "
+        text += (f" Faster kernels would barely shorten this step: removing the heaviest ({w.where.words()}) saves "
                  f"{ms(max(w.saving_ms, 0.0))}, under {MIN_SAVING:.0%} of it.")
     return text
 
