@@ -238,16 +238,7 @@ def test_where_every_region_saves_what_the_step_saves_the_step_is_named_and_no_r
     # a 600 µs kernel first caps what any launch fix saves: graphing either region alone saves as much as
     # graphing the whole step, so neither is "the" step's launch overhead, and neither is a rival fix to it
     def body(start, corr):
-        out = _launch(start + 2, corr, 600.0)
-        out.append({"ph": "X", "cat": "user_annotation", "name": "fwd", "ts": start + 5, "dur": 205.0, "tid": 1,
-                    "pid": 1})
-        for k in range(4):
-            out += _launch(start + 10 + 50 * k, corr, 5.0)
-        out.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": start + 215,
-                    "dur": 605.0, "tid": 1, "pid": 1})
-        for k in range(12):
-            out += _launch(start + 220 + 50 * k, corr, 5.0)
-        return out
+        return _launch(start + 2, corr, 600.0) + _two_regions(start, corr)
 
     trace = Trace(_events(3, 850.0, body))
     v = verdict_of(trace, trace.steps)
