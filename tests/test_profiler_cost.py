@@ -102,9 +102,7 @@ def test_the_detach_gauge_reads_the_same_host_as_the_trivial_pairs():
     for path in sorted((Path(__file__).parent / "data" / "corpus").glob("h*/*.trace.json.gz")):
         steps, _ = complete_steps(Trace.load(path).steps)
         pairs = verdict_module._recording_gaps(steps)
-        detaches = [op.dur_us - op.children[0].dur_us for s in steps for op in s.ops
-                    if op.name == "aten::detach" and len(op.children) == 1 and op.children[0].name == "detach"
-                    and not op.runtime_calls and not op.children[0].children]
+        detaches = verdict_module.detach_gaps(steps)
         if len(pairs) >= 20 and len(detaches) >= 20:
             ratios.append((statistics.median(detaches) / verdict_module.DETACH_REF_US)
                           / (statistics.median(pairs) / verdict_module.RECORDING_REF_US))

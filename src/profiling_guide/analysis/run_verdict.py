@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from profiling_guide.analysis.causes import FIXES, Cause, Where
 from profiling_guide.analysis.critical_path import by_cause, critical_path, observed_timing, simulate
@@ -363,8 +363,7 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
 
 def _every_rank(w: WhatIf) -> WhatIf:
     """A cause the ranks share, read from one rank's trace: where it is, on no rank in particular."""
-    where = Where(op=w.where.op, label=w.where.label, kind=w.where.kind, rank=None, before=w.where.before)
-    return WhatIf(w.cause, where, w.step_ms, w.predicted_step_ms, w.path_ms, w.fix)
+    return replace(w, where=replace(w.where, rank=None))
 
 
 def _excess_cause(timings: dict[int, RankTiming], culprit: int, slow: list[int]) -> Cause | None:

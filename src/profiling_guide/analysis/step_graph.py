@@ -183,7 +183,9 @@ def _outermost_op(op: CpuOp | None) -> CpuOp | None:
     return top
 
 
-def _scalar_op(op: CpuOp | None) -> str | None:
+def _readback_op(op: CpuOp | None) -> str | None:
+    """The op around ``op`` that reads a device value back (:data:`SCALAR_OPS`) or learns a shape
+    (:data:`DATA_SHAPE_OPS`): a sync inside it is that op's, not a copy's."""
     while op is not None:
         if op.name in SCALAR_OPS:
             return "aten::item" if op.name != "aten::is_nonzero" else op.name
@@ -279,7 +281,7 @@ def _call_seg(call: RuntimeCall, rank) -> HostSeg:
     seg = HostSeg("call", call.dur_us, Cause.LAUNCH_OVERHEAD, where, call=call, owner=id(top) if top else 0)
     copies = [ev for ev in call.device_events if ev.kind == "memcpy"]
     pageable = any("Pageable" in ev.name for ev in copies)
-    scalar = _scalar_op(call.op)
+    readback = _readback_op(call.op)
     if ALLOCATOR_CALLS.match(name):
         seg.cause = Cause.ALLOCATOR
         seg.where = Where(op=where.op or name, label=where.label, rank=rank)
@@ -289,11 +291,11 @@ def _call_seg(call: RuntimeCall, rank) -> HostSeg:
         seg.cause, seg.sync = Cause.HOST_SYNC, "device"
     elif STREAM_SYNC.match(name) or (MEMCPY_CALLS.match(name) and pageable):
         seg.sync = "stream"
-        copy = MEMCPY_CALLS.match(name) and not scalar and not _small_readback(copies)
+        copy = MEMCPY_CALLS.match(name) and not readback and not _small_readback(copies)
         seg.cause = Cause.MEMCPY if copy else Cause.HOST_SYNC
         seg.pageable = pageable
-    if seg.cause is Cause.HOST_SYNC and scalar:
-        seg.where = Where(op=scalar, label=where.label, rank=rank)
+    if seg.cause is Cause.HOST_SYNC and readback:
+        seg.where = Where(op=readback, label=where.label, rank=rank)
     elif seg.cause is Cause.HOST_SYNC and where.op is None:
         seg.where = Where(op=name, label=where.label, rank=rank)
     return seg

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from profiling_guide.analysis.causes import FIXES, Cause, Where
 from profiling_guide.analysis.critical_path import (
@@ -410,6 +410,13 @@ def _recording_gaps(steps: list[Step]) -> list[float]:
             and not op.children[0].runtime_calls]
 
 
+def detach_gaps(steps: list[Step]) -> list[float]:
+    """Per ``aten::detach`` that wraps one ``detach`` and nothing else: its length less its child's (µs)."""
+    return [op.dur_us - op.children[0].dur_us for s in steps for op in s.ops
+            if op.name == "aten::detach" and len(op.children) == 1 and op.children[0].name == "detach"
+            and not op.runtime_calls and not op.children[0].children]
+
+
 def host_speed(steps: list[Step]) -> float | None:
     """How much slower this trace's host records an op than the machines the profiler's cost was measured on.
 
@@ -429,9 +436,7 @@ def host_speed(steps: list[Step]) -> float | None:
     gaps = _recording_gaps(steps)
     if len(gaps) >= 20:
         return min(max(statistics.median(gaps) / RECORDING_REF_US, 0.5), 4.0)
-    detaches = [op.dur_us - op.children[0].dur_us for s in steps for op in s.ops
-                if op.name == "aten::detach" and len(op.children) == 1 and op.children[0].name == "detach"
-                and not op.runtime_calls and not op.children[0].children]
+    detaches = detach_gaps(steps)
     if len(detaches) >= 20:
         return min(max(statistics.median(detaches) / DETACH_REF_US, 0.5), 4.0)
     lengths = [op.dur_us for s in steps for op in s.ops
@@ -499,8 +504,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
             continue
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
-        fix = DATA_SHAPE_FIX if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS else FIXES[cause]
-        candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0), fix))
+        candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0),
+                                 fix_for(cause, where)))
     candidates, regions = _without_repeats(candidates, _region_candidates(per_step, path, base, rank, med))
     floor = max(MIN_SAVING * base, 0.005)
     counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
@@ -533,7 +538,7 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, med
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
                    med([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
-                   OPTIMIZER_FIX if label.startswith(OPTIMIZER_LABEL) else FIXES[Cause.LAUNCH_OVERHEAD])
+                   fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label)))
             for label in sorted(labels)]
 
 
@@ -546,6 +551,16 @@ DATA_SHAPE_FIX = ("keep shapes independent of the data: torch.where or a multipl
 OPTIMIZER_LABEL = "Optimizer.step#"
 OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or foreach=True) in torch.optim, "
                  "or capture the step in a CUDA graph")
+
+
+def fix_for(cause: Cause, where: Where) -> str:
+    """The fix a cause stands for, at its place: :data:`FIXES`, but a sync to learn a shape
+    (:data:`DATA_SHAPE_FIX`) and an optimizer's launches (:data:`OPTIMIZER_FIX`) have their own."""
+    if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS:
+        return DATA_SHAPE_FIX
+    if cause is Cause.LAUNCH_OVERHEAD and (where.label or "").startswith(OPTIMIZER_LABEL):
+        return OPTIMIZER_FIX
+    return FIXES[cause]
 
 
 def _smaller_change(w: WhatIf) -> tuple:
@@ -568,7 +583,7 @@ def _without_repeats(candidates: list[WhatIf], regions: list[WhatIf]) -> tuple[l
     same = [w for w in regions if w.saving_ms >= REGION_SHARE * whole.saving_ms]
     rest = [w for w in regions if w not in same]
     if len(same) == 1:
-        named = WhatIf(whole.cause, same[0].where, whole.step_ms, whole.predicted_step_ms, whole.path_ms, whole.fix)
+        named = replace(whole, where=same[0].where)
         candidates = [named if w is whole else w for w in candidates]
     return candidates, rest
 
