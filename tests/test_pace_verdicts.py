@@ -173,7 +173,7 @@ def test_a_box_whose_critical_path_names_another_cause_than_its_pace_says_why(gp
         text = " ".join(verdicts.pace_facts(rec).sentences)
         if engine.verdict is None or v.bound not in verdicts.PACE_CAUSE:
             continue
-        if verdicts._loop_sync(engine.verdict):
+        if verdicts.is_loop_sync(engine.verdict):
             assert "the loop's own torch.cuda.synchronize() after each step" in text, name
         elif engine.verdict.cause is not verdicts.PACE_CAUSE[v.bound]:
             assert "is the slower side, yet the profiled loop's path names" in text, name

@@ -22,7 +22,8 @@ cause                      what the what-if changes
 The verdict is the fix that saves the most, then the next two; where two save
 about the same (:data:`TIE`), both are named as a tie, a fix at one place
 first (before CUDA graphs for the whole step), else the one with more time on
-the critical path. A saving
+the critical path. A fix at one place that saves at least :data:`PLACE_SHARE` of what graphing the whole step
+saves is named before the graphs, the smaller change. A saving
 under :data:`MIN_SAVING` of the step does not count; when none counts, the
 step is the GPU's own work, and the verdict names the kernels that take most
 of the path, with what removing them would save (the most a faster kernel
@@ -102,6 +103,12 @@ MIN_SAVING = 0.05
 #: removes would split the graphs anyway); between two such fixes, the one with more time on the critical path.
 #: One region's launches are part of the step's, so they never tie with it: they are listed after.
 TIE = 0.02
+#: A fix at one place (a sync, a copy, a host stretch, an optimizer's launches) that saves at least this share of
+#: what graphing the whole step saves is named first: it is the smaller change, and it gets at least half as far
+#: (a sync in a step the host paces costs less than the graphs would save, but it is where the step was made
+#: slower, and a graph cannot hold it anyway). Not the loop's own synchronize after each step
+#: (:func:`is_loop_sync`): that is the harness that times the step, not the step.
+PLACE_SHARE = 0.5
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).
 PINNED_GBPS = 53.0
@@ -513,7 +520,15 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
         best = counted[0]
         close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
         best = max(close, key=_smaller_change)
-        counted.remove(best)
+        if best.cause is Cause.LAUNCH_OVERHEAD:
+            smaller = [w for w in counted + regions if w.saving_ms >= PLACE_SHARE * best.saving_ms and w is not best
+                       and not is_loop_sync(w)
+                       and (w.cause is not Cause.LAUNCH_OVERHEAD or fix_for(w.cause, w.where) != FIXES[w.cause])]
+            if smaller:
+                best = max(smaller, key=lambda w: w.saving_ms)
+                regions = [w for w in regions if w is not best]
+        if best in counted:
+            counted.remove(best)
         counted.insert(0, best)
     # one region's launches are part of the step's: listed after the fixes they could tie with, never as rivals
     counted += sorted((w for w in regions if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
@@ -561,6 +576,15 @@ def fix_for(cause: Cause, where: Where) -> str:
     if cause is Cause.LAUNCH_OVERHEAD and (where.label or "").startswith(OPTIMIZER_LABEL):
         return OPTIMIZER_FIX
     return FIXES[cause]
+
+
+#: The synchronizing calls a profiling loop makes after each step, outside the step's label.
+LOOP_SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize")
+
+
+def is_loop_sync(w: WhatIf) -> bool:
+    """Whether a what-if is the profiling loop's own ``synchronize`` after each step (outside the step's label)."""
+    return w.cause is Cause.HOST_SYNC and w.where.label is None and w.where.op in LOOP_SYNCS
 
 
 def _smaller_change(w: WhatIf) -> tuple:

@@ -70,6 +70,12 @@ def verdict_sentence(v: Verdict) -> str:
     # the GPU-compute what-if is listed whatever it saves: under MIN_SAVING, it says faster kernels would not help
     idle = [w for w in rest if w.cause is Cause.GPU_COMPUTE and w.saving_ms < MIN_SAVING * w.step_ms]
     rest = [w for w in rest if w not in idle]
+    # a fix named first as the smaller change (verdict.PLACE_SHARE) leaves a larger one that saves more
+    larger = [w for w in rest if w.saving_ms - v.verdict.saving_ms > TIE * w.step_ms]
+    if larger:
+        text += (" More, with a larger change: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} (−{ms(w.saving_ms)})"
+                                                          for w in larger) + ".")
+        rest = [w for w in rest if w not in larger]
     if rest:
         text += " Next: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} "
                                       f"({'−' if w.saving_ms >= 0 else '+'}{ms(abs(w.saving_ms))})"

@@ -23,7 +23,7 @@ import pandas as pd
 from profiling_guide.analysis.gaps import Cause, Gaps, step_gaps
 from profiling_guide.analysis.pace_verdict import Bound, Measurement, PaceVerdict, pace_verdict, pooled_bound
 from profiling_guide.analysis.trace_report import unprofiled_label
-from profiling_guide.analysis.verdict import MIN_SAVING, Verdict
+from profiling_guide.analysis.verdict import MIN_SAVING, Verdict, is_loop_sync
 from profiling_guide.analysis.verdict import verdict_of as verdict_of_trace
 from profiling_guide.errors import GuideError
 from profiling_guide.pages.facts import Facts
@@ -213,8 +213,6 @@ GAP_WORDS = {
     Cause.QUEUED: "with its next kernel already launched (waiting on another stream or an event)",
     Cause.COLLECTIVE: "in collective kernels with no compute beside them (exposed_communication)",
 }
-#: The synchronizing calls a profiling loop makes after each step, outside the step's label.
-LOOP_SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize")
 HOST_GAPS = {
     Bound.OVERHEAD: "Those gaps are what an overhead-bound {what} looks like, profiled or not.",
     Bound.DEVICE: ("Those gaps are the profiler's own: the profiler slows the host and not the GPU, and with it "
@@ -223,19 +221,14 @@ HOST_GAPS = {
 }
 
 
-def _loop_sync(w) -> bool:
-    """Whether a what-if is the profiling loop's own ``synchronize`` after each step (outside the step's label)."""
-    return w.cause is VerdictCause.HOST_SYNC and w.where.label is None and w.where.op in LOOP_SYNCS
-
-
 def agreement_sentence(engine: Verdict | None, bound: Bound | None) -> str:
     """Why the profiled loop's critical path names another cause than the profiler-off pace, where it does."""
     if engine is None or engine.verdict is None or bound not in PACE_CAUSE:
         return ""
     w = engine.verdict
-    if w.cause is PACE_CAUSE[bound] or _loop_sync(w):
+    if w.cause is PACE_CAUSE[bound] or is_loop_sync(w):
         return ""
-    sync = next((x for x in engine.what_if[:3] if _loop_sync(x)), None)
+    sync = next((x for x in engine.what_if[:3] if is_loop_sync(x)), None)
     side = "GPU" if bound is Bound.DEVICE else "CPU"
     if sync is not None:
         return (f"Profiler off the {side} is the slower side, yet the profiled loop's path names "
@@ -258,7 +251,7 @@ def engine_sentence(engine: Verdict | None) -> list[str]:
         return []
     lead = "Re-timed from the trace with the profiler's cost taken out, the profiled loop's critical path says: "
     w = engine.verdict
-    if not _loop_sync(w):
+    if not is_loop_sync(w):
         return [lead + verdict_sentence_of(engine)]
     # a GPU-compute what-if under MIN_SAVING says nothing here: faster kernels would not shorten this loop
     rest = [x for x in engine.what_if[1:3]
