@@ -280,3 +280,29 @@ def test_where_every_region_saves_what_the_step_saves_the_step_is_named_and_no_r
     launch = [w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD]
     assert [w.where.label for w in launch] == [None], launch  # across the step, said once
     assert "a tie" not in verdict_sentence(v), verdict_sentence(v)
+
+
+def _cpu_ops_then_kernels(name):
+    # each step: thirty CPU ops of 100 µs in a row that launch nothing (a DataLoader's transforms on the training
+    # thread, each far under the 1 ms of a host gap), then four 300 µs kernels issued 10 µs apart
+    def body(start, corr):
+        out = [{"ph": "X", "cat": "cpu_op", "name": name, "ts": start + 10 + 101 * k, "dur": 100.0, "tid": 1,
+                "pid": 1, "args": {}} for k in range(30)]
+        for k in range(4):
+            out += _launch(start + 3100 + 10 * k, corr, 300.0)
+        return out
+
+    return Trace(_events(3, 4400.0, body))
+
+
+def test_many_short_cpu_ops_in_a_row_are_a_host_gap_not_launch_overhead():
+    trace = _cpu_ops_then_kernels("aten::normal_")
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.HOST_GAP and v.verdict.where.op == "aten::normal_", v.what_if
+    assert v.verdict.predicted_step_ms < 0.5 * v.verdict.step_ms
+    # the autograd engine's own ops in a row are its bookkeeping (a compiled backward's AccumulateGrad): the pace
+    # of the framework, launch overhead, unless one alone is long
+    trace = _cpu_ops_then_kernels("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.LAUNCH_OVERHEAD
+    assert not any(w.cause is Cause.HOST_GAP and (w.where.op or "").startswith("autograd::") for w in v.what_if)

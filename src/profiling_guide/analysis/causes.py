@@ -18,7 +18,7 @@ class Cause(enum.Enum):
 
     GPU_COMPUTE = "gpu_compute"  # kernels (and memsets) running back to back: the GPU's own work
     LAUNCH_OVERHEAD = "launch_overhead"  # the host issuing work: Python between ops, dispatch, launch calls
-    HOST_GAP = "host_gap"  # host time that issues no GPU work: untraced stretches, host-only ops
+    HOST_GAP = "host_gap"  # host time that issues no GPU work: untraced stretches, ops that launch nothing
     HOST_SYNC = "host_sync"  # the host waiting for the GPU (a sync, .item(), a blocking copy), then refilling it
     MEMCPY = "memcpy"  # host↔device copies, pageable ones blocking the host
     ALLOCATOR = "allocator"  # cudaMalloc / cudaFree (empty_cache, a cold caching allocator), cudaFree syncing
@@ -53,8 +53,8 @@ FIXES = {
 MEANINGS = {
     Cause.GPU_COMPUTE: "kernels and memsets running back to back: the GPU's own work",
     Cause.LAUNCH_OVERHEAD: "the host issuing work while the GPU waits: Python between ops, dispatch, launch calls",
-    Cause.HOST_GAP: "host time that issues no GPU work: untraced stretches of 100 µs or more (a data "
-                    "pipeline, a sleep, Python work) and host-only ops",
+    Cause.HOST_GAP: "host time that issues no GPU work: 1 ms or more in a row of untraced time and ops that "
+                    "launch nothing (a data pipeline, a sleep, Python work, CPU ops)",
     Cause.HOST_SYNC: "the host waiting for the GPU in a synchronizing call, then the GPU waiting while the host "
                      "fills its queue again",
     Cause.MEMCPY: "host↔device copies on the path; a copy from pageable memory also blocks the host",

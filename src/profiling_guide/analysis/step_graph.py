@@ -58,8 +58,9 @@ SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 DATA_SHAPE_OPS = ("aten::nonzero", "aten::masked_select", "aten::_unique2", "aten::unique_dim",
                   "aten::unique_consecutive")
 COLLECTIVE = re.compile(r"^nccl|^rccl", re.IGNORECASE)
-#: An untraced stretch, or a recorded op that launched no device work, at least this long is host work of its
-#: own (a data pipeline, a sleep, Python work), not the framework stepping between two ops. (The framework's own
+#: A run of untraced stretches and recorded ops that launched no device work, in a row with no runtime call
+#: between them, at least this long is host work of its own (a data pipeline, a sleep, Python work, CPU ops),
+#: not the framework stepping between two ops. (The framework's own
 #: Python between two ops, a wrapper's argument checks, an optimizer's or the autograd engine's, stays well under
 #: it in the guide's recordings: 430 µs at most.)
 HOST_GAP_US = 1000.0
@@ -246,9 +247,32 @@ def _untraced(thread: _Thread, lo: float, hi: float, rank) -> HostSeg:
                                                                       before=_next_start(thread, lo, hi)))
 
 
-def host_work(seg: HostSeg) -> bool:
-    """Whether an untraced stretch or a host-only op is host work of its own (see :data:`HOST_GAP_US`)."""
-    return seg.dur_us >= HOST_GAP_US
+def host_work(run: list[HostSeg]) -> bool:
+    """Whether a run of untraced stretches and host-only ops is host work of its own (see :data:`HOST_GAP_US`)."""
+    return sum(seg.dur_us for seg in run) >= HOST_GAP_US
+
+
+#: The autograd engine's own ops: its bookkeeping between a backward's kernels (AccumulateGrad setting a compiled
+#: backward's gradients launches nothing), the framework's pace, not host work of the program's own.
+AUTOGRAD_OPS = re.compile(r"^autograd::engine::|^torch::autograd::")
+
+
+def _host_only_runs(host: list[HostSeg]) -> list[list[HostSeg]]:
+    """The maximal runs of consecutive host stretches that issue no device work and call nothing: untraced time
+    and ops that launched nothing (not the autograd engine's, :data:`AUTOGRAD_OPS`). Many short CPU ops in a row
+    (a DataLoader's transforms on the training thread, each well under a millisecond) are one such run, as long
+    as a sleep."""
+    runs, run = [], []
+    for seg in host:
+        if seg.kind == "op" and seg.host_only and AUTOGRAD_OPS.match(seg.where.op or ""):
+            runs += [run, [seg]]  # alone, it is host work of its own only if it is long itself (a hook's work)
+            run = []
+        elif seg.kind == "untraced" or (seg.kind == "op" and seg.host_only):
+            run.append(seg)
+        elif run:
+            runs.append(run)
+            run = []
+    return [r for r in runs + [run] if r]
 
 
 def _fill(thread: _Thread, lo: float, hi: float, rank, out: list[HostSeg], busy: dict) -> None:
@@ -485,9 +509,10 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
             node = _node(ev, -1, rank)
             node.ready_us = ev.launch.start_us - step.start_us
             dev.append(node)
-    for seg in host:  # host work of its own: long untraced stretches and long host-only ops
-        if (seg.kind == "untraced" or seg.host_only) and host_work(seg):
-            seg.cause = Cause.HOST_GAP
+    for run in _host_only_runs(host):  # host work of its own: long stretches that issue no device work
+        if host_work(run):
+            for seg in run:
+                seg.cause = Cause.HOST_GAP
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
     _blocking(host, dev, chain, trace, step, index_of)

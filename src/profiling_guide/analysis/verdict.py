@@ -13,7 +13,7 @@ cause                      what the what-if changes
 ``host_sync``              synchronizing calls no longer wait, and cost nothing
 ``memcpy``                 pageable copies run at pinned bandwidth, without blocking the host
 ``allocator``              cudaMalloc/cudaFree calls cost nothing and do not wait
-``host_gap``               untraced host stretches and host-only ops cost nothing
+``host_gap``               runs of untraced time and ops that launch nothing cost nothing
 ``launch_overhead``        the host issues work at no cost (CUDA graphs)
 ``exposed_communication``  collective kernels take no time on the path (hidden)
 ``gpu_compute``            the kernels of the op that takes the most path time removed
