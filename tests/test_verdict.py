@@ -306,3 +306,36 @@ def test_many_short_cpu_ops_in_a_row_are_a_host_gap_not_launch_overhead():
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.LAUNCH_OVERHEAD
     assert not any(w.cause is Cause.HOST_GAP and (w.where.op or "").startswith("autograd::") for w in v.what_if)
+
+
+def test_a_stall_in_one_step_of_three_is_averaged_over_the_steps_as_a_timer_sees_it():
+    # three steps of four 300 µs kernels issued 10 µs apart, then the loop's synchronize; before the third step's
+    # launches the host waits 20 ms
+    # with nothing recorded (a DataLoader whose workers fell behind). The median step hides it; a timer over many
+    # such steps counts a third of it in each
+    def events(stall_us):
+        out, corr, start = [], [100], 1000.0
+        for i in range(3):
+            pause = stall_us if i == 2 else 0.0
+            dur = 1300.0 + pause
+            out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "ts": start,
+                        "dur": dur, "tid": 1, "pid": 1})
+            for k in range(4):
+                out += _launch(start + pause + 10 + 10 * k, corr, 300.0)
+            # the loop's synchronize after each step waits for the four kernels
+            out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": start + pause + 60,
+                        "dur": 1235.0, "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
+            start += dur
+        return out
+
+    trace = Trace(events(20000.0))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.HOST_GAP, v.what_if
+    assert abs(v.verdict.step_ms - (3 * 1.3 + 20) / 3) < 0.3, v.verdict  # the mean step, stall included
+    assert abs(v.verdict.predicted_step_ms - 1.3) < 0.15, v.verdict
+    assert any("1 of 3 steps took much longer" in n for n in v.notes), v.notes
+    # the same steps without the stall: alike, pooled by their median, no host gap
+    trace = Trace(events(0.0))
+    v = verdict_of(trace, trace.steps)
+    assert not any(w.cause is Cause.HOST_GAP for w in v.what_if) and abs(v.verdict.step_ms - 1.3) < 0.1, v.what_if
+    assert not any("much longer" in n for n in v.notes)

@@ -495,17 +495,47 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
     return ProfilerCost(scale=scale, label=label, factor=factor), notes
 
 
-def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[str]) -> Verdict:
-    def med(values):
-        return statistics.median(values) / 1e3
+#: Steps whose mean is this many times their median differ by more than noise (a step that stalled)...
+STALL_MEAN = 1.5
+#: ... and a cause whose what-if brings every step within this share of the median step holds the difference.
+STALL_FIT = 0.1
 
-    profiled, base = med([s.profiled_us for s in per_step]), med([s.base_us for s in per_step])
+
+def stalled(per_step: list[StepWhatIfs]) -> Cause | None:
+    """The cause that only some steps hold, where one does: the steps differ (:data:`STALL_MEAN`), and fixing
+    it brings each step to the typical one (:data:`STALL_FIT`): a DataLoader whose workers fall behind now and
+    then, a periodic checkpoint. Those steps are real: a timer over many steps counts them."""
+    bases = [s.base_us for s in per_step]
+    typical = statistics.median(bases)
+    if len(bases) < 2 or statistics.fmean(bases) < STALL_MEAN * typical:
+        return None
+    return next((c for c in REMOVABLE if all(abs(s.fixed_us[c] / typical - 1) <= STALL_FIT for s in per_step)),
+                None)
+
+
+def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[str]) -> Verdict:
+    """The steps' what-ifs as one: each time the median over the steps, which noise in one step does not move;
+    where a cause holds some steps only (:func:`stalled`), the mean, what a run of such steps takes per step (a
+    stall in one step of three costs a third of it in each). The critical path is every step's, each stretch
+    weighted by 1/steps."""
+    stall = stalled(per_step)
+    pool = statistics.fmean if stall is not None else statistics.median
+
+    def mean(values):
+        return pool(values) / 1e3
+
+    if stall is not None:
+        slow = sum(s.base_us > (1 + STALL_FIT) * statistics.median(x.base_us for x in per_step) for s in per_step)
+        notes.append(f"{slow} of {len(per_step)} steps took much longer than the others, with {stall.value} in them: "
+                     "each figure is the mean over the steps, as a timer over many steps would see it")
+
+    profiled, base = mean([s.profiled_us for s in per_step]), mean([s.base_us for s in per_step])
     middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
-    path = middle.path
+    path = [replace(p, us=p.us / len(per_step)) for s in per_step for p in s.path]
     path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
     candidates = []
     for cause in REMOVABLE:
-        predicted = med([s.fixed_us[cause] for s in per_step])
+        predicted = mean([s.fixed_us[cause] for s in per_step])
         where = top_where(path, cause)
         if where is None:
             continue
@@ -513,7 +543,7 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
             where = Where()
         candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0),
                                  fix_for(cause, where)))
-    candidates, regions = _without_repeats(candidates, _region_candidates(per_step, path, base, rank, med))
+    candidates, regions = _without_repeats(candidates, _region_candidates(per_step, path, base, rank, mean))
     floor = max(MIN_SAVING * base, 0.005)
     counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
     if counted:
@@ -534,7 +564,7 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     counted += sorted((w for w in regions if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
     compute = None
     if middle.compute_where is not None:
-        predicted = med([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
+        predicted = mean([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
         compute = WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
                          path_ms.get(Cause.GPU_COMPUTE, 0.0), FIXES[Cause.GPU_COMPUTE])
     what_if = counted + ([compute] if compute is not None else [])
@@ -544,7 +574,7 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
                    profiler_factor=cost.factor)
 
 
-def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, med) -> list[WhatIf]:
+def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, mean) -> list[WhatIf]:
     """Launch overhead removed in one region alone (its label), for the regions every step re-timed."""
     labels = set.intersection(*(set(s.region_fixed_us) for s in per_step)) if per_step else set()
     on_path = {}
@@ -552,7 +582,7 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, med
         if p.cause is Cause.LAUNCH_OVERHEAD and p.where.label in labels:
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
-                   med([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
+                   mean([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
                    fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label)))
             for label in sorted(labels)]
 
