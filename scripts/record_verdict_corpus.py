@@ -340,6 +340,58 @@ def case_allocator(dev, times):
                           "fix": "no empty_cache()"}
 
 
+class TransformedRows(torch.utils.data.Dataset):
+    """Items of rows from a CPU tensor, each normalized and augmented on the CPU when it is read (a transform)."""
+
+    def __init__(self, items: int, rows: int, dim: int):
+        self.data = torch.randn(items, rows, dim, generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        x = self.data[i]
+        x = (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6)
+        return x * (0.9 + 0.2 * torch.rand(())) + 0.01 * torch.randn_like(x)
+
+
+def loader_input(dev, tokens: int, dim: int, workers: int):
+    """A DataLoader of 128 transformed items a batch (pinned), as a step's input: the next batch on the GPU."""
+    items = dev.size(128, 4)
+    loader = torch.utils.data.DataLoader(TransformedRows(4 * items, tokens // items, dim), batch_size=items,
+                                         shuffle=True, drop_last=True, pin_memory=dev.cuda, num_workers=workers,
+                                         persistent_workers=workers > 0, prefetch_factor=2 if workers else None)
+    batches = iter(loader)
+
+    def get():
+        nonlocal batches
+        try:
+            batch = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            batch = next(batches)
+        return batch.view(tokens, dim).to(dev.name, non_blocking=True).to(dev.dtype)
+
+    return get
+
+
+def case_loader(dev, workers: int):
+    """The input from a DataLoader whose transforms take longer than the step: on the training thread
+    (``num_workers=0``), or in two workers that fall behind now and then (the prefetched batches drained first,
+    so that the profiled steps are the steady state). Fixed: the batch ready on the GPU."""
+    model, opt, x = mlp_training(dev)
+    tokens, dim = x.shape
+    get = loader_input(dev, tokens, dim, workers if dev.cuda else 0)
+    for _ in range(dev.size(16, 2)):
+        get()
+    cause = train_step_fn(model, opt, get)
+    fixed = train_step_fn(model, opt, lambda: x)
+    where = "_MultiProcessingDataLoaderIter" if workers else "_SingleProcessDataLoaderIter"
+    return cause, fixed, {"cause": "host_gap", "where": f"enumerate(DataLoader)#{where}.__next__",
+                          "magnitude": f"128 transformed items a batch, num_workers={workers}",
+                          "fix": "the batch ready on the GPU"}
+
+
 def gpt_parts(dev):
     torch.manual_seed(0)
     vocab, seq, dim, layers, heads, batch = 8192, 128, 256, 4, 4, 8
@@ -419,6 +471,8 @@ SINGLE = {
     "memcpy_256mib": lambda d: case_memcpy(d, 256),
     "allocator_1x": lambda d: case_allocator(d, 1),
     "allocator_3x": lambda d: case_allocator(d, 3),
+    "loader_on_main_thread": lambda d: case_loader(d, 0),
+    "loader_workers_behind": lambda d: case_loader(d, 2),
     "gpt_eager": case_gpt_eager,
     "gpt_compiled": case_gpt_compiled,
 }

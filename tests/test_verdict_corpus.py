@@ -88,7 +88,7 @@ def test_the_corpus_covers_every_cause_on_both_gpus():
     single = {"gpu_compute", "launch_overhead", "host_gap", "host_sync", "memcpy", "allocator"}
     assert causes["h100"] == causes["h200"] == single
     assert {json.loads(p.read_text())["cause"] for p in RUNS} == {"load_imbalance", "host_gap", "exposed_communication"}
-    assert len(SINGLE) == 28 and len(RUNS) == 16
+    assert len(SINGLE) == 30 and len(RUNS) == 16
 
 
 def test_the_json_schema_has_the_documented_keys(tmp_path, capsys):

@@ -13,7 +13,10 @@ HTA answers with two breakdowns: the GPU's idle time (``host_wait``,
   the verdict names the call and what removing it saves;
 * a host stall before the step: HTA's critical path starts at the step's first
   recorded op, so the stall is not on it, and its largest bucket is GPU
-  compute; the verdict's path runs through the untraced host time.
+  compute; the verdict's path runs through the untraced host time;
+* CPU ops on the training thread that launch nothing (a DataLoader's
+  transforms): ``cpu_bound`` in HTA, its word for launch overhead too; the
+  verdict calls them a host gap.
 
 The table prints with ``pytest -s``.
 """
@@ -79,6 +82,10 @@ def test_the_verdict_beside_hta(hta, case):
         assert largest == "cpu_bound" and idle.get("host_wait", 0) > 0.9
     elif label["cause"] in ("host_sync", "memcpy", "allocator"):
         assert idle.get("host_wait", 0) > 0.5, "HTA calls the GPU's wait on the call a wait for the host"
+    elif label["cause"] == "host_gap" and ours.where.op is not None:
+        # CPU ops that launch nothing (a DataLoader's transforms on the training thread): HTA's path holds them,
+        # as cpu_bound, its word for launch overhead too
+        assert largest == "cpu_bound" and idle.get("host_wait", 0) > 0.5
     elif label["cause"] == "host_gap":
         # the stall is untraced host time before the step's first op: not on HTA's path
         assert largest == "gpu_compute_bound" and sum(cp.values()) < ours.step_ms * 1e3 - 0.5 * ours.saving_ms * 1e3

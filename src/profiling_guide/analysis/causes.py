@@ -93,7 +93,7 @@ class Where:
             parts.append(self.op)
         if self.label:
             parts.append(f"in '{self.label}'")
-        if self.before and not self.op:
+        if self.before and not self.op and self.before != self.label:  # inside a label, before its own work
             parts.append(f"before '{self.before}'")
         text = " ".join(parts) or "the step"
         return text if self.rank is None else f"{text} on rank {self.rank}"
