@@ -30,6 +30,12 @@ def _launch(t: float, corr: list, kernel_us: float, stream: int = 7, delay: floa
     ]
 
 
+def _device_sync(ts: float, dur: float, corr: list) -> dict:
+    """A cudaDeviceSynchronize on thread 1 (the host waits for the GPU)."""
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": ts, "dur": dur, "tid": 1,
+            "pid": 1, "args": {"correlation": corr[0] + 500}}
+
+
 def test_a_trace_without_device_work_says_what_to_record():
     trace = Trace(_events(3, 500.0, lambda start, corr: [
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": start + 10, "dur": 50.0, "tid": 1, "pid": 1}]))
@@ -55,19 +61,24 @@ def test_a_sync_after_each_kernel_is_the_cause_and_removing_it_lets_the_host_run
     assert v.verdict.predicted_step_ms < v.verdict.step_ms
 
 
+def _kernel_sync_launches(kernel_us: float, sync: tuple[float, float], small: int, first_at: float):
+    """A step's body: one kernel of ``kernel_us`` at 10 µs, a cudaDeviceSynchronize (start, length), then
+    ``small`` 5 µs kernels issued 50 µs apart from ``first_at``."""
+    def body(start, corr):
+        out = _launch(start + 10, corr, kernel_us)
+        out.append(_device_sync(start + sync[0], sync[1], corr))
+        for k in range(small):
+            out += _launch(start + first_at + 50 * k, corr, 5.0)
+        return out
+
+    return body
+
+
 def test_a_sync_in_a_step_the_host_paces_is_charged_only_its_wait():
     # each step: one 20 µs kernel, a sync that waits a few µs for it, then twenty 5 µs kernels issued 50 µs
     # apart. The host sets the pace: without the sync it would have issued the same twenty launches as slowly,
     # so the refill after the sync is the host's pace (launch overhead), not the sync's, beyond the sync's wait
-    def body(start, corr):
-        out = _launch(start + 10, corr, 20.0)
-        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": start + 30,
-                    "dur": 10.0, "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
-        for k in range(20):
-            out += _launch(start + 50 + 50 * k, corr, 5.0)
-        return out
-
-    trace = Trace(_events(3, 1100.0, body))
+    trace = Trace(_events(3, 1100.0, _kernel_sync_launches(20.0, (30.0, 10.0), 20, 50.0)))
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.LAUNCH_OVERHEAD
     assert v.path_ms.get(Cause.HOST_SYNC, 0.0) < 0.05 < v.path_ms[Cause.LAUNCH_OVERHEAD], v.path_ms
@@ -84,12 +95,7 @@ def test_a_sync_that_gets_half_as_far_as_graphing_the_step_is_named_first():
     def body(start, corr, label="train_step"):
         out = [{"ph": "X", "cat": "user_annotation", "name": label, "ts": start + 5, "dur": 1040.0, "tid": 1,
                 "pid": 1}] if label else []
-        out += _launch(start + 10, corr, 400.0)
-        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": start + 20,
-                    "dur": 394.0, "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
-        for k in range(12):
-            out += _launch(start + 430 + 50 * k, corr, 5.0)
-        return out
+        return out + _kernel_sync_launches(400.0, (20.0, 394.0), 12, 430.0)(start, corr)
 
     trace = Trace(_events(3, 1100.0, body))
     v = verdict_of(trace, trace.steps)
@@ -323,8 +329,7 @@ def test_a_stall_in_one_step_of_three_is_averaged_over_the_steps_as_a_timer_sees
             for k in range(4):
                 out += _launch(start + pause + 10 + 10 * k, corr, 300.0)
             # the loop's synchronize after each step waits for the four kernels
-            out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": start + pause + 60,
-                        "dur": 1235.0, "tid": 1, "pid": 1, "args": {"correlation": corr[0] + 500}})
+            out.append(_device_sync(start + pause + 60, 1235.0, corr))
             start += dur
         return out
 
