@@ -45,6 +45,12 @@ nox.options.reuse_existing_virtualenvs = True
 # without uv installed, virtualenv and pip (sessions that run pip themselves ask for them).
 nox.options.default_venv_backend = "uv|virtualenv"
 
+# Every Python process of a session imports torch: pytest's workers, the tests' subprocesses (the CLI, a wheel
+# installed), sphinx and the examples it runs. Where the shell sets PYTHONDONTWRITEBYTECODE (CI machines often do),
+# none of them writes torch's bytecode, and each compiles its modules again: 12 s an import on two cores instead of
+# 5. The sessions let the first one write it, into the session's own environment.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 ROOT = Path(__file__).parent
 SITE = ROOT / "docs" / "_build" / "html"
 OFFLINE_GUARD = ROOT / "docs" / "_offline"  # a sitecustomize that refuses connections off this machine
