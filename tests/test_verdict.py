@@ -344,3 +344,18 @@ def test_a_stall_in_one_step_of_three_is_averaged_over_the_steps_as_a_timer_sees
     v = verdict_of(trace, trace.steps)
     assert not any(w.cause is Cause.HOST_GAP for w in v.what_if) and abs(v.verdict.step_ms - 1.3) < 0.1, v.what_if
     assert not any("much longer" in n for n in v.notes)
+
+
+def test_a_dataloaders_host_gap_gets_the_fix_its_iterator_calls_for():
+    # the corpus's two input stalls (H200): the batch made on the training thread, or workers behind
+    from pathlib import Path
+
+    from profiling_guide.analysis.verdict import LOADER_FIXES
+
+    corpus = Path(__file__).parent / "data" / "corpus" / "h200"
+    for case, iterator in (("loader_on_main_thread", "_SingleProcessDataLoaderIter"),
+                           ("loader_workers_behind", "_MultiProcessingDataLoaderIter")):
+        trace = Trace.load(corpus / f"{case}.trace.json.gz")
+        v = verdict_of(trace, trace.steps).verdict
+        assert v.cause is Cause.HOST_GAP and v.where.label.startswith(f"enumerate(DataLoader)#{iterator}"), v
+        assert v.fix == LOADER_FIXES[f"enumerate(DataLoader)#{iterator}"], v.fix

@@ -598,13 +598,30 @@ OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or f
                  "or capture the step in a CUDA graph")
 
 
+#: The labels torch.utils.data records around fetching a batch, and the fix for a host gap in each: the batch made
+#: on the training thread (``num_workers=0``), or workers that did not have it ready.
+LOADER_FIXES = {
+    "enumerate(DataLoader)#_SingleProcessDataLoaderIter": (
+        "the DataLoader makes each batch on the training thread (num_workers=0): give it workers "
+        "(num_workers>0, pin_memory=True, persistent_workers=True) so batches are ready before the step asks"),
+    "enumerate(DataLoader)#_MultiProcessingDataLoaderIter": (
+        "the DataLoader's workers cannot keep up: more workers, a larger prefetch_factor, or cheaper per-item "
+        "work (transforms batched, or moved to the GPU)"),
+}
+
+
 def fix_for(cause: Cause, where: Where) -> str:
     """The fix a cause stands for, at its place: :data:`FIXES`, but a sync to learn a shape
-    (:data:`DATA_SHAPE_FIX`) and an optimizer's launches (:data:`OPTIMIZER_FIX`) have their own."""
+    (:data:`DATA_SHAPE_FIX`), an optimizer's launches (:data:`OPTIMIZER_FIX`) and a DataLoader's host gap
+    (:data:`LOADER_FIXES`) have their own."""
     if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS:
         return DATA_SHAPE_FIX
     if cause is Cause.LAUNCH_OVERHEAD and (where.label or "").startswith(OPTIMIZER_LABEL):
         return OPTIMIZER_FIX
+    if cause is Cause.HOST_GAP:
+        loader = next((fix for label, fix in LOADER_FIXES.items() if (where.label or "").startswith(label)), None)
+        if loader is not None:
+            return loader
     return FIXES[cause]
 
 
