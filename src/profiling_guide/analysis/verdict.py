@@ -471,17 +471,26 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
                      "long to record an op (a trivial op, or a detach, nested in another) as where the cost was "
                      "measured")
         return ProfilerCost(scale=speed), notes
+    return _from_run_record(steps, unprofiled, notes)
+
+
+def _from_run_record(steps: list[Step], unprofiled: dict, notes: list[str]) -> tuple[ProfilerCost, list[str]]:
+    """The profiler's cost from a run record's profiler-off CPU time of the label that spans the step: that
+    label's host work re-timed at the measured ratio, the rest (the loop's own calls between steps) at the per-op
+    estimate scaled to the measured cost."""
     label = unprofiled["label"]
     spans = [op for s in steps for op in s.ops if op.annotation and op.name == label]
     if not spans:
         return ProfilerCost(), notes
     profiled = statistics.mean(op.dur_us for op in spans)
-    ops = sum(sum(1 for o in s.ops if not o.annotation and o.start_us >= sp.start_us and o.end_us <= sp.end_us)
-              for s in steps for sp in spans if sp in s.ops) / len(spans)
-    calls = sum(sum(1 for c in s.runtime_calls if sp.start_us <= c.start_us <= sp.end_us)
-                for s in steps for sp in spans if sp in s.ops) / len(spans)
-    triton = sum(sum(1 for o in s.ops if is_compiled_triton_launch(o) and sp.start_us <= o.start_us <= sp.end_us)
-                 for s in steps for sp in spans if sp in s.ops) / len(spans)
+    def per_span(count) -> float:  # count(step, span), the mean over the spans
+        return sum(count(s, sp) for s in steps for sp in spans if sp in s.ops) / len(spans)
+
+    ops = per_span(lambda s, sp: sum(1 for o in s.ops if not o.annotation and o.start_us >= sp.start_us
+                                     and o.end_us <= sp.end_us))
+    calls = per_span(lambda s, sp: sum(1 for c in s.runtime_calls if sp.start_us <= c.start_us <= sp.end_us))
+    triton = per_span(lambda s, sp: sum(1 for o in s.ops if is_compiled_triton_launch(o)
+                                        and sp.start_us <= o.start_us <= sp.end_us))
     estimate = PROFILER_OP_US * ops + PROFILER_CALL_US * calls + PROFILER_TRITON_US * triton
     off = float(unprofiled["cpu_us"])
     measured = profiled - off
@@ -513,68 +522,82 @@ def stalled(per_step: list[StepWhatIfs]) -> Cause | None:
                 None)
 
 
-def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[str]) -> Verdict:
-    """The steps' what-ifs as one: each time the median over the steps, which noise in one step does not move;
-    where a cause holds some steps only (:func:`stalled`), the mean, what a run of such steps takes per step (a
-    stall in one step of three costs a third of it in each). The critical path is every step's, each stretch
-    weighted by 1/steps."""
+def _pooling(per_step: list[StepWhatIfs], notes: list[str]) -> Callable[[list[float]], float]:
+    """How the steps' figures become one (µs → ms): their median, which noise in one step does not move; where a
+    cause holds some steps only (:func:`stalled`), their mean, what a run of such steps takes per step (a stall in
+    one step of three costs a third of it in each), and a note says so."""
     stall = stalled(per_step)
-    pool = statistics.fmean if stall is not None else statistics.median
+    if stall is None:
+        return lambda values: statistics.median(values) / 1e3
+    typical = statistics.median(s.base_us for s in per_step)
+    slow = sum(s.base_us > (1 + STALL_FIT) * typical for s in per_step)
+    notes.append(f"{slow} of {len(per_step)} steps took much longer than the others, with {stall.value} in them: "
+                 "each figure is the mean over the steps, as a timer over many steps would see it")
+    return lambda values: statistics.fmean(values) / 1e3
 
-    def mean(values):
-        return pool(values) / 1e3
 
-    if stall is not None:
-        slow = sum(s.base_us > (1 + STALL_FIT) * statistics.median(x.base_us for x in per_step) for s in per_step)
-        notes.append(f"{slow} of {len(per_step)} steps took much longer than the others, with {stall.value} in them: "
-                     "each figure is the mean over the steps, as a timer over many steps would see it")
-
-    profiled, base = mean([s.profiled_us for s in per_step]), mean([s.base_us for s in per_step])
-    middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
-    path = [replace(p, us=p.us / len(per_step)) for s in per_step for p in s.path]
+def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], base: float, rank, pool) -> list[WhatIf]:
+    """Each removable cause on the path, fixed: where it takes the most path time, and the step without it."""
     path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
     candidates = []
     for cause in REMOVABLE:
-        predicted = mean([s.fixed_us[cause] for s in per_step])
         where = top_where(path, cause)
         if where is None:
             continue
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
-        candidates.append(WhatIf(cause, _ranked(where, rank), base, predicted, path_ms.get(cause, 0.0),
-                                 fix_for(cause, where)))
-    candidates, regions = _without_repeats(candidates, _region_candidates(per_step, path, base, rank, mean))
+        candidates.append(WhatIf(cause, _ranked(where, rank), base, pool([s.fixed_us[cause] for s in per_step]),
+                                 path_ms.get(cause, 0.0), fix_for(cause, where)))
+    return candidates
+
+
+def _first(counted: list[WhatIf], regions: list[WhatIf], base: float) -> WhatIf:
+    """The fix named first: the largest saving; of two that tie (:data:`TIE`), the smaller change; before the
+    graphs, a fix at one place that gets at least :data:`PLACE_SHARE` as far (not the loop's own sync)."""
+    best = counted[0]
+    close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
+    best = max(close, key=_smaller_change)
+    if best.cause is not Cause.LAUNCH_OVERHEAD:
+        return best
+    smaller = [w for w in counted + regions if w.saving_ms >= PLACE_SHARE * best.saving_ms and w is not best
+               and not is_loop_sync(w)
+               and (w.cause is not Cause.LAUNCH_OVERHEAD or fix_for(w.cause, w.where) != FIXES[w.cause])]
+    return max(smaller, key=lambda w: w.saving_ms) if smaller else best
+
+
+def _in_order(candidates: list[WhatIf], regions: list[WhatIf], base: float) -> list[WhatIf]:
+    """The fixes that count (:data:`MIN_SAVING`), the first one first (:func:`_first`), then by saving; one
+    region's launches after them: part of the step's, listed after the fixes they could tie with, never rivals."""
     floor = max(MIN_SAVING * base, 0.005)
     counted = sorted((w for w in candidates if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
     if counted:
-        best = counted[0]
-        close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
-        best = max(close, key=_smaller_change)
-        if best.cause is Cause.LAUNCH_OVERHEAD:
-            smaller = [w for w in counted + regions if w.saving_ms >= PLACE_SHARE * best.saving_ms and w is not best
-                       and not is_loop_sync(w)
-                       and (w.cause is not Cause.LAUNCH_OVERHEAD or fix_for(w.cause, w.where) != FIXES[w.cause])]
-            if smaller:
-                best = max(smaller, key=lambda w: w.saving_ms)
-                regions = [w for w in regions if w is not best]
-        if best in counted:
-            counted.remove(best)
-        counted.insert(0, best)
-    # one region's launches are part of the step's: listed after the fixes they could tie with, never as rivals
-    counted += sorted((w for w in regions if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
-    compute = None
+        best = _first(counted, regions, base)
+        counted = [best] + [w for w in counted if w is not best]
+        regions = [w for w in regions if w is not best]
+    return counted + sorted((w for w in regions if w.saving_ms >= floor), key=lambda w: -w.saving_ms)
+
+
+def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[str]) -> Verdict:
+    """The steps' what-ifs as one verdict (:func:`_pooling`). The critical path is every step's, each stretch
+    weighted by 1/steps."""
+    pool = _pooling(per_step, notes)
+    profiled, base = pool([s.profiled_us for s in per_step]), pool([s.base_us for s in per_step])
+    path = [replace(p, us=p.us / len(per_step)) for s in per_step for p in s.path]
+    path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
+    candidates, regions = _without_repeats(_cause_candidates(per_step, path, base, rank, pool),
+                                           _region_candidates(per_step, path, base, rank, pool))
+    what_if = _in_order(candidates, regions, base)
+    middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
     if middle.compute_where is not None:
-        predicted = mean([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
-        compute = WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
-                         path_ms.get(Cause.GPU_COMPUTE, 0.0), FIXES[Cause.GPU_COMPUTE])
-    what_if = counted + ([compute] if compute is not None else [])
-    verdict = what_if[0] if what_if else None
+        predicted = pool([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
+        what_if.append(WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
+                              path_ms.get(Cause.GPU_COMPUTE, 0.0), FIXES[Cause.GPU_COMPUTE]))
     profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
-    return Verdict(verdict, what_if, profiler, profiled, path_ms, len(per_step), notes=notes, profiler_scale=cost.scale,
-                   profiler_factor=cost.factor)
+    return Verdict(what_if[0] if what_if else None, what_if, profiler, profiled, path_ms, len(per_step), notes=notes,
+                   profiler_scale=cost.scale, profiler_factor=cost.factor)
 
 
-def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, mean) -> list[WhatIf]:
+def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, pool) -> list[WhatIf]:
     """Launch overhead removed in one region alone (its label), for the regions every step re-timed."""
     labels = set.intersection(*(set(s.region_fixed_us) for s in per_step)) if per_step else set()
     on_path = {}
@@ -582,7 +605,7 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, mea
         if p.cause is Cause.LAUNCH_OVERHEAD and p.where.label in labels:
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
-                   mean([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
+                   pool([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
                    fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label)))
             for label in sorted(labels)]
 

@@ -53,6 +53,36 @@ def what_if_sentence(w: WhatIf) -> str:
             f"Fix: {w.fix}; that would bring the step to about {ms(w.predicted_step_ms)}.")
 
 
+def _listed(intro: str, whats: list[WhatIf], tail: str = ".") -> str:
+    """`` Next: host sync at aten::item (−0.12 ms); …`` for the what-ifs listed after the verdict."""
+    return (f" {intro}: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} "
+                                      f"({'−' if w.saving_ms >= 0 else '+'}{ms(abs(w.saving_ms))})" for w in whats)
+            + tail)
+
+
+def _rest_sentences(v: Verdict) -> str:
+    """The next two fixes after the verdict: a tie said as a tie, a larger change after a smaller one, then the
+    rest; a GPU-compute what-if under MIN_SAVING says faster kernels would barely help."""
+    first, rest, text = v.verdict, list(v.what_if[1:3]), ""
+    tied = [w for w in rest if w.cause is not Cause.GPU_COMPUTE and abs(first.saving_ms - w.saving_ms) <= TIE * w.step_ms
+            and not (w.cause is first.cause is Cause.LAUNCH_OVERHEAD)]  # a region is part of the step
+    if tied:  # inside the estimate's precision the two are one: say so, rather than pick
+        text += _listed("About as much", tied, ", a tie.")
+    # the GPU-compute what-if is listed whatever it saves: under MIN_SAVING, it says faster kernels would not help
+    idle = [w for w in rest if w.cause is Cause.GPU_COMPUTE and w.saving_ms < MIN_SAVING * w.step_ms]
+    # a fix named first as the smaller change (verdict.PLACE_SHARE) leaves a larger one that saves more
+    larger = [w for w in rest if w not in tied and w.saving_ms - first.saving_ms > TIE * w.step_ms]
+    if larger:
+        text += _listed("More, with a larger change", larger)
+    rest = [w for w in rest if w not in tied and w not in idle and w not in larger]
+    if rest:
+        text += _listed("Next", rest)
+    for w in idle:
+        text += (f" Faster kernels would barely shorten this step: removing the heaviest ({w.where.words()}) saves "
+                 f"{ms(max(w.saving_ms, 0.0))}, under {MIN_SAVING:.0%} of it.")
+    return text
+
+
 def verdict_sentence(v: Verdict) -> str:
     """The verdict, then the next two fixes; or what the trace lacks for one."""
     if v.verdict is None:
@@ -60,30 +90,7 @@ def verdict_sentence(v: Verdict) -> str:
     text = what_if_sentence(v.verdict)
     if v.verdict.cause is Cause.GPU_COMPUTE and len(v.what_if) == 1:
         text += f" No other fix would save {MIN_SAVING:.0%} of the step: the GPU's own work sets the pace."
-    rest = [w for w in v.what_if[1:3]]
-    tied = [w for w in rest if w.cause is not Cause.GPU_COMPUTE and abs(v.verdict.saving_ms - w.saving_ms) <= TIE * w.step_ms
-            and not (w.cause is v.verdict.cause is Cause.LAUNCH_OVERHEAD)]  # a region is part of the step
-    if tied:  # inside the estimate's precision the two are one: say so, rather than pick
-        text += (" About as much: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} (−{ms(w.saving_ms)})"
-                                                for w in tied) + ", a tie.")
-        rest = [w for w in rest if w not in tied]
-    # the GPU-compute what-if is listed whatever it saves: under MIN_SAVING, it says faster kernels would not help
-    idle = [w for w in rest if w.cause is Cause.GPU_COMPUTE and w.saving_ms < MIN_SAVING * w.step_ms]
-    rest = [w for w in rest if w not in idle]
-    # a fix named first as the smaller change (verdict.PLACE_SHARE) leaves a larger one that saves more
-    larger = [w for w in rest if w.saving_ms - v.verdict.saving_ms > TIE * w.step_ms]
-    if larger:
-        text += (" More, with a larger change: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} (−{ms(w.saving_ms)})"
-                                                          for w in larger) + ".")
-        rest = [w for w in rest if w not in larger]
-    if rest:
-        text += " Next: " + "; ".join(f"{NAMES[w.cause].lower()} {place(w)} "
-                                      f"({'−' if w.saving_ms >= 0 else '+'}{ms(abs(w.saving_ms))})"
-                                      for w in rest) + "."
-    for w in idle:
-        text += (f" Faster kernels would barely shorten this step: removing the heaviest ({w.where.words()}) saves "
-                 f"{ms(max(w.saving_ms, 0.0))}, under {MIN_SAVING:.0%} of it.")
-    return text
+    return text + _rest_sentences(v)
 
 
 def profiler_sentence(v: Verdict) -> str:
