@@ -211,31 +211,7 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     part failed.
     """
     ranks = sorted(timings)
-    standalone: dict[int, list[float]] = defaultdict(list)
-    own: dict[int, list[float]] = defaultdict(list)
-    hidden: dict[int, list[float]] = defaultdict(list)
-    run_steps, excess, without = [], defaultdict(list), defaultdict(list)
-    alone_in: list[dict[int, float]] = []  # per step: each rank's standalone step (µs)
-    for number in steps:
-        alone = {}
-        for r in ranks:
-            t = timings[r].steps.get(number)
-            if t is None:
-                continue
-            alone[r] = t.own_us + sum(transfer_us.get(k, 0.0) for k in t.path_calls)
-            standalone[r].append(alone[r])
-            own[r].append(t.own_us)
-            hidden[r].append(t.hidden_us)
-        bases = [timings[r].steps[number].base_us for r in alone]
-        if not bases:
-            continue
-        alone_in.append(alone)
-        run_steps.append(max(bases))
-        for r in alone:
-            others = [v for q, v in alone.items() if q != r]
-            if others:
-                excess[r].append(alone[r] - max(others))
-                without[r].append(max(max(others), min(alone[r], max(others))))
+    standalone, own, hidden, run_steps, alone_in = _standalone_steps(timings, transfer_us, steps)
     med = {r: statistics.median(v) / 1e3 for r, v in standalone.items()}
     found = CulpritFinding(statistics.median(run_steps) / 1e3 if run_steps else 0.0, med,
                            {r: statistics.median(v) / 1e3 for r, v in own.items()}, None, None,
@@ -245,6 +221,39 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
     if len(med) < 2:
         found.reason = "one_rank"
         return found
+    _judge(found, med, alone_in, checked_waits=late_us is not None)
+    return found
+
+
+def _standalone_steps(timings: dict[int, RankTiming], transfer_us: dict[tuple, float], steps: list[int]):
+    """Per rank, per step: its standalone step (its own work and its collectives' transfers, µs), its own work,
+    its hidden communication; the run's re-timed step per step (the slowest rank's); and per step, each rank's
+    standalone step."""
+    standalone: dict[int, list[float]] = defaultdict(list)
+    own: dict[int, list[float]] = defaultdict(list)
+    hidden: dict[int, list[float]] = defaultdict(list)
+    run_steps: list[float] = []
+    alone_in: list[dict[int, float]] = []
+    for number in steps:
+        alone = {}
+        for r in sorted(timings):
+            t = timings[r].steps.get(number)
+            if t is None:
+                continue
+            alone[r] = t.own_us + sum(transfer_us.get(k, 0.0) for k in t.path_calls)
+            standalone[r].append(alone[r])
+            own[r].append(t.own_us)
+            hidden[r].append(t.hidden_us)
+        if alone:
+            alone_in.append(alone)
+            run_steps.append(max(timings[r].steps[number].base_us for r in alone))
+    return standalone, own, hidden, run_steps, alone_in
+
+
+def _judge(found: CulpritFinding, med: dict[int, float], alone_in: list[dict[int, float]], *,
+           checked_waits: bool) -> None:
+    """Name the culprit in ``found``, or say why none (:attr:`CulpritFinding.reason`): the rule of
+    :func:`find_culprit`."""
     # the slowest ranks, alike within half the threshold: where several run the same extra work, all of them
     # must be fixed, and the run then goes at the pace of the rest
     top = max(med.values())
@@ -260,12 +269,11 @@ def find_culprit(timings: dict[int, RankTiming], transfer_us: dict[tuple, float]
         found.reason = "small"
     elif found.margin_ms <= found.noise_ms or not late_each_step:
         found.reason = "noise"
-    elif late_us is not None and waited < MIN_SAVING * found.run_step_ms:
+    elif checked_waits and waited < MIN_SAVING * found.run_step_ms:
         found.reason = "not_waited_for"
     else:
         found.culprit, found.slow, found.excess_ms = slow[0], slow, found.margin_ms
         found.predicted_ms = max(rest)
-    return found
 
 
 @dataclass
