@@ -323,26 +323,9 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
     ranks: dict[int, WhatIf] = {}
     c = finding.culprit
     if c is not None:
-        extra_ms, where = _imbalance(timings, c, finding.slow)
-        if where is not None and extra_ms >= max(IMBALANCE_SHARE * finding.excess_ms, MIN_SAVING * run_step):
-            cause, fix = Cause.LOAD_IMBALANCE, FIXES[Cause.LOAD_IMBALANCE]
-        else:
-            own = _own_cause(rank_verdict, _excess_cause(timings, c, finding.slow))
-            cause, where = (own.cause, own.where) if own is not None else (Cause.HOST_GAP, Where(rank=c))
-            fix = own.fix if own is not None and own.fix else FIXES[cause]  # its place's fix (a fused optimizer...)
-            where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
-        culprit = WhatIf(cause, where, run_step, finding.predicted_ms, finding.excess_ms, fix)
+        culprit = _culprit_what_if(finding, timings, rank_verdict)
         what_if.append(culprit)
-        waiting = (f"rank {c} arrives late to the collectives: {culprit.cause.value} at {culprit.where.words()}")
-        for r in timings:
-            if r in finding.slow:
-                w = culprit.where
-                ranks[r] = WhatIf(culprit.cause, Where(op=w.op, label=w.label, kind=w.kind, rank=r, before=w.before),
-                                  run_step, finding.predicted_ms, finding.excess_ms, fix)
-            else:
-                late = max(finding.standalone_ms.get(c, 0.0) - finding.standalone_ms.get(r, 0.0), 0.0)
-                ranks[r] = WhatIf(Cause.WAITING_FOR_RANK, Where(op="collectives", rank=r), run_step,
-                                  finding.predicted_ms, late, waiting)
+        ranks = _each_rank(finding, timings, culprit)
     if c is None:  # hiding the communication: every rank at its step with its collectives hidden
         hidden = max(finding.hidden_ms.values(), default=run_step)
     else:  # the culprit still sets the pace: only the transfers on its own path are hidden
@@ -367,6 +350,37 @@ def run_verdict(finding: CulpritFinding, timings: dict[int, RankTiming], rank_ve
         notes.append(f"rank {rank_read}'s trace was read again for {'its' if c is not None else 'the ranks shared'}"
                      " causes")
     return RunVerdict(verdict, what_if, ranks, finding, rank_verdict, rank_read, notes)
+
+
+def _culprit_what_if(finding: CulpritFinding, timings: dict[int, RankTiming], rank_verdict: Verdict | None) -> WhatIf:
+    """The culprit on time: load imbalance where it runs GPU work the others do not, else its own cause (its
+    trace's verdict, the cause it spends more on than the others), with its place's fix."""
+    c, run_step = finding.culprit, finding.run_step_ms
+    extra_ms, where = _imbalance(timings, c, finding.slow)
+    if where is not None and extra_ms >= max(IMBALANCE_SHARE * finding.excess_ms, MIN_SAVING * run_step):
+        cause, fix = Cause.LOAD_IMBALANCE, FIXES[Cause.LOAD_IMBALANCE]
+    else:
+        own = _own_cause(rank_verdict, _excess_cause(timings, c, finding.slow))
+        cause, where = (own.cause, own.where) if own is not None else (Cause.HOST_GAP, Where(rank=c))
+        fix = own.fix if own is not None and own.fix else FIXES[cause]  # its place's fix (a fused optimizer...)
+        where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
+    return WhatIf(cause, where, run_step, finding.predicted_ms, finding.excess_ms, fix)
+
+
+def _each_rank(finding: CulpritFinding, timings: dict[int, RankTiming], culprit: WhatIf) -> dict[int, WhatIf]:
+    """Each rank's verdict where there is a culprit: the slow ranks its cause, at their own place; the others
+    waiting for it, by as much as their standalone step is shorter than its."""
+    c, run_step = finding.culprit, finding.run_step_ms
+    waiting = f"rank {c} arrives late to the collectives: {culprit.cause.value} at {culprit.where.words()}"
+    ranks = {}
+    for r in timings:
+        if r in finding.slow:
+            ranks[r] = replace(culprit, where=replace(culprit.where, rank=r))
+        else:
+            late = max(finding.standalone_ms.get(c, 0.0) - finding.standalone_ms.get(r, 0.0), 0.0)
+            ranks[r] = WhatIf(Cause.WAITING_FOR_RANK, Where(op="collectives", rank=r), run_step,
+                              finding.predicted_ms, late, waiting)
+    return ranks
 
 
 def _every_rank(w: WhatIf) -> WhatIf:
