@@ -34,6 +34,7 @@ import bisect
 import math
 import re
 import statistics
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from profiling_guide.analysis.causes import Cause, Where
@@ -679,28 +680,14 @@ def profiler_units(host: list[HostSeg], step: Step, trace: Trace | None = None) 
     not runtime calls, in proportion to their length.
     """
     if trace is not None and trace.python_starts:
-        calls_in_step = sum(bisect.bisect_right(starts, step.end_us) - bisect.bisect_left(starts, step.start_us)
-                            for starts in trace.python_starts.values())
-        python_time = sum(seg.dur_us for seg in host if seg.kind != "call")
-        for seg in host:
-            if seg.kind != "call" and python_time > 0:
-                seg.prof_py = calls_in_step * seg.dur_us / python_time
-    ops: dict[int, int] = {}
-    triton: dict[int, int] = {}
-    for op in step.ops:
-        if not op.annotation:
-            top = _outermost_op(op)
-            ops[id(top)] = ops.get(id(top), 0) + 1
-            if is_compiled_triton_launch(op):
-                triton[id(top)] = triton.get(id(top), 0) + 1
-    calls: dict[int, int] = {}
-    for seg in host:
-        if seg.kind == "call":
-            calls[seg.owner] = calls.get(seg.owner, 0) + 1
-    length: dict[int, float] = {}
+        _share_python_calls(host, step, trace)
+    ops = Counter(id(_outermost_op(op)) for op in step.ops if not op.annotation)
+    triton = Counter(id(_outermost_op(op)) for op in step.ops if not op.annotation and is_compiled_triton_launch(op))
+    calls = Counter(seg.owner for seg in host if seg.kind == "call")
+    length: dict[int, float] = defaultdict(float)
     for seg in host:
         if seg.owner and seg.kind != "untraced":
-            length[seg.owner] = length.get(seg.owner, 0.0) + seg.dur_us
+            length[seg.owner] += seg.dur_us
     for seg in host:
         if seg.kind == "untraced":
             continue
@@ -711,6 +698,17 @@ def profiler_units(host: list[HostSeg], step: Step, trace: Trace | None = None) 
         seg.prof_ops = ops.get(seg.owner, 0) * share
         seg.prof_calls = calls.get(seg.owner, 0) * share
         seg.prof_triton = triton.get(seg.owner, 0) * share
+
+
+def _share_python_calls(host: list[HostSeg], step: Step, trace: Trace) -> None:
+    """The step's traced Python calls (``with_stack=True``) spread over its stretches that are not runtime calls,
+    in proportion to their length."""
+    calls_in_step = sum(bisect.bisect_right(starts, step.end_us) - bisect.bisect_left(starts, step.start_us)
+                        for starts in trace.python_starts.values())
+    python_time = sum(seg.dur_us for seg in host if seg.kind != "call")
+    for seg in host:
+        if seg.kind != "call" and python_time > 0:
+            seg.prof_py = calls_in_step * seg.dur_us / python_time
 
 
 def is_compiled_triton_launch(op: CpuOp) -> bool:
