@@ -234,9 +234,10 @@ def _standalone_steps(timings: dict[int, RankTiming], transfer_us: dict[tuple, f
     hidden: dict[int, list[float]] = defaultdict(list)
     run_steps: list[float] = []
     alone_in: list[dict[int, float]] = []
+    ranks = sorted(timings)
     for number in steps:
         alone = {}
-        for r in sorted(timings):
+        for r in ranks:
             t = timings[r].steps.get(number)
             if t is None:
                 continue
@@ -363,7 +364,7 @@ def _culprit_what_if(finding: CulpritFinding, timings: dict[int, RankTiming], ra
         own = _own_cause(rank_verdict, _excess_cause(timings, c, finding.slow))
         cause, where = (own.cause, own.where) if own is not None else (Cause.HOST_GAP, Where(rank=c))
         fix = own.fix if own is not None and own.fix else FIXES[cause]  # its place's fix (a fused optimizer...)
-        where = Where(op=where.op, label=where.label, kind=where.kind, rank=c, before=where.before)
+        where = replace(where, rank=c)
     return WhatIf(cause, where, run_step, finding.predicted_ms, finding.excess_ms, fix)
 
 

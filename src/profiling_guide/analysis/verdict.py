@@ -536,9 +536,9 @@ def _pooling(per_step: list[StepWhatIfs], notes: list[str]) -> Callable[[list[fl
     return lambda values: statistics.fmean(values) / 1e3
 
 
-def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], base: float, rank, pool) -> list[WhatIf]:
+def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_ms: dict[Cause, float], base: float,
+                      rank, pool) -> list[WhatIf]:
     """Each removable cause on the path, fixed: where it takes the most path time, and the step without it."""
-    path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
     candidates = []
     for cause in REMOVABLE:
         where = top_where(path, cause)
@@ -561,7 +561,7 @@ def _first(counted: list[WhatIf], regions: list[WhatIf], base: float) -> WhatIf:
         return best
     smaller = [w for w in counted + regions if w.saving_ms >= PLACE_SHARE * best.saving_ms and w is not best
                and not is_loop_sync(w)
-               and (w.cause is not Cause.LAUNCH_OVERHEAD or fix_for(w.cause, w.where) != FIXES[w.cause])]
+               and (w.cause is not Cause.LAUNCH_OVERHEAD or w.fix != FIXES[w.cause])]  # its own fix: a flag
     return max(smaller, key=lambda w: w.saving_ms) if smaller else best
 
 
@@ -584,7 +584,7 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     profiled, base = pool([s.profiled_us for s in per_step]), pool([s.base_us for s in per_step])
     path = [replace(p, us=p.us / len(per_step)) for s in per_step for p in s.path]
     path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
-    candidates, regions = _without_repeats(_cause_candidates(per_step, path, base, rank, pool),
+    candidates, regions = _without_repeats(_cause_candidates(per_step, path, path_ms, base, rank, pool),
                                            _region_candidates(per_step, path, base, rank, pool))
     what_if = _in_order(candidates, regions, base)
     middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
@@ -683,4 +683,4 @@ def _without_repeats(candidates: list[WhatIf], regions: list[WhatIf]) -> tuple[l
 
 
 def _ranked(where: Where, rank) -> Where:
-    return Where(op=where.op, label=where.label, kind=where.kind, rank=rank, before=where.before)
+    return replace(where, rank=rank)
