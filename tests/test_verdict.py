@@ -359,3 +359,59 @@ def test_a_dataloaders_host_gap_gets_the_fix_its_iterator_calls_for():
         v = verdict_of(trace, trace.steps).verdict
         assert v.cause is Cause.HOST_GAP and v.where.label.startswith(f"enumerate(DataLoader)#{iterator}"), v
         assert v.fix == LOADER_FIXES[f"enumerate(DataLoader)#{iterator}"], v.fix
+
+
+def _sync_between_launches(kernel_us: float, label: str | None = "train_step"):
+    """A step's body: a kernel of ``kernel_us``, ten 5 µs kernels, a cudaDeviceSynchronize that finds the GPU done
+    or nearly, then twelve 5 µs kernels; every launch in a 28 µs aten::mm, 30 µs apart (the host sets the pace)."""
+    def op(t, corr, dur, at):
+        corr[0] += 1
+        return [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t, "dur": 28.0, "tid": 1, "pid": 1, "args": {}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 10, "dur": 6.0, "tid": 1,
+                 "pid": 1, "args": {"correlation": corr[0]}},
+                {"ph": "X", "cat": "kernel", "name": "void gemm_kernel(float*)", "ts": at, "dur": dur, "tid": 7,
+                 "pid": 0, "args": {"correlation": corr[0], "stream": 7}}]
+
+    def body(start, corr):
+        out = [{"ph": "X", "cat": "user_annotation", "name": label, "ts": start + 1, "dur": 898.0, "tid": 1,
+                "pid": 1}] if label else []
+        t, free = start + 5, start + 25 + kernel_us
+        out += op(t, corr, kernel_us, start + 25)
+        for k in range(22):
+            t += 30
+            if k == 10:
+                wait = max(free + 3 - t, 4.0)
+                out.append(_device_sync(t, wait, corr))
+                t += wait + 1
+            at = max(t + 20, free + 1)
+            out += op(t, corr, 5.0, at)
+            free = at + 5
+        return out
+
+    return body
+
+
+def test_a_sync_the_profiler_hid_is_read_with_a_faster_host_and_named_first():
+    # the host sets the pace under the profiler, so the sync finds the GPU nearly done: read as the trace shows it,
+    # graphing the launches saves the most. Without the profiler the host runs ahead and the sync waits for the
+    # long kernel: read with the host FAST_HOST times faster than estimated, the sync saves over half of what the
+    # graphs then save, so it is named first, with that saving and a note
+    from profiling_guide.analysis.verdict import FAST_HOST
+
+    trace = Trace(_events(3, 900.0, _sync_between_launches(360.0)))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.HOST_SYNC and v.verdict.where.label == "train_step", v.what_if
+    assert any(f"{FAST_HOST:g}× as fast as estimated" in note for note in v.notes), v.notes
+    assert [w.cause for w in v.what_if].count(Cause.HOST_SYNC) == 1
+    graphs = next(w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD)
+    assert v.verdict.saving_ms < graphs.saving_ms
+    assert "More, with a larger change: launch overhead" in verdict_sentence(v)
+    # a shorter kernel leaves the sync little to wait for even with the faster host: the graphs lead
+    short = Trace(_events(3, 900.0, _sync_between_launches(250.0)))
+    assert verdict_of(short, short.steps).verdict.cause is Cause.LAUNCH_OVERHEAD
+    # the loop's own synchronize outside every label is not the step's: never read so
+    bare = Trace(_events(3, 900.0, _sync_between_launches(360.0, label=None)))
+    assert verdict_of(bare, bare.steps).verdict.cause is Cause.LAUNCH_OVERHEAD
+    # a run record that measured the host's speed leaves nothing to guess: no second reading
+    measured = verdict_of(trace, trace.steps, unprofiled={"label": "train_step", "cpu_us": 700.0})
+    assert not any("as fast as estimated" in note for note in measured.notes)
