@@ -113,10 +113,11 @@ PLACE_SHARE = 0.5
 #: How much faster than estimated the host may run without the profiler, for the syncs' what-if
 #: (:func:`_fast_host_sync`). A host the profiler slows arrives late at each sync and finds the GPU drained, so the
 #: trace shows the sync waiting little; without the profiler the host runs ahead and the same sync waits for the
-#: work queued before it. The profiler's cost per op is estimated within a wide spread: a loop of 300
-#: ``torch.add`` took 1.20× to 2.24× as long profiled as not on the H200 machines of eight sessions here
-#: (the references.json of the verdict's corpus and held-out recordings), where the estimate is fitted at 1.3× to
-#: 1.4×. So a sync is also read with the profiler's cost doubled, the upper end of that spread.
+#: work queued before it. The profiler's cost per op is known within a wide spread: a loop of 300 ``torch.add``
+#: timed with the profiler off and on, in nine recording sessions on H100 and H200 machines here (the
+#: references.json beside the verdict's corpus and held-out traces), cost 0.3× to 1.8× the estimate that session's
+#: traces gave (:func:`host_speed`, their median). So a sync is also read with the profiler's cost doubled, just
+#: past the upper end of that spread.
 FAST_HOST = 2.0
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).
