@@ -302,10 +302,13 @@ def _cpu_ops_then_kernels(name):
 
 
 def test_many_short_cpu_ops_in_a_row_are_a_host_gap_not_launch_overhead():
+    from profiling_guide.analysis.verdict import CPU_OP_FIX
+
     trace = _cpu_ops_then_kernels("aten::normal_")
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.HOST_GAP and v.verdict.where.op == "aten::normal_", v.what_if
     assert v.verdict.predicted_step_ms < 0.5 * v.verdict.step_ms
+    assert v.verdict.fix == CPU_OP_FIX and "device='cuda'" in verdict_sentence(v)  # torch's op, on the CPU
     # the autograd engine's own ops in a row are its bookkeeping (a compiled backward's AccumulateGrad): the pace
     # of the framework, launch overhead, unless one alone is long
     trace = _cpu_ops_then_kernels("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")

@@ -681,11 +681,16 @@ LOADER_FIXES = {
         "work (transforms batched, or moved to the GPU)"),
 }
 
+#: The fix for a host gap named at one of torch's ops (``aten::rand``, ``aten::mean``): an op that ran for a
+#: millisecond or more and launched no GPU work ran on the CPU, on CPU tensors.
+CPU_OP_FIX = ("the op ran on the CPU, launching nothing: make its tensors on the GPU (device='cuda') so it runs "
+              "there, or do the work ahead of the step, off the training thread (a DataLoader worker)")
+
 
 def fix_for(cause: Cause, where: Where) -> str:
     """The fix a cause stands for, at its place: :data:`FIXES`, but a sync to learn a shape
-    (:data:`DATA_SHAPE_FIX`), an optimizer's launches (:data:`OPTIMIZER_FIX`) and a DataLoader's host gap
-    (:data:`LOADER_FIXES`) have their own."""
+    (:data:`DATA_SHAPE_FIX`), an optimizer's launches (:data:`OPTIMIZER_FIX`), a DataLoader's host gap
+    (:data:`LOADER_FIXES`) and a host gap at one of torch's ops (:data:`CPU_OP_FIX`) have their own."""
     if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS:
         return DATA_SHAPE_FIX
     if cause is Cause.LAUNCH_OVERHEAD and (where.label or "").startswith(OPTIMIZER_LABEL):
@@ -694,6 +699,8 @@ def fix_for(cause: Cause, where: Where) -> str:
         loader = next((fix for label, fix in LOADER_FIXES.items() if (where.label or "").startswith(label)), None)
         if loader is not None:
             return loader
+        if (where.op or "").startswith("aten::"):
+            return CPU_OP_FIX
     return FIXES[cause]
 
 
