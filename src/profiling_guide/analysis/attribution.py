@@ -279,11 +279,27 @@ def match_graph(units: list[_Unit], calls: list[KernelCall]) -> tuple[dict[int, 
     fewer units than calls leave the gap unmatched. A graph that holds fewer
     than half the Triton units is not the one that ran.
     """
+    anchors = _triton_anchors(units, calls)
+    tritons = sum(1 for unit in units if unit.triton)
+    if tritons and 2 * len(anchors) < tritons:
+        return {}, 0.0  # most of its Triton kernels are not this graph's: another graph's call
+    matched: dict[int, list[KernelCall]] = {u: [calls[c]] for u, c in anchors}
+    bounds = [(-1, -1), *anchors, (len(units), len(calls))]
+    for (u0, c0), (u1, c1) in zip(bounds, bounds[1:]):  # noqa: B905 (neighbouring bounds: one pair fewer)
+        matched.update(_externs_between(units, calls, (u0, u1), (c0, c1)))
+    total = sum(unit.us for unit in units)
+    share = sum(units[u].us for u in matched) / total if total else 0.0
+    return matched, share
+
+
+def _triton_anchors(units: list[_Unit], calls: list[KernelCall]) -> list[tuple[int, int]]:
+    """(unit index, call index) of each Triton unit that is its name's k-th call in the graph as the k-th of that
+    name in the trace, both indices increasing."""
     positions: dict[str, list[int]] = defaultdict(list)
     for i, call in enumerate(calls):
         positions[call.name].append(i)
     seen: Counter = Counter()
-    anchors: list[tuple[int, int]] = []  # (unit index, call index), both increasing
+    anchors: list[tuple[int, int]] = []
     for u, unit in enumerate(units):
         if not unit.triton:
             continue
@@ -292,23 +308,22 @@ def match_graph(units: list[_Unit], calls: list[KernelCall]) -> tuple[dict[int, 
         found = positions.get(unit.name, [])
         if k < len(found) and (not anchors or found[k] > anchors[-1][1]):
             anchors.append((u, found[k]))
-    tritons = sum(1 for unit in units if unit.triton)
-    if tritons and 2 * len(anchors) < tritons:
-        return {}, 0.0  # most of its Triton kernels are not this graph's: another graph's call
-    matched: dict[int, list[KernelCall]] = {u: [calls[c]] for u, c in anchors}
-    bounds = [(-1, -1), *anchors, (len(units), len(calls))]
-    for (u0, c0), (u1, c1) in zip(bounds, bounds[1:]):  # noqa: B905 (neighbouring bounds: one pair fewer)
-        extern_units = [u for u in range(u0 + 1, u1) if not units[u].triton]
-        extern_calls = [calls[c] for c in range(c0 + 1, c1) if not calls[c].triton]
-        if not extern_units or not extern_calls:
-            continue
-        if len(extern_units) == len(extern_calls):
-            matched.update({u: [call] for u, call in zip(extern_units, extern_calls)})  # noqa: B905 (as many, checked just above)
-        elif len(extern_units) > len(extern_calls):  # a call launched several pieces of work
-            matched.update({u: extern_calls for u in extern_units})
-    total = sum(unit.us for unit in units)
-    share = sum(units[u].us for u in matched) / total if total else 0.0
-    return matched, share
+    return anchors
+
+
+def _externs_between(units: list[_Unit], calls: list[KernelCall], unit_bounds: tuple[int, int],
+                     call_bounds: tuple[int, int]) -> dict[int, list[KernelCall]]:
+    """The units strictly between two anchors that are not Triton kernels, matched to the extern calls between
+    them: one to one when as many, each unit to all of them when the units are more, none when fewer."""
+    extern_units = [u for u in range(unit_bounds[0] + 1, unit_bounds[1]) if not units[u].triton]
+    extern_calls = [calls[c] for c in range(call_bounds[0] + 1, call_bounds[1]) if not calls[c].triton]
+    if not extern_units or not extern_calls:
+        return {}
+    if len(extern_units) == len(extern_calls):
+        return {u: [call] for u, call in zip(extern_units, extern_calls)}  # noqa: B905 (as many, checked just above)
+    if len(extern_units) > len(extern_calls):  # a call launched several pieces of work
+        return {u: extern_calls for u in extern_units}
+    return {}
 
 
 def _provenance_sites(calls: list[KernelCall], region: Site) -> list[Site]:
@@ -534,12 +549,64 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
     sites = _Sites(trace)
     captured = replay_map(trace, events)
     graphs = kernel_information or []
-    matched_graphs: set[int] = set()
-    cache: dict[tuple, tuple[int | None, dict]] = {}  # a graph call's unit names → (graph, its units' calls)
-
-    # The work of each compiled graph's call, in units: one per kernel call the trace shows.
     launch_of = {id(ev): captured.get(id(ev), ev.launch) for ev in events}
-    calls_of: dict[int, tuple[CpuOp, list[_Unit], dict]] = {}  # id(graph call op) → (op, its units, unit by key)
+    matched = _match_calls(_graph_calls(events, launch_of), sites, graphs)
+    tally = _Tally(n)
+    for ev in events:
+        _count(tally, ev, launch_of[id(ev)], id(ev) in captured, matched, sites, trace, graphs)
+    replayed_us = sum(ev.dur_us for ev in events if _is_graph_launch(ev.launch))
+    captured_us = sum(ev.dur_us for ev in events if id(ev) in captured)
+    device_us = sum(ev.dur_us for ev in events) / n
+    launches = sum(1 for s in steps for c in s.runtime_calls if _is_graph_launch(c))
+    recorded = tuple(w for w, has in (("stack", bool(trace.python_frames)), ("modules", sites.frames.has_modules))
+                     if has)
+    return Attribution(
+        steps=len(steps), device_us=device_us, rows=sorted(tally.rows.values(), key=lambda r: -r.device_us),
+        by_how=dict(tally.by_how), unattributed=tally.missing.most_common(),
+        graph_launches=launches / n, replayed_us=replayed_us / n, captured_us=captured_us / n,
+        graphs_matched=(len(matched.graphs), len(graphs)) if kernel_information is not None else None,
+        recorded_with=recorded)
+
+
+def _count(tally: _Tally, ev: DeviceEvent, launch: RuntimeCall | None, captured: bool, matched: _Matched,
+           sites: _Sites, trace: Trace, graphs: list) -> None:
+    """``ev`` counted at each of its sites, shared equally among them."""
+    replayed = _is_graph_launch(ev.launch)
+    op = launch.op if launch is not None else None
+    phase = phase_of(op) if launch is not None else UNLINKED
+    first_us = launch.start_us if launch is not None else ev.start_us
+    found = matched.sites_of(ev, op, replayed, captured, sites)
+    for site in found:
+        why = None if site.attributed else WRAPPER if id(ev) in matched.wrapper else _reason(
+            site, launch, replayed, captured, id(ev) in matched.lineless, sites, trace, graphs)
+        tally.add(ev, phase, site, 1.0 / len(found), first_us, why)
+
+
+@dataclass
+class _Tally:
+    """Device time per (phase, site), per way of attributing, and per reason it could not be; per step (``n``)."""
+
+    n: int
+    rows: dict[tuple, Row] = field(default_factory=dict)
+    by_how: Counter = field(default_factory=Counter)
+    missing: Counter = field(default_factory=Counter)
+
+    def add(self, ev: DeviceEvent, phase: str, site: Site, weight: float, first_us: float, why: str | None) -> None:
+        """``weight`` of ``ev`` to ``site``; ``why`` it is not attributed, where it is not."""
+        row = self.rows.setdefault((phase, site), Row(phase, site))
+        row.first_us = min(row.first_us, first_us)
+        row.device_us += ev.dur_us * weight / self.n
+        row.kinds[ev.decoded.kind if ev.kind == "kernel" else ev.kind] += 1 / self.n  # whole: it ran this line's work
+        row.kernels[ev.decoded.short] += ev.dur_us * weight / self.n
+        self.by_how[site.how] += ev.dur_us * weight / self.n
+        if not site.attributed:
+            self.missing[why] += ev.dur_us * weight / self.n
+
+
+def _graph_calls(events: list[DeviceEvent], launch_of: dict) -> dict[int, tuple[CpuOp, list[_Unit], dict]]:
+    """The work of each compiled graph's call, in units, one per kernel call the trace shows: id(graph call op) →
+    (the op, its units, each unit by its key)."""
+    calls_of: dict[int, tuple[CpuOp, list[_Unit], dict]] = {}
     for ev in sorted(events, key=lambda e: (launch_of[id(e)].start_us if launch_of[id(e)] else e.start_us,
                                             e.start_us)):
         launch = launch_of[id(ev)]
@@ -560,11 +627,38 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
             unit = by_key[key] = _Unit(name)
             units.append(unit)
         unit.events.append(ev)
+    return calls_of
 
-    provenance: dict[int, list[Site]] = {}  # id(event) → its provenance sites
-    regions: dict[int, Site] = {}  # id(event) → the compiled region's site
-    lineless: set[int] = set()  # id(event) of work matched to kernel calls whose nodes have no source line
-    wrapper: set[int] = set()  # id(event) of work in a matched graph's call that is none of its kernel calls
+
+@dataclass
+class _Matched:
+    """What the compiled graphs' calls were matched to, per piece of work (by ``id``)."""
+
+    provenance: dict[int, list[Site]] = field(default_factory=dict)  # its provenance sites
+    regions: dict[int, Site] = field(default_factory=dict)  # the compiled region's site
+    lineless: set[int] = field(default_factory=set)  # matched to kernel calls whose nodes have no source line
+    wrapper: set[int] = field(default_factory=set)  # in a matched graph's call, but none of its kernel calls
+    graphs: set[int] = field(default_factory=set)  # the graphs (indices) some call matched
+
+    def sites_of(self, ev: DeviceEvent, op: CpuOp | None, replayed: bool, captured: bool, sites: _Sites) -> list[Site]:
+        """Where ``ev``, launched in ``op``, is attributed: its provenance, else its compiled region, else the op's
+        own site (nowhere for a replay whose capture the trace lacks)."""
+        if id(ev) in self.provenance:
+            return self.provenance[id(ev)]
+        if id(ev) in self.regions:
+            region = self.regions[id(ev)]
+            return [Site(module=region.module, source=region.source, function=region.function, file=region.file,
+                         label=region.label, how=REGION)]
+        if replayed and not captured:
+            return [Site(label=_label(op), how=NONE)]
+        return [sites.of(op)]
+
+
+def _match_calls(calls_of: dict, sites: _Sites, graphs: list[list[KernelCall]]) -> _Matched:
+    """Each graph call's units matched to the kernel calls of one compiled graph (:func:`match_graph`): the graph
+    that matches the most work; between graphs that match as much, the one with as many calls as units."""
+    matched = _Matched()
+    cache: dict[tuple, tuple[int | None, dict]] = {}  # a graph call's unit names → (graph, its units' calls)
     for call, units, _ in calls_of.values():
         region = sites.of(call)
         names = tuple(u.name for u in units)
@@ -572,68 +666,24 @@ def attribute(trace: Trace, steps: list[Step], kernel_information: list[list[Ker
             best, best_score, best_match = None, (0.5, -float("inf")), {}
             for g, graph in enumerate(graphs):
                 found, share = match_graph(units, graph)
-                # the most work matched; between graphs that match as much, the one with as many calls as units
                 score = (share, -abs(len(graph) - len(units)))
                 if share >= 0.5 and score > best_score:
                     best, best_score, best_match = g, score, found
             cache[names] = (best, best_match)
         g, found = cache[names]
         if g is not None:
-            matched_graphs.add(g)
+            matched.graphs.add(g)
         for u, unit in enumerate(units):
             unit_sites = _provenance_sites(found.get(u, []), region)
             for ev in unit.events:
-                regions[id(ev)] = region
+                matched.regions[id(ev)] = region
                 if unit_sites:
-                    provenance[id(ev)] = unit_sites
+                    matched.provenance[id(ev)] = unit_sites
                 elif u in found:
-                    lineless.add(id(ev))
+                    matched.lineless.add(id(ev))
                 elif g is not None:
-                    wrapper.add(id(ev))
-
-    rows: dict[tuple, Row] = {}
-    by_how: Counter = Counter()
-    missing: Counter = Counter()
-    replayed_us = captured_us = 0.0
-    for ev in events:
-        launch = launch_of[id(ev)]
-        replayed = _is_graph_launch(ev.launch)
-        replayed_us += ev.dur_us if replayed else 0.0
-        captured_us += ev.dur_us if id(ev) in captured else 0.0
-        op = launch.op if launch is not None else None
-        phase = phase_of(op) if launch is not None else UNLINKED
-        if id(ev) in provenance:
-            found = provenance[id(ev)]
-        elif id(ev) in regions:
-            region = regions[id(ev)]
-            found = [Site(module=region.module, source=region.source, function=region.function, file=region.file,
-                          label=region.label, how=REGION)]
-        elif replayed and id(ev) not in captured:
-            found = [Site(label=_label(op), how=NONE)]
-        else:
-            found = [sites.of(op)]
-        weight = 1.0 / len(found)
-        for site in found:
-            row = rows.setdefault((phase, site), Row(phase, site))
-            row.first_us = min(row.first_us, launch.start_us if launch is not None else ev.start_us)
-            row.device_us += ev.dur_us * weight / n
-            row.kinds[ev.decoded.kind if ev.kind == "kernel" else ev.kind] += 1 / n  # whole: it ran this line's work
-            row.kernels[ev.decoded.short] += ev.dur_us * weight / n
-            by_how[site.how] += ev.dur_us * weight / n
-            if not site.attributed:
-                why = (WRAPPER if id(ev) in wrapper else
-                       _reason(site, launch, replayed, id(ev) in captured, id(ev) in lineless, sites, trace, graphs))
-                missing[why] += ev.dur_us * weight / n
-    device_us = sum(ev.dur_us for ev in events) / n
-    launches = sum(1 for s in steps for c in s.runtime_calls if _is_graph_launch(c))
-    recorded = tuple(w for w, has in (("stack", bool(trace.python_frames)), ("modules", sites.frames.has_modules))
-                     if has)
-    return Attribution(
-        steps=len(steps), device_us=device_us, rows=sorted(rows.values(), key=lambda r: -r.device_us),
-        by_how=dict(by_how), unattributed=missing.most_common(),
-        graph_launches=launches / n, replayed_us=replayed_us / n, captured_us=captured_us / n,
-        graphs_matched=(len(matched_graphs), len(graphs)) if kernel_information is not None else None,
-        recorded_with=recorded)
+                    matched.wrapper.add(id(ev))
+    return matched
 
 
 def _reason(site: Site, launch, replayed: bool, captured: bool, lineless: bool, sites: _Sites, trace: Trace,
