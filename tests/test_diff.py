@@ -358,3 +358,23 @@ def test_a_fifo_for_kernel_information_is_refused_without_waiting(tmp_path):
     os.mkfifo(tmp_path / "c.kernel_information.json")
     with pytest.raises(GuideError, match="FIFO"):
         provenance.provenance_beside(tmp_path / "c.trace.json.gz")
+
+
+def test_the_same_traces_give_the_same_diff_in_every_process():
+    # a set of keys iterates in an order that string hashing and None's address change from one interpreter to the
+    # next: two fresh interpreters (not forks of one) must write the same diff
+    import subprocess
+    import sys
+
+    import profiling_guide
+
+    src = str(Path(profiling_guide.__file__).resolve().parents[1])
+    a, b = (RECORDINGS / "nvidia-h200" / f"08_own_model.{name}.trace.json.gz" for name in ("padded", "train"))
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": src}
+        done = subprocess.run([sys.executable, "-m", "profiling_guide.cli", "diff", str(a), str(b), "--json", "-"],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]

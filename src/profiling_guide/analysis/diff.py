@@ -499,7 +499,7 @@ def _joined(ka_list: list[RowKey], kb_list: list[RowKey], a: Side, b: Side) -> l
     for (ka, kb), how in edges.items():  # noqa: B007 (both ends are unioned above)
         g = groups[find(ka)]
         g[2].add(how)
-    for k in {k for e in edges for k in e}:
+    for k in dict.fromkeys(k for e in edges for k in e):  # in the edges' order, not a set's
         g = groups[find(k)]
         (g[0] if k in a.work and k in ka_list else g[1]).append(k)
     return [(ja, jb, "fused" if "fused" in hows else "source") for ja, jb, hows in groups.values() if ja and jb]
@@ -508,14 +508,14 @@ def _joined(ka_list: list[RowKey], kb_list: list[RowKey], a: Side, b: Side) -> l
 def match(a: Side, b: Side) -> list[Row]:
     """Line up the keys of A and B (see the module docstring: same, fused/source, parent, unmatched)."""
     left_a, left_b = set(a.rows), set(b.rows)
-    rows = [Row([k], [k], "same") for k in left_a & left_b]
+    rows = [Row([k], [k], "same") for k in sorted(left_a & left_b, key=_total)]
     left_a -= left_b
     left_b -= set(a.rows)
     # fused/source: join keys by evidence, within one place; a connected group of keys is one row
     groups: dict = defaultdict(lambda: ([], []))
-    for k in left_a:
+    for k in sorted(left_a, key=_total):
         groups[(k.rank, k.phase, k.place)][0].append(k)
-    for k in left_b:
+    for k in sorted(left_b, key=_total):
         groups[(k.rank, k.phase, k.place)][1].append(k)
     for ka_list, kb_list in groups.values():
         for ja, jb, how in _joined(ka_list, kb_list, a, b):
@@ -525,19 +525,19 @@ def match(a: Side, b: Side) -> list[Row]:
     # parent: what is left in a place both share, below the step
     places_a: dict = defaultdict(list)
     places_b: dict = defaultdict(list)
-    for k in left_a:
+    for k in sorted(left_a, key=_total):
         places_a[(k.rank, k.place)].append(k)
-    for k in left_b:
+    for k in sorted(left_b, key=_total):
         places_b[(k.rank, k.place)].append(k)
-    for where in set(places_a) & set(places_b):
+    for where in sorted(set(places_a) & set(places_b), key=lambda w: (str(w[0]), w[1])):
         if not _below_the_step(where[1]):
             continue
         rows.append(Row(sorted(places_a[where], key=_order), sorted(places_b[where], key=_order), "parent",
                         where=align.words(_unnumbered(where[1]))))
         left_a.difference_update(places_a[where])
         left_b.difference_update(places_b[where])
-    rows += [Row([k], [], "only in A") for k in left_a]
-    rows += [Row([], [k], "only in B") for k in left_b]
+    rows += [Row([k], [], "only in A") for k in sorted(left_a, key=_total)]
+    rows += [Row([], [k], "only in B") for k in sorted(left_b, key=_total)]
     for row in rows:
         _fill(row, a, b)
     return _grouped(rows)
@@ -545,6 +545,12 @@ def match(a: Side, b: Side) -> list[Row]:
 
 def _order(k: RowKey):
     return (k.phase, str(k.label), k.what, k.place)
+
+
+def _total(k: RowKey):
+    """An order of keys with no ties, so that the same traces give the same diff in every process (a set of keys
+    iterates in an order that hashing None, by its address, changes from one process to the next)."""
+    return (str(k.rank), *_order(k), k.kind)
 
 
 def _below_the_step(position: align.Position) -> bool:
