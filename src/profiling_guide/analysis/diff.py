@@ -354,29 +354,41 @@ def _side(name: str, traces: list[Trace], side_kind: str, samples: list[_Sample]
                 ctx = contexts.get(op)
                 mods = align.modules_of(ctx)
                 kernel_kind = ev.kind if ev.kind in ("memset", "memcpy") else ev.decoded.kind
-                flop, moved = kernel_work(ev, kernel_kind)
-                if kernel_kind != "gemm":
-                    flop = 0.0  # FLOP counts the matrix products only: their operands' shapes say how many
-                elif flop is None and kind == "gemm":
-                    flop = _template_flops(what)
+                flop, moved = _counted_work(ev, kernel_kind, kind, what)
                 for w in (work.get(key) or work.setdefault(key, Work.empty(n)),
                           *(totals.get(t) or totals.setdefault(t, Work.empty(n))
                             for t in (("phase", key.phase), ("kind", kernel_kind),
                                       ("module", ".".join(mods[:3]) or OUTSIDE_MODULES)))):
                     w.add(i, ev, flop, moved)
-                k = info[key]
-                k.kernels[ev.name] += 1
-                if not k.ops:
-                    k.fused = fused_ops(ev.name)
-                    k.ops.update(_ops_below(op, where, sample.tree))
-                if ctx is not None and ctx.source is not None:
-                    k.sources.add(ctx.source)
-                if mods:
-                    k.modules[mods] += 1
-                if provenance and ev.name in provenance:
-                    k.lines.update(provenance[ev.name].lines)
+                _note(info[key], ev, op, where, sample.tree, ctx, mods, provenance)
     return Side(name, [t.source for t in traces], side_kind, work, dict(info), totals,
                 Spread.of([s.step_us for s in samples]), n)
+
+
+def _counted_work(ev: DeviceEvent, kernel_kind: str, kind: str, what: str) -> tuple[float | None, float | None]:
+    """The FLOP and bytes ``ev`` does: FLOP counts the matrix products only (their operands' shapes say how many;
+    a template GEMM's from its computation)."""
+    flop, moved = kernel_work(ev, kernel_kind)
+    if kernel_kind != "gemm":
+        flop = 0.0
+    elif flop is None and kind == "gemm":
+        flop = _template_flops(what)
+    return flop, moved
+
+
+def _note(k: KeyInfo, ev: DeviceEvent, op: CpuOp | None, where: align.Position, tree: align.StepTree, ctx,
+          mods: tuple, provenance: dict[str, KernelProvenance] | None) -> None:
+    """What ``ev`` tells of its key: its kernel, the ops it may fuse, its source, modules and provenance lines."""
+    k.kernels[ev.name] += 1
+    if not k.ops:
+        k.fused = fused_ops(ev.name)
+        k.ops.update(_ops_below(op, where, tree))
+    if ctx is not None and ctx.source is not None:
+        k.sources.add(ctx.source)
+    if mods:
+        k.modules[mods] += 1
+    if provenance and ev.name in provenance:
+        k.lines.update(provenance[ev.name].lines)
 
 
 def _python_per_step(traces: list[Trace]) -> float:
@@ -476,14 +488,7 @@ def _joined(ka_list: list[RowKey], kb_list: list[RowKey], a: Side, b: Side) -> l
     for ka, kb in edges:
         degree[ka] += 1
         degree[kb] += 1
-    parent: dict = {}
-
-    def find(k):
-        parent.setdefault(k, k)
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        return k
+    union = _Union()
 
     def best(links, side):
         return min(links, key=lambda link: (edges[link] != "fused", degree[link[side]],
@@ -493,14 +498,35 @@ def _joined(ka_list: list[RowKey], kb_list: list[RowKey], a: Side, b: Side) -> l
         for k in keys:
             links = [e for e in edges if e[1 - side] is k]
             if links:
-                ka, kb = best(links, side)
-                parent[find(ka)] = find(kb)
+                union.join(*best(links, side))
+    return _groups(edges, union, ka_list, a)
+
+
+class _Union:
+    """Keys joined into groups (union–find): each group named by one of its keys."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, k):
+        self.parent.setdefault(k, k)
+        while self.parent[k] != k:
+            self.parent[k] = self.parent[self.parent[k]]
+            k = self.parent[k]
+        return k
+
+    def join(self, ka, kb) -> None:
+        self.parent[self.find(ka)] = self.find(kb)
+
+
+def _groups(edges: dict, union: _Union, ka_list: list[RowKey], a: Side) -> list[tuple[list, list, str]]:
+    """The groups the links joined, as ``(A's keys, B's keys, how)``: "fused" where any of its evidence fuses."""
     groups: dict = defaultdict(lambda: ([], [], set()))
     for (ka, kb), how in edges.items():  # noqa: B007 (both ends are unioned above)
-        g = groups[find(ka)]
+        g = groups[union.find(ka)]
         g[2].add(how)
     for k in dict.fromkeys(k for e in edges for k in e):  # in the edges' order, not a set's
-        g = groups[find(k)]
+        g = groups[union.find(k)]
         (g[0] if k in a.work and k in ka_list else g[1]).append(k)
     return [(ja, jb, "fused" if "fused" in hows else "source") for ja, jb, hows in groups.values() if ja and jb]
 
@@ -671,12 +697,35 @@ def diff(a: list[Trace], b: list[Trace], *, a_name: str = "A", b_name: str = "B"
     ``with_stack``).
     """
     for name, traces in ((a_name, a), (b_name, b)):
-        if not traces or not any(t.steps for t in traces):
-            raise GuideError(f"{name} has no profiler steps to compare: record it with torch.profiler.schedule(...) "
-                             "and prof.step() once per step")
-        if not any(s.device_events for t in traces for s in t.steps):
-            raise GuideError(f"{name}'s steps hold no device work: record with activities=[ProfilerActivity.CPU, "
-                             "ProfilerActivity.CUDA]")
+        _check_comparable(name, traces)
+    sa, sb = _aligned_sides(a, b, a_name, b_name, provenance)
+    for side, traces, given in ((sa, a, a_step), (sb, b, b_step)):
+        side.python_per_step = _python_per_step(traces)
+        if given is not None:
+            side.step = given if isinstance(given, Spread) else Spread.of(list(given))
+            side.steps_source = step_source or "timings given"
+    if verdicts:
+        for side, traces, record in ((sa, a, run_records[0]), (sb, b, run_records[1])):
+            first = min(traces, key=lambda t: rank_info(t.metadata).rank or 0)
+            side.report = analyse(first, run_record=record)
+            side.report_of = first.source
+    return Diff(sa, sb, match(sa, sb))
+
+
+def _check_comparable(name: str, traces: list[Trace]) -> None:
+    """Refuse, in one line, a side with no profiler steps or no device work in them."""
+    if not traces or not any(t.steps for t in traces):
+        raise GuideError(f"{name} has no profiler steps to compare: record it with torch.profiler.schedule(...) "
+                         "and prof.step() once per step")
+    if not any(s.device_events for t in traces for s in t.steps):
+        raise GuideError(f"{name}'s steps hold no device work: record with activities=[ProfilerActivity.CPU, "
+                         "ProfilerActivity.CUDA]")
+
+
+def _aligned_sides(a: list[Trace], b: list[Trace], a_name: str, b_name: str,
+                   provenance: tuple[dict | None, dict | None]) -> tuple[Side, Side]:
+    """Both sides, each piece of work placed in A's typical step tree: each side's samples lined up with its
+    typical one, and B's typical one with A's."""
     kind_a, samples_a = _samples(a, a_name)
     kind_b, samples_b = _samples(b, b_name)
     ctx_a = {op: c for t in a for op, c in op_contexts(t).items()}
@@ -702,20 +751,8 @@ def diff(a: list[Trace], b: list[Trace], *, a_name: str = "A", b_name: str = "B"
     def place_b(sample, ev):
         return b_to_a[align.place_of(typical(sample, ev), b_to_a)]
 
-    sa = _side(a_name, a, kind_a, samples_a, ctx_a, place_a, provenance[0])
-    sb = _side(b_name, b, kind_b, samples_b, ctx_b, place_b, provenance[1])
-    for side, traces in ((sa, a), (sb, b)):
-        side.python_per_step = _python_per_step(traces)
-    for side, given in ((sa, a_step), (sb, b_step)):
-        if given is not None:
-            side.step = given if isinstance(given, Spread) else Spread.of(list(given))
-            side.steps_source = step_source or "timings given"
-    if verdicts:
-        for side, traces, record in ((sa, a, run_records[0]), (sb, b, run_records[1])):
-            first = min(traces, key=lambda t: rank_info(t.metadata).rank or 0)
-            side.report = analyse(first, run_record=record)
-            side.report_of = first.source
-    return Diff(sa, sb, match(sa, sb))
+    return (_side(a_name, a, kind_a, samples_a, ctx_a, place_a, provenance[0]),
+            _side(b_name, b, kind_b, samples_b, ctx_b, place_b, provenance[1]))
 
 
 # ------------------------------------------------------------ the verdict
