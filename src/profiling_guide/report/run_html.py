@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiling_guide import __version__
@@ -434,51 +435,18 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
     trace there. Progress lines go to stderr (default: for 8 ranks or more).
     """
     paths = [Path(p) for p in paths]
-    inputs = [*paths, *([sweep] if isinstance(sweep, (str, Path)) else [])]  # never written over
-    out = check_writable(out_path if out_path is not None else default_run_report_path(paths), inputs=inputs)
-    merge_out = check_writable(merge, inputs=[*inputs, out]) if merge is not None else None
-    if json_out is not None and str(json_out) != "-":
-        check_writable(json_out, inputs=[*inputs, out, *([merge_out] if merge_out else [])])
+    inputs, out, merge_out = _outputs(paths, out_path, merge, json_out, sweep)
     if isinstance(sweep, (str, Path)):
         sweep = read_sweep(sweep)
     say = _Progress(progress if progress is not None else len(paths) >= PROGRESS_RANKS)
-    sources: dict[int, Path] = {}
-    world, dist = [0], {}
-
-    def reduce(trace: Trace, info):
-        sources[info.rank] = Path(trace.source)
-        world[0] = info.world_size or 0
-        if not dist and isinstance(trace.metadata.get("distributedInfo"), dict):
-            dist.update(trace.metadata["distributedInfo"])
-        return summarize_rank(trace, info.rank)
-
-    summaries, missing = read_run(paths, reduce, progress=say)
-    say(f"matching collectives across {len(summaries)} ranks")
-    run = analyse_run(summaries, sweep=sweep, missing=missing)
-    del summaries
+    run, sources, world, dist = _analysed(paths, sweep, say)
     number = _timeline_step(run, step)
-    timeline, activity, env = RanksTimeline(), None, {}
     shown = _timeline_ranks(run)
-    # the culprit's trace, or with none the lowest rank's, is read again for its own causes
-    read = run.culprit.culprit if run.culprit and run.culprit.culprit is not None else min(sources)
-    rank_verdict = None
-    for rank in sorted(set(shown) | {read} | ({run.straggler} if run.straggler is not None else set())):
-        say(f"reading rank {rank} again for the page")
-        trace = Trace.load(sources[rank])
-        if not env:
-            env = _environment_of(trace, world[0], len(sources), run)
-        if rank == read:
-            rank_verdict = verdict_of(trace, trace.steps, rank=rank)
-        if rank == run.straggler:
-            activity = straggler_activity(trace, rank, run.calls)
-        if rank in shown:
-            chosen = next(s for s in trace.steps if s.number == number)
-            timeline.add(f"r{rank}", chosen, run.offsets_us.get(rank, 0.0) if run.aligned else 0.0)
-        del trace
+    again = _read_again(run, sources, number, shown, world, say)
     if run.culprit is not None:
-        run.verdict = run_verdict(run.culprit, run.timings, rank_verdict, read)
+        run.verdict = run_verdict(run.culprit, run.timings, again.rank_verdict, again.read)
     say(f"writing {out}")
-    page = render_run_html(run, env, timeline.data(), number, activity, shown=shown,
+    page = render_run_html(run, again.env, again.timeline.data(), number, again.activity, shown=shown,
                            title=title or default_run_report_path(paths).name.removesuffix(".report.html"),
                            sources={r: str(p) for r, p in sources.items()})
     with atomic_output(out, suffix=".html", inputs=inputs) as tmp:
@@ -493,4 +461,64 @@ def write_run_report(paths: list[Path], out_path: str | Path | None = None, *, s
                      metadata={"distributedInfo": dist} if dist else None)
     say("done")
     return out
+
+
+def _outputs(paths: list[Path], out_path, merge, json_out, sweep) -> tuple[list, Path, Path | None]:
+    """The files read (never written over), and the page and merged trace to write, each checked writable first."""
+    inputs = [*paths, *([sweep] if isinstance(sweep, (str, Path)) else [])]
+    out = check_writable(out_path if out_path is not None else default_run_report_path(paths), inputs=inputs)
+    merge_out = check_writable(merge, inputs=[*inputs, out]) if merge is not None else None
+    if json_out is not None and str(json_out) != "-":
+        check_writable(json_out, inputs=[*inputs, out, *([merge_out] if merge_out else [])])
+    return inputs, out, merge_out
+
+
+def _analysed(paths: list[Path], sweep, say) -> tuple:
+    """The run analysed from each rank's summary (one trace in memory at a time): the run, each rank's trace
+    file, the world size the traces claim, and the first ``distributedInfo`` found."""
+    sources: dict[int, Path] = {}
+    world, dist = [0], {}
+
+    def reduce(trace: Trace, info):
+        sources[info.rank] = Path(trace.source)
+        world[0] = info.world_size or 0
+        if not dist and isinstance(trace.metadata.get("distributedInfo"), dict):
+            dist.update(trace.metadata["distributedInfo"])
+        return summarize_rank(trace, info.rank)
+
+    summaries, missing = read_run(paths, reduce, progress=say)
+    say(f"matching collectives across {len(summaries)} ranks")
+    return analyse_run(summaries, sweep=sweep, missing=missing), sources, world[0], dist
+
+
+@dataclass
+class _ReadAgain:
+    """What the page needs from the ranks read a second time."""
+
+    read: int  # the rank whose own causes are read: the culprit, else the lowest
+    timeline: RanksTimeline
+    activity: object = None
+    env: dict = field(default_factory=dict)
+    rank_verdict: object = None
+
+
+def _read_again(run, sources: dict[int, Path], number, shown: list[int], world: int, say) -> _ReadAgain:
+    """The ranks the page shows, the culprit's (or with none the lowest rank's) for its own causes, and the
+    straggler's, each read again, one at a time."""
+    again = _ReadAgain(run.culprit.culprit if run.culprit and run.culprit.culprit is not None else min(sources),
+                       RanksTimeline())
+    for rank in sorted(set(shown) | {again.read} | ({run.straggler} if run.straggler is not None else set())):
+        say(f"reading rank {rank} again for the page")
+        trace = Trace.load(sources[rank])
+        if not again.env:
+            again.env = _environment_of(trace, world, len(sources), run)
+        if rank == again.read:
+            again.rank_verdict = verdict_of(trace, trace.steps, rank=rank)
+        if rank == run.straggler:
+            again.activity = straggler_activity(trace, rank, run.calls)
+        if rank in shown:
+            chosen = next(s for s in trace.steps if s.number == number)
+            again.timeline.add(f"r{rank}", chosen, run.offsets_us.get(rank, 0.0) if run.aligned else 0.0)
+        del trace
+    return again
 
