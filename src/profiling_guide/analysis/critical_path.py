@@ -160,11 +160,7 @@ def critical_path(run: Run) -> list[PathShare]:
     nh, nd = len(g.host), len(g.dev)
     end = run.ends[-1]
     lo = end - run.period_us
-    r = len(run.ends) - 1
-    host_end = run.he[r * nh + nh - 1] if nh else float("-inf")
-    last_dev = max(range(r * nd, r * nd + nd), key=lambda k: run.de[k], default=None)
-    node = ("d", last_dev) if last_dev is not None and run.de[last_dev] >= host_end else (("h", r * nh + nh - 1)
-                                                                                          if nh else None)
+    node = _last_node(run)
     path = []  # (cause, where, µs, is_host, index of a blocking call that waited, or None), end first
     visited = set()  # the device nodes the path runs through (indices within a step)
     t = end
@@ -172,18 +168,8 @@ def critical_path(run: Run) -> list[PathShare]:
         kind, k = node
         if kind == "d":
             visited.add(k % nd)
-        if kind == "h":
-            seg = g.host[k % nh]
-            s, e, pred = run.hs[k], run.he[k], run.hpred[k]
-            cause, where = seg.cause, seg.where
-        else:
-            dn = g.dev[k % nd]
-            s, e, pred = run.ds[k], run.de[k], run.dpred[k]
-            cause, where = dn.cause, dn.where
-        edge, nxt = pred if pred is not None else (None, None)
-        if kind == "h" and (edge != "sync" or run.de[nxt[1]] > t):
-            # reached before the awaited work ended (through a launch it made): the stretch before it bound it
-            edge, nxt = "host", (("h", k - 1) if k > 0 else None)
+        s, e, cause, where = _span(run, node)
+        edge, nxt = _binding(run, node, t)
         pend = None if nxt is None else (run.he[nxt[1]] if nxt[0] == "h" else run.de[nxt[1]])
         # a blocking call bound by the work it waited for starts, on the path, when that work ends
         eff = max(s, pend) if edge == "sync" else s
@@ -205,6 +191,39 @@ def critical_path(run: Run) -> list[PathShare]:
         node = nxt
     run.path_devices = visited
     return _shares(_refills(path[::-1], g))
+
+
+def _last_node(run: Run) -> tuple | None:
+    """Where the last replica ends: its last device work, or its last host stretch if that ends later."""
+    g = run.graph
+    nh, nd = len(g.host), len(g.dev)
+    r = len(run.ends) - 1
+    host_end = run.he[r * nh + nh - 1] if nh else float("-inf")
+    last_dev = max(range(r * nd, r * nd + nd), key=lambda k: run.de[k], default=None)
+    if last_dev is not None and run.de[last_dev] >= host_end:
+        return ("d", last_dev)
+    return ("h", r * nh + nh - 1) if nh else None
+
+
+def _span(run: Run, node: tuple) -> tuple[float, float, Cause, Where]:
+    """A host stretch's or device node's start and end in ``run``, and its cause and place."""
+    kind, k = node
+    if kind == "h":
+        seg = run.graph.host[k % len(run.graph.host)]
+        return run.hs[k], run.he[k], seg.cause, seg.where
+    dn = run.graph.dev[k % len(run.graph.dev)]
+    return run.ds[k], run.de[k], dn.cause, dn.where
+
+
+def _binding(run: Run, node: tuple, t: float) -> tuple[str | None, tuple | None]:
+    """The edge and the node that bound ``node``'s start. A blocking call reached before the work it awaited ended
+    (through a launch it made) was bound by the host stretch before it."""
+    kind, k = node
+    pred = run.hpred[k] if kind == "h" else run.dpred[k]
+    edge, nxt = pred if pred is not None else (None, None)
+    if kind == "h" and (edge != "sync" or run.de[nxt[1]] > t):
+        edge, nxt = "host", (("h", k - 1) if k > 0 else None)
+    return edge, nxt
 
 
 def _refills(path: list, g: StepGraph) -> list:

@@ -381,18 +381,10 @@ def _host_chain(trace: Trace, step: Step, rank) -> tuple[list[tuple[HostSeg, Run
     calls_by: dict = {}
     for call in step.runtime_calls:
         calls_by.setdefault(call.tid, []).append(call)
-    marker = next((op for op in trace.ops if op.annotation and op.name == f"ProfilerStep#{step.number}"
-                   and abs(op.start_us - step.start_us) < SLACK_US), None)
     tids = set(ops_by) | set(calls_by)
     if not tids:
         return [], []
-    if marker is not None:
-        driver = marker.tid
-    else:  # no step marker: the thread that started the step's work (Python's, which runs the loop), not the
-        # autograd engine's, which may launch more but only once the step's thread has started the backward
-        first = min((x for x in (*step.ops, *step.runtime_calls) if not getattr(x, "annotation", False)),
-                    key=lambda x: x.start_us, default=None)
-        driver = first.tid if first is not None else max(tids, key=lambda t: len(calls_by.get(t, ())))
+    driver = _driver(trace, step, calls_by, tids)
     tids.add(driver)  # the step's thread may have recorded nothing of its own in it
     busy = _device_busy_ops(step.ops)
     threads = {tid: _Thread(tid, ops_by.get(tid, []), calls_by.get(tid, [])) for tid in tids}
@@ -405,24 +397,43 @@ def _host_chain(trace: Trace, step: Step, rank) -> tuple[list[tuple[HostSeg, Run
     for seg, call in chain:
         lo, hi = t, t + seg.dur_us
         t = hi
-        if seg.kind != "untraced" or seg.dur_us < 20 * SLACK_US:
-            merged.append((seg, call))
-            continue
-        other = _busiest_other(threads, driver, lo, hi)
+        other = None if seg.kind != "untraced" or seg.dur_us < 20 * SLACK_US else _busiest_other(threads, driver, lo, hi)
         if other is None:
             merged.append((seg, call))
             continue
-        tid, first, last = other
-        merged.append((_untraced(threads[driver], lo, first, rank), None))
-        for piece, piece_call in _chain(threads[tid], first, last, rank, busy):
-            if piece.where.label is None:  # the other thread works inside the step thread's label ('backward')
-                w = piece.where
-                piece.where = Where(op=w.op, label=_label_at(threads[driver], (lo + hi) / 2), kind=w.kind,
-                                    rank=w.rank, before=w.before)
-            merged.append((piece, piece_call))
-        merged.append((_untraced(threads[driver], last, hi, rank), None))
-        used.append(tid)
+        merged += _stand_in(threads, driver, other, (lo, hi), rank, busy)
+        used.append(other[0])
     return [(s, c) for s, c in merged if s.dur_us > 0], list(dict.fromkeys(used))
+
+
+def _driver(trace: Trace, step: Step, calls_by: dict, tids: set):
+    """The step's thread: its ProfilerStep marker's; with no marker, the thread that started the step's work
+    (Python's, which runs the loop), not the autograd engine's, which may launch more but only once the step's
+    thread has started the backward."""
+    marker = next((op for op in trace.ops if op.annotation and op.name == f"ProfilerStep#{step.number}"
+                   and abs(op.start_us - step.start_us) < SLACK_US), None)
+    if marker is not None:
+        return marker.tid
+    first = min((x for x in (*step.ops, *step.runtime_calls) if not getattr(x, "annotation", False)),
+                key=lambda x: x.start_us, default=None)
+    return first.tid if first is not None else max(tids, key=lambda t: len(calls_by.get(t, ())))
+
+
+def _stand_in(threads: dict, driver, other: tuple, span: tuple[float, float], rank, busy
+              ) -> list[tuple[HostSeg, RuntimeCall | None]]:
+    """An untraced stretch ``span`` of the step's thread, with the stretches of the ``other`` thread that worked
+    through it (tid, first, last) in its place, inside the step thread's label there."""
+    lo, hi = span
+    tid, first, last = other
+    out = [(_untraced(threads[driver], lo, first, rank), None)]
+    for piece, piece_call in _chain(threads[tid], first, last, rank, busy):
+        if piece.where.label is None:  # the other thread works inside the step thread's label ('backward')
+            w = piece.where
+            piece.where = Where(op=w.op, label=_label_at(threads[driver], (lo + hi) / 2), kind=w.kind,
+                                rank=w.rank, before=w.before)
+        out.append((piece, piece_call))
+    out.append((_untraced(threads[driver], last, hi, rank), None))
+    return out
 
 
 def _activity(thread: _Thread, lo: float, hi: float) -> tuple[float, float, float]:
