@@ -340,20 +340,12 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
     offsets = clock_offsets(calls)
     gpu_lags = _gpu_lags(summaries, steps, offsets)
     per_rank = _per_rank_table(summaries, calls, steps, gpu_lags)
-    stragglers = _stragglers(calls, ranks, len(steps))
-    lags = _start_lags(summaries, steps, offsets)
-    stragglers["start_lag_us"] = [lags.get(int(r), 0.0) for r in stragglers["rank"]]
-    mean_gpu_lag = per_rank.groupby("rank")["gpu_lag_us"].mean()
-    stragglers["gpu_lag_us"] = [float(mean_gpu_lag.get(int(r), float("nan"))) for r in stragglers["rank"]]
-    before = _before_lags(summaries, offsets)
-    stragglers["before_lag_us"] = [before.get(int(r), float("nan")) for r in stragglers["rank"]]
+    stragglers = _straggler_table(summaries, calls, ranks, steps, offsets, per_rank)
     span = statistics.median(per_rank["span_us"]) if len(per_rank) else 0.0
     top = stragglers.iloc[0] if len(stragglers) else None
     straggler = int(top["rank"]) if top is not None and top["late_us"] >= STRAGGLER_SHARE * span > 0 else None
     timings = at_the_runs_scale(summaries)
-    transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
-    late = {int(r): float(us) for r, us in zip(stragglers["rank"], stragglers["late_us"], strict=True)}
-    culprit = find_culprit(timings, transfers, steps, late) if timings else None
+    culprit = _culprit(timings, calls, steps, stragglers)
     if culprit is not None:
         # the rank the others wait for is the one whose delay, removed, saves the most: the last to arrive may
         # be late only because of another rank's delay (run_verdict's module docstring)
@@ -369,6 +361,29 @@ def analyse_run(summaries: list[RankSummary], *, sweep: Sweep | None = None,
                        unmatched_kernels=sum(s.unmatched_kernels for s in summaries),
                        untimed_calls=sum(1 for m in calls if not m.kernels), sweep=sweep, timings=timings,
                        culprit=culprit, gpus={s.rank: s.gpu for s in summaries})
+
+
+def _straggler_table(summaries: list[RankSummary], calls, ranks: list[int], steps, offsets: dict,
+                     per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Who arrived last at the collectives, with each rank's lags: its steps' start, its GPU's behind its host,
+    and its host's before its first collective."""
+    stragglers = _stragglers(calls, ranks, len(steps))
+    lags = _start_lags(summaries, steps, offsets)
+    stragglers["start_lag_us"] = [lags.get(int(r), 0.0) for r in stragglers["rank"]]
+    mean_gpu_lag = per_rank.groupby("rank")["gpu_lag_us"].mean()
+    stragglers["gpu_lag_us"] = [float(mean_gpu_lag.get(int(r), float("nan"))) for r in stragglers["rank"]]
+    before = _before_lags(summaries, offsets)
+    stragglers["before_lag_us"] = [before.get(int(r), float("nan")) for r in stragglers["rank"]]
+    return stragglers
+
+
+def _culprit(timings, calls, steps, stragglers: pd.DataFrame):
+    """The rank whose delay, removed, saves the most (:func:`find_culprit`), where the ranks' timings allow."""
+    if not timings:
+        return None
+    transfers = {(m.group, m.step, m.index): m.transfer_us for m in calls if m.kernels}
+    late = {int(r): float(us) for r, us in zip(stragglers["rank"], stragglers["late_us"], strict=True)}
+    return find_culprit(timings, transfers, steps, late)
 
 
 def rank_pace(summary: RankSummary, rows: pd.DataFrame, stragglers: pd.DataFrame, straggler: int | None) -> RankPace:
