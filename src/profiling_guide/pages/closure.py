@@ -417,33 +417,43 @@ class _Walk:
         if not isinstance(code, types.CodeType):
             return []
         names = list(dict.fromkeys(n for c in _code_objects(code) for n in c.co_names))
-        scope = getattr(fn, "__globals__", None) or {}
-        values = [scope[n] for n in names if n in scope]
-        for cell in getattr(fn, "__closure__", None) or ():
-            try:
-                values.append(cell.cell_contents)
-            except ValueError:  # a cell not filled yet
-                pass
         keys: list[Key] = []
         modules = [n for n in names if _ours(n)]  # ``import profiling_guide.x`` in the body
-        for value in values:
+        for value in _loaded_values(fn, names):
             if isinstance(value, types.ModuleType):
                 if _ours(getattr(value, "__name__", "")):
                     modules.append(value.__name__)
             elif (key := self.key_of(value)) is not None:
                 keys.append(key)
         for name in dict.fromkeys(modules):
-            module = self.module(name)
-            if module is None:
-                continue
-            # The attributes this code reads of the module (``fused_mlp.geglu``): every name of its code
-            # that the module defines or imports, a superset.
-            for attribute in names:
-                if attribute in module.bindings or attribute in module.imports:
-                    keys += self.resolve(module, (attribute,))
-                elif module.is_package and module_path(f"{name}.{attribute}") is not None:
-                    keys += self.into_module(f"{name}.{attribute}", (), 0)
+            keys += self.module_attributes(name, names)
         return keys
+
+    def module_attributes(self, name: str, names: list[str]) -> list[Key]:
+        """The attributes code that loads ``names`` reads of this package's module ``name`` (``fused_mlp.geglu``):
+        every one of those names that the module defines or imports, a superset, or that is a module of it."""
+        module = self.module(name)
+        if module is None:
+            return []
+        keys: list[Key] = []
+        for attribute in names:
+            if attribute in module.bindings or attribute in module.imports:
+                keys += self.resolve(module, (attribute,))
+            elif module.is_package and module_path(f"{name}.{attribute}") is not None:
+                keys += self.into_module(f"{name}.{attribute}", (), 0)
+        return keys
+
+
+def _loaded_values(fn, names: list[str]) -> list:
+    """The values ``fn``'s code can load by ``names`` from its globals, and its closure's filled cells."""
+    scope = getattr(fn, "__globals__", None) or {}
+    values = [scope[n] for n in names if n in scope]
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            pass
+    return values
 
 
 def unwrapped(obj):
