@@ -321,6 +321,26 @@ def two_runs(runs: dict[str, dict], shown) -> Facts:
     (:func:`~profiling_guide.analysis.launches.changed_launches`).
     """
     (first, a), (second, b) = runs.items()
+    alone = _one_run(first, a, b)
+    if alone is not None:
+        return alone
+    ta, tb = _bench_times(a["bench"].values, shown), _bench_times(b["bench"].values, shown)
+    lines = [f"Two runs of one benchmark: {first}'s, recorded {_date(a['bench'])}, and {second}'s, recorded "
+             f"{_date(b['bench'])}; the table above is {second}'s."]
+    changes = ranking_changes(ta, tb)
+    if not changes:
+        lines.append("Their rankings agree: every pair of these variants compares the same way in both runs "
+                     "(a tie where the spreads overlap).")
+        return Facts(*lines)
+    for name, pairs in _movers(changes, ta, tb, first, second).items():
+        lines.append(f"Ranked otherwise: {name} " + "; ".join(pairs) + ".")
+        lines.append(_kernels_of(name, a.get(name), b.get(name), first, second))
+    return Facts(*lines)
+
+
+def _one_run(first: str, a: dict, b: dict) -> Facts | None:
+    """What to say where there is no second run to compare: the first run's benchmark missing, recorded on
+    another GPU, or the very same run; None where there are two."""
     if a.get("bench") is None:
         return Facts(f"{first[:1].upper()}{first[1:]}'s benchmark is not recorded on this GPU: no other run to "
                      "compare this one with.")
@@ -331,14 +351,13 @@ def two_runs(runs: dict[str, dict], shown) -> Facts:
     if va["variants_us"] == vb["variants_us"] and va["gemms_alone_us"] == vb["gemms_alone_us"]:
         return Facts(f"The benchmark above is {first}'s run itself, recorded {_date(a['bench'])}: "
                      "both pages read one run.")
-    ta, tb = _bench_times(va, shown), _bench_times(vb, shown)
-    lines = [f"Two runs of one benchmark: {first}'s, recorded {_date(a['bench'])}, and {second}'s, recorded "
-             f"{_date(b['bench'])}; the table above is {second}'s."]
-    changes = ranking_changes(ta, tb)
-    if not changes:
-        lines.append("Their rankings agree: every pair of these variants compares the same way in both runs "
-                     "(a tie where the spreads overlap).")
-        return Facts(*lines)
+    return None
+
+
+def _movers(changes: list, ta: dict[str, Spread], tb: dict[str, Spread], first: str, second: str
+            ) -> dict[str, list[str]]:
+    """Each pair ranked differently, said of the variant of the two whose time changed more
+    (:func:`~profiling_guide.analysis.launches.mover`): variant → what it was against each other one."""
     flip = {"faster": "slower", "slower": "faster", "tie": "tie"}
     movers: dict[str, list[str]] = {}
     for x, y, v1, v2 in changes:
@@ -348,28 +367,27 @@ def two_runs(runs: dict[str, dict], shown) -> Facts:
             f"against {y}, {_verdict_words(v1)} in {first}'s run ({ta[x].median:.1f} against "
             f"{ta[y].median:.1f} µs) and {_verdict_words(v2)} in {second}'s ({tb[x].median:.1f} against "
             f"{tb[y].median:.1f} µs)")
-    for name, pairs in movers.items():
-        lines.append(f"Ranked otherwise: {name} " + "; ".join(pairs) + ".")
-        ra, rb = a.get(name), b.get(name)
-        if ra is None or rb is None:
-            kept = first if ra is not None else second if rb is not None else None
-            lines.append(f"Only {kept}'s run kept a trace of {name}: which kernels it ran in the other is not "
-                         "recorded." if kept else f"Neither run kept a trace of {name}.")
-            continue
-        ka, kb = kernel_launches(ra.trace), kernel_launches(rb.trace)
-        line = (f"In the two runs' traces {name}'s kernels add up to {sum(k.us for k in ka):.1f} and "
-                f"{sum(k.us for k in kb):.1f} µs per forward")
-        if len(ka) != len(kb):
-            lines.append(f"{line}, in {len(ka)} and {len(kb)} kernels.")
-            continue
-        changed = changed_launches(ra.trace, rb.trace)
-        line += ("; launched otherwise: " + "; ".join(
-            f"{x.kernel}, {x.blocks:,} blocks of {x.threads} threads and {x.us:.1f} µs in {first}'s, "
-            f"{'' if y.name == x.name else y.kernel + ', '}{y.blocks:,} blocks of {y.threads} threads and "
-            f"{y.us:.1f} µs in {second}'s" for x, y in changed)
-                 if changed else ", every kernel launched the same way in both")
-        lines.append(line + ".")
-    return Facts(*lines)
+    return movers
+
+
+def _kernels_of(name: str, ra, rb, first: str, second: str) -> str:
+    """A variant's kernels in the two runs' traces: their time per forward, and the launches that differ."""
+    if ra is None or rb is None:
+        kept = first if ra is not None else second if rb is not None else None
+        return (f"Only {kept}'s run kept a trace of {name}: which kernels it ran in the other is not "
+                "recorded." if kept else f"Neither run kept a trace of {name}.")
+    ka, kb = kernel_launches(ra.trace), kernel_launches(rb.trace)
+    line = (f"In the two runs' traces {name}'s kernels add up to {sum(k.us for k in ka):.1f} and "
+            f"{sum(k.us for k in kb):.1f} µs per forward")
+    if len(ka) != len(kb):
+        return f"{line}, in {len(ka)} and {len(kb)} kernels."
+    changed = changed_launches(ra.trace, rb.trace)
+    line += ("; launched otherwise: " + "; ".join(
+        f"{x.kernel}, {x.blocks:,} blocks of {x.threads} threads and {x.us:.1f} µs in {first}'s, "
+        f"{'' if y.name == x.name else y.kernel + ', '}{y.blocks:,} blocks of {y.threads} threads and "
+        f"{y.us:.1f} µs in {second}'s" for x, y in changed)
+             if changed else ", every kernel launched the same way in both")
+    return line + "."
 
 
 def ranking(times: dict[str, Spread]) -> Facts:
