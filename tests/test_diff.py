@@ -362,19 +362,21 @@ def test_a_fifo_for_kernel_information_is_refused_without_waiting(tmp_path):
 
 def test_the_same_traces_give_the_same_diff_in_every_process():
     # a set of keys iterates in an order that string hashing and None's address change from one interpreter to the
-    # next: two fresh interpreters (not forks of one) must write the same diff
+    # next: fresh interpreters (not forks of one) must write the same diff. Before keys were ordered, about half of
+    # the runs of this pair wrote another one
     import subprocess
     import sys
 
     import profiling_guide
 
     src = str(Path(profiling_guide.__file__).resolve().parents[1])
-    a, b = (RECORDINGS / "nvidia-h200" / f"08_own_model.{name}.trace.json.gz" for name in ("padded", "train"))
-    outputs = []
-    for seed in ("1", "2"):
+    a, b = (RECORDINGS / "nvidia-h100-80gb-hbm3" / f"06b_training_step.{name}.trace.json.gz"
+            for name in ("compile", "eager"))
+    outputs = set()
+    for seed in ("1", "2", "3", "4"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": src}
         done = subprocess.run([sys.executable, "-m", "profiling_guide.cli", "diff", str(a), str(b), "--json", "-"],
                               capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
-        outputs.append(done.stdout)
-    assert outputs[0] == outputs[1]
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
