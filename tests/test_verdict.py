@@ -418,3 +418,37 @@ def test_a_sync_the_profiler_hid_is_read_with_a_faster_host_and_named_first():
     # a run record that measured the host's speed leaves nothing to guess: no second reading
     measured = verdict_of(trace, trace.steps, unprofiled={"label": "train_step", "cpu_us": 700.0})
     assert not any("as fast as estimated" in note for note in measured.notes)
+
+
+def test_a_copy_to_pageable_memory_fixed_runs_ahead_without_its_stream_sync():
+    # .cpu() of 64 MiB after two 300 µs kernels issued 250 µs apart, as torch does it: a pageable cudaMemcpyAsync
+    # that holds the host until its bytes have moved, then a cudaStreamSynchronize. Copied into pinned memory with
+    # non_blocking=True, neither waits: the copy runs at pinned bandwidth behind the kernels while the host issues
+    # the next step's, so the step is the GPU's: the two kernels and the copy (about 1.87 ms), not the kernels, the
+    # copy and the host's 250 µs between launches one after the other
+    from profiling_guide.analysis.verdict import PINNED_GBPS
+
+    copy_us, nbytes = 3500.0, 64 << 20
+
+    def body(start, corr):
+        out = _launch(start + 10, corr, 300.0) + _launch(start + 260, corr, 300.0, delay=50.0)
+        gpu_end = start + 262 + 50 + 300
+        corr[0] += 1
+        end = gpu_end + copy_us + 4
+        out += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::to", "ts": start + 280, "dur": end + 30 - (start + 280),
+             "tid": 1, "pid": 1, "args": {}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": start + 281, "dur": end - (start + 281),
+             "tid": 1, "pid": 1, "args": {"correlation": corr[0]}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "ts": gpu_end + 1,
+             "dur": copy_us, "tid": 7, "pid": 0, "args": {"correlation": corr[0], "stream": 7, "bytes": nbytes}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": end + 5, "dur": 20.0, "tid": 1,
+             "pid": 1, "args": {"correlation": corr[0] + 500}},
+        ]
+        return out
+
+    trace = Trace(_events(3, 4500.0, body))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.MEMCPY and v.verdict.where.op == "aten::to", v.verdict
+    gpu_bound = (600.0 + nbytes / (PINNED_GBPS * 1e3)) / 1e3
+    assert abs(v.verdict.predicted_step_ms / gpu_bound - 1) < 0.05, (v.verdict.predicted_step_ms, gpu_bound)

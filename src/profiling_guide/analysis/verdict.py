@@ -11,7 +11,7 @@ time), then re-times it once per cause with that cause fixed
 cause                      what the what-if changes
 =========================  =====================================================
 ``host_sync``              synchronizing calls no longer wait, and cost nothing
-``memcpy``                 pageable copies run at pinned bandwidth, without blocking the host
+``memcpy``                 pageable copies run at pinned bandwidth, without blocking the host or the op's sync
 ``allocator``              cudaMalloc/cudaFree calls cost nothing and do not wait
 ``host_gap``               runs of untraced time and ops that launch nothing cost nothing
 ``launch_overhead``        the host issues work at no cost (CUDA graphs)
@@ -262,8 +262,11 @@ def launch_regions(g: StepGraph) -> list[str]:
 
 
 def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
-    """Pageable copies at pinned bandwidth, their calls asynchronous."""
+    """Pageable copies at pinned bandwidth, their calls asynchronous; and the stream sync the same op makes after a
+    copy to pageable memory (``.cpu()`` copies, then waits for the copy) gone: a copy into pinned memory with
+    ``non_blocking=True`` does not wait."""
     out = timing.copy()
+    copying = {seg.owner for seg in g.host if seg.cause is Cause.MEMCPY and seg.pageable and seg.owner}
     for i, seg in enumerate(g.host):
         if seg.cause is Cause.MEMCPY:
             out.blocking[i] = False
@@ -272,6 +275,9 @@ def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
                 node = g.dev[d]
                 if node.pageable and node.nbytes:
                     out.dev_us[d] = min(out.dev_us[d], node.nbytes / (gbps * 1e3))
+        elif seg.cause is Cause.HOST_SYNC and seg.sync == "stream" and seg.owner in copying:
+            out.blocking[i] = False
+            out.host_us[i] = 0.0
     return out
 
 
