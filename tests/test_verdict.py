@@ -339,6 +339,7 @@ def test_a_stall_in_one_step_of_three_is_averaged_over_the_steps_as_a_timer_sees
     trace = Trace(events(20000.0))
     v = verdict_of(trace, trace.steps)
     assert v.verdict.cause is Cause.HOST_GAP, v.what_if
+    assert v.verdict.where.op is None and "(with_stack=True names it)" in v.verdict.fix  # nothing recorded there
     assert abs(v.verdict.step_ms - (3 * 1.3 + 20) / 3) < 0.3, v.verdict  # the mean step, stall included
     assert abs(v.verdict.predicted_step_ms - 1.3) < 0.15, v.verdict
     assert any("1 of 3 steps took much longer" in n for n in v.notes), v.notes

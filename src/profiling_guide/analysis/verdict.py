@@ -692,11 +692,18 @@ LOADER_FIXES = {
 CPU_OP_FIX = ("the op ran on the CPU, launching nothing: make its tensors on the GPU (device='cuda') so it runs "
               "there, or do the work ahead of the step, off the training thread (a DataLoader worker)")
 
+#: The fix for a host gap where the trace records no op: Python (or a sleep) ran there, and the trace cannot say
+#: which; a profile with ``with_stack=True`` can.
+UNTRACED_GAP_FIX = ("take the host work off the step's path, Python the trace does not record (with_stack=True "
+                    "names it): a DataLoader with workers and pinned memory, prefetching, or the work moved off "
+                    "the training thread")
+
 
 def fix_for(cause: Cause, where: Where) -> str:
     """The fix a cause stands for, at its place: :data:`FIXES`, but a sync to learn a shape
     (:data:`DATA_SHAPE_FIX`), an optimizer's launches (:data:`OPTIMIZER_FIX`), a DataLoader's host gap
-    (:data:`LOADER_FIXES`) and a host gap at one of torch's ops (:data:`CPU_OP_FIX`) have their own."""
+    (:data:`LOADER_FIXES`) and a host gap at one of torch's ops (:data:`CPU_OP_FIX`) have their own; a host gap
+    where the trace records no op says how to learn what ran (:data:`UNTRACED_GAP_FIX`)."""
     if cause is Cause.HOST_SYNC and where.op in DATA_SHAPE_OPS:
         return DATA_SHAPE_FIX
     if cause is Cause.LAUNCH_OVERHEAD and (where.label or "").startswith(OPTIMIZER_LABEL):
@@ -707,6 +714,8 @@ def fix_for(cause: Cause, where: Where) -> str:
             return loader
         if (where.op or "").startswith("aten::"):
             return CPU_OP_FIX
+        if where.op is None:
+            return UNTRACED_GAP_FIX
     return FIXES[cause]
 
 
