@@ -366,11 +366,10 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
 
 
 def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost, gbps: float) -> tuple[float, float, float] | None:
-    """The step, without its syncs and with its launches graphed, re-timed with the host :data:`FAST_HOST` times
-    faster than estimated: only where a sync of the step's own (not the loop's) is in it and no run record measured
-    the host's speed."""
-    own_sync = any(seg.cause is Cause.HOST_SYNC and not (seg.where.label is None and seg.where.op in LOOP_SYNCS)
-                   for seg in g.host)
+    """The step as it is, without its syncs, and with its launches graphed, each re-timed with the host
+    :data:`FAST_HOST` times faster than estimated: only where a sync of the step's own (not the loop's) is in it
+    and no run record measured the host's speed."""
+    own_sync = any(seg.cause is Cause.HOST_SYNC and not _loop_sync_at(seg.where) for seg in g.host)
     if cost.factor is not None or not own_sync:
         return None
     timing = without_profiler(g, observed, replace(cost, scale=cost.scale * FAST_HOST))
@@ -725,7 +724,11 @@ LOOP_SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize")
 
 def is_loop_sync(w: WhatIf) -> bool:
     """Whether a what-if is the profiling loop's own ``synchronize`` after each step (outside the step's label)."""
-    return w.cause is Cause.HOST_SYNC and w.where.label is None and w.where.op in LOOP_SYNCS
+    return w.cause is Cause.HOST_SYNC and _loop_sync_at(w.where)
+
+
+def _loop_sync_at(where: Where) -> bool:
+    return where.label is None and where.op in LOOP_SYNCS
 
 
 def _smaller_change(w: WhatIf) -> tuple:
