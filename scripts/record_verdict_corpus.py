@@ -12,12 +12,14 @@ script
 * profiles the step with the cause (``record_shapes=True``, one step skipped,
   one warm-up, three active steps; two on several ranks) and writes
   ``<case>.trace.json.gz`` (``<case>.rank<r>.trace.json.gz`` on several ranks);
-* times the step with the profiler off, with the cause and fixed: seven
-  repeats of ten consecutive steps between two synchronizations, wall time
-  per step, median and quartiles (the spread) of the seven;
+* times the step with the profiler off, with the cause and fixed, interleaved
+  (:func:`time_pair`): seven rounds of ten consecutive steps of each between
+  two synchronizations, the order alternating, wall time per step, median and
+  quartiles (the spread) of the seven, and of the round-by-round difference;
 * writes ``<case>.label.json``: the cause as the report's vocabulary names it,
   where it was put (the ``record_function`` label or op), the culprit rank,
-  and both timings.
+  both timings and their paired difference (``saving_ms``, ``timing:
+  "interleaved"``).
 
 ``references.json`` holds what the corpus's predictions may use about this
 machine: the host↔device copy bandwidth from pinned and pageable memory.
@@ -144,6 +146,32 @@ def time_steps(step, dev: Device, barrier=None) -> dict:
         dev.sync()
         per_step.append(1e3 * (time.perf_counter() - start) / n)
     return spread(per_step)
+
+
+def time_pair(cause, fixed, dev: Device, barrier=None) -> tuple[dict, dict, dict]:
+    """Wall ms per step of ``cause`` and of ``fixed``, profiler off, interleaved: REPEATS rounds of
+    STEPS_PER_REPEAT steps of each, the order alternating from round to round, so that a host that drifts in speed
+    (a shared machine's does, by 10 % and more within minutes) weighs on both alike. Returns both spreads and the
+    spread of their paired difference, round by round (cause − fixed): a saving whose quartiles straddle zero is
+    a tie."""
+    for _ in range(WARMUP_STEPS):
+        cause()
+        fixed()
+    dev.sync()
+    times = {cause: [], fixed: []}
+    for r in range(REPEATS if not dev.quick else 2):
+        for step in (cause, fixed) if r % 2 == 0 else (fixed, cause):
+            if barrier is not None:
+                barrier()
+            dev.sync()
+            start = time.perf_counter()
+            n = STEPS_PER_REPEAT if not dev.quick else 2
+            for _ in range(n):
+                step()
+            dev.sync()
+            times[step].append(1e3 * (time.perf_counter() - start) / n)
+    return (spread(times[cause]), spread(times[fixed]),
+            spread([a - b for a, b in zip(times[cause], times[fixed], strict=True)]))
 
 
 def profile_steps(step, dev: Device, path: Path, active: int, barrier=None) -> None:
@@ -515,7 +543,7 @@ def profiler_cost(dev: Device, out: Path) -> dict:
     found = {}
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.cuda else [])
     for name, work in workloads.items():
-        def step():
+        def step(work=work):
             with record_function("work"):
                 work()
         off = time_steps(step, dev)
@@ -576,10 +604,10 @@ def run_single(args) -> int:
         with one_case(name, dev, failed):
             cause, fixed, label = make(dev)
             profile_steps(cause, dev, args.out / f"{name}.trace.json.gz", active=3)
-            with_cause = time_steps(cause, dev)
-            without = time_steps(fixed, dev)
+            with_cause, without, saving = time_pair(cause, fixed, dev)
             label.update(case=name, world_size=1, rank=None, environment=env, references=refs, step_ms=with_cause,
-                         fixed_step_ms=without, profiled={"record_shapes": True, "active_steps": 3})
+                         fixed_step_ms=without, saving_ms=saving, timing="interleaved",
+                         profiled={"record_shapes": True, "active_steps": 3})
             (args.out / f"{name}.label.json").write_text(json.dumps(label, indent=1) + "\n")
             log(f"{name}: {with_cause['median']:.2f} ms with the cause, {without['median']:.2f} ms fixed "
                 f"({time.perf_counter() - started:.0f} s)")
@@ -716,14 +744,14 @@ def run_ranks(args) -> int:
                 cause_args["culprit"] = world - 1
             cause = ranks_case(dev, rank, world, **cause_args)
             profile_steps(cause, dev, args.out / f"{name}.rank{rank}.trace.json.gz", active=2, barrier=dist.barrier)
-            timed_cause = time_steps(cause, dev, barrier=dist.barrier)
             fixed = ranks_case(dev, rank, world, **fixed_args)
             if args.profile_fixed:  # the fixed run's trace too: what the report makes of the run it predicts
                 profile_steps(fixed, dev, args.out / f"{name}.fixed.rank{rank}.trace.json.gz", active=2,
                               barrier=dist.barrier)
-            timed_fixed = time_steps(fixed, dev, barrier=dist.barrier)
+            timed_cause, timed_fixed, saving = time_pair(cause, fixed, dev, barrier=dist.barrier)
             everyone = [None] * world
-            dist.all_gather_object(everyone, {"rank": rank, "step_ms": timed_cause, "fixed_step_ms": timed_fixed})
+            dist.all_gather_object(everyone, {"rank": rank, "step_ms": timed_cause, "fixed_step_ms": timed_fixed,
+                                              "saving_ms": saving})
             if rank == 0:
                 culprit = label["rank"]
                 out = dict(label, rank=world - 1 if culprit == -1 else culprit, case=name, world_size=world,
@@ -733,7 +761,7 @@ def run_ranks(args) -> int:
                            # the run's step: every rank waits for the slowest, so the ranks' medians agree
                            step_ms=max((e["step_ms"] for e in everyone), key=lambda s: s["median"]),
                            fixed_step_ms=max((e["fixed_step_ms"] for e in everyone), key=lambda s: s["median"]),
-                           ranks=everyone, profiled={"record_shapes": True, "active_steps": 2})
+                           ranks=everyone, timing="interleaved", profiled={"record_shapes": True, "active_steps": 2})
                 (args.out / f"{name}.label.json").write_text(json.dumps(out, indent=1) + "\n")
                 log(f"{name}: {out['step_ms']['median']:.2f} ms with the cause, "
                     f"{out['fixed_step_ms']['median']:.2f} ms fixed ({time.perf_counter() - started:.0f} s)")
