@@ -45,7 +45,6 @@ from torch.profiler import ProfilerActivity, profile, schedule
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_verdict_corpus import (  # noqa: E402 - the corpus script sits beside this one
     REPEATS,
-    STEPS_PER_REPEAT,
     WARMUP_STEPS,
     Device,
     _gpt_graph_step,
@@ -54,6 +53,7 @@ from record_verdict_corpus import (  # noqa: E402 - the corpus script sits besid
     gpt_step,
     log,
     one_case,
+    round_ms,
     spread,
 )
 
@@ -88,16 +88,7 @@ def time_steps(step, dev: Device, profiler: dict | None) -> dict:
         for _ in range(WARMUP_STEPS):
             step()
         dev.sync()
-        per_step = []
-        for _ in range(REPEATS if not dev.quick else 2):
-            dev.sync()
-            start = time.perf_counter()
-            n = STEPS_PER_REPEAT if not dev.quick else 2
-            for _ in range(n):
-                step()
-            dev.sync()
-            per_step.append(1e3 * (time.perf_counter() - start) / n)
-        return per_step
+        return [round_ms(step, dev) for _ in range(REPEATS if not dev.quick else 2)]
 
     if profiler is None:
         return spread(run())

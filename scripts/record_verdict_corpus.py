@@ -134,18 +134,20 @@ def time_steps(step, dev: Device, barrier=None) -> dict:
     for _ in range(WARMUP_STEPS):
         step()
     dev.sync()
-    per_step = []
-    for _ in range(REPEATS if not dev.quick else 2):
-        if barrier is not None:
-            barrier()
-        dev.sync()
-        start = time.perf_counter()
-        n = STEPS_PER_REPEAT if not dev.quick else 2
-        for _ in range(n):
-            step()
-        dev.sync()
-        per_step.append(1e3 * (time.perf_counter() - start) / n)
-    return spread(per_step)
+    return spread([round_ms(step, dev, barrier) for _ in range(REPEATS if not dev.quick else 2)])
+
+
+def round_ms(step, dev: Device, barrier=None) -> float:
+    """Wall ms per step of one round: STEPS_PER_REPEAT steps between two synchronizations (after ``barrier``)."""
+    if barrier is not None:
+        barrier()
+    dev.sync()
+    start = time.perf_counter()
+    n = STEPS_PER_REPEAT if not dev.quick else 2
+    for _ in range(n):
+        step()
+    dev.sync()
+    return 1e3 * (time.perf_counter() - start) / n
 
 
 def time_pair(cause, fixed, dev: Device, barrier=None) -> tuple[dict, dict, dict]:
@@ -161,15 +163,7 @@ def time_pair(cause, fixed, dev: Device, barrier=None) -> tuple[dict, dict, dict
     times = {cause: [], fixed: []}
     for r in range(REPEATS if not dev.quick else 2):
         for step in (cause, fixed) if r % 2 == 0 else (fixed, cause):
-            if barrier is not None:
-                barrier()
-            dev.sync()
-            start = time.perf_counter()
-            n = STEPS_PER_REPEAT if not dev.quick else 2
-            for _ in range(n):
-                step()
-            dev.sync()
-            times[step].append(1e3 * (time.perf_counter() - start) / n)
+            times[step].append(round_ms(step, dev, barrier))
     return (spread(times[cause]), spread(times[fixed]),
             spread([a - b for a, b in zip(times[cause], times[fixed], strict=True)]))
 
