@@ -160,12 +160,11 @@ def time_pair(cause, fixed, dev: Device, barrier=None) -> tuple[dict, dict, dict
         cause()
         fixed()
     dev.sync()
-    times = {cause: [], fixed: []}
+    steps, times = (cause, fixed), ([], [])  # by position: a case whose fix is itself (on the CPU) times it twice
     for r in range(REPEATS if not dev.quick else 2):
-        for step in (cause, fixed) if r % 2 == 0 else (fixed, cause):
-            times[step].append(round_ms(step, dev, barrier))
-    return (spread(times[cause]), spread(times[fixed]),
-            spread([a - b for a, b in zip(times[cause], times[fixed], strict=True)]))
+        for k in (0, 1) if r % 2 == 0 else (1, 0):
+            times[k].append(round_ms(steps[k], dev, barrier))
+    return spread(times[0]), spread(times[1]), spread([a - b for a, b in zip(*times, strict=True)])
 
 
 def profile_steps(step, dev: Device, path: Path, active: int, barrier=None) -> None:
