@@ -349,6 +349,8 @@ class StepWhatIfs:
     #: with the host :data:`FAST_HOST` times faster than estimated, where the step holds a sync of its own and no
     #: run record measured the host: the step, and the step with its syncs gone and with its launches graphed
     fast: tuple[float, float, float] | None = None
+    #: the step's own syncs (not the loop's after it), counted per place (the op, its label)
+    syncs: dict[Where, int] = field(default_factory=dict)
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -362,15 +364,24 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
-                       _fast(g, observed, cost, gbps))
+                       _fast(g, observed, cost, gbps), own_syncs(g))
+
+
+def own_syncs(g: StepGraph) -> dict[Where, int]:
+    """The step's own syncs (not the loop's :data:`LOOP_SYNCS` after it), counted per op and label."""
+    counts: dict[Where, int] = {}
+    for seg in g.host:
+        if seg.cause is Cause.HOST_SYNC and not _loop_sync_at(seg.where):
+            place = Where(op=seg.where.op, label=seg.where.label)
+            counts[place] = counts.get(place, 0) + 1
+    return counts
 
 
 def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost, gbps: float) -> tuple[float, float, float] | None:
     """The step as it is, without its syncs, and with its launches graphed, each re-timed with the host
     :data:`FAST_HOST` times faster than estimated: only where a sync of the step's own (not the loop's) is in it
     and no run record measured the host's speed."""
-    own_sync = any(seg.cause is Cause.HOST_SYNC and not _loop_sync_at(seg.where) for seg in g.host)
-    if cost.factor is not None or not own_sync:
+    if cost.factor is not None or not own_syncs(g):
         return None
     timing = without_profiler(g, observed, replace(cost, scale=cost.scale * FAST_HOST))
     fixes = _fixes(g, gbps)
@@ -577,11 +588,29 @@ def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_m
         where = top_where(path, cause)
         if where is None:
             continue
+        fix = fix_for(cause, where)
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
+            fix = fix_for(cause, where) + syncs_in_the_way(per_step)
         candidates.append(WhatIf(cause, _ranked(where, rank), base, pool([s.fixed_us[cause] for s in per_step]),
-                                 path_ms.get(cause, 0.0), fix_for(cause, where)))
+                                 path_ms.get(cause, 0.0), fix))
     return candidates
+
+
+def syncs_in_the_way(per_step: list[StepWhatIfs], label: str | None = None) -> str:
+    """What the graphs' fix must say of the step's own syncs (in ``label``'s region, if given): a CUDA graph cannot
+    hold one (capturing a sync fails), so the what-if splits the graphs at each, and taking them out comes first.
+    Empty where the typical step has none."""
+    middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
+    places = {w: n for w, n in middle.syncs.items() if label is None or w.label == label}
+    if not places:
+        return ""
+    top = max(places, key=places.get)
+    total = sum(places.values())
+    which = (f"its sync at {top.words()}" if total == 1 else f"its {total} syncs at {top.words()}"
+             if len(places) == 1 else f"its {total} syncs ({places[top]} at {top.words()})")
+    return (f"; first take out {which}: "
+            "a CUDA graph cannot hold a sync, so the prediction splits the graphs at each one")
 
 
 def _first(counted: list[WhatIf], regions: list[WhatIf], base: float) -> WhatIf:
@@ -660,7 +689,7 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, poo
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
                    pool([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
-                   fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label)))
+                   fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label)) + syncs_in_the_way(per_step, label))
             for label in sorted(labels)]
 
 
