@@ -412,10 +412,14 @@ def test_a_sync_the_profiler_hid_is_read_with_a_faster_host_and_named_first():
     assert "More, with a larger change: launch overhead" in verdict_sentence(v)
     # a shorter kernel leaves the sync little to wait for even with the faster host: the graphs lead
     short = Trace(_events(3, 900.0, _sync_between_launches(250.0)))
-    assert verdict_of(short, short.steps).verdict.cause is Cause.LAUNCH_OVERHEAD
-    # the loop's own synchronize outside every label is not the step's: never read so
+    graphed = verdict_of(short, short.steps).verdict
+    assert graphed.cause is Cause.LAUNCH_OVERHEAD
+    # ... and their fix says that the step's own sync must go first: a CUDA graph cannot hold it
+    assert "first take out its sync at cudaDeviceSynchronize in 'train_step'" in graphed.fix, graphed.fix
+    # the loop's own synchronize outside every label is not the step's: never read so, nor in the graphs' way
     bare = Trace(_events(3, 900.0, _sync_between_launches(360.0, label=None)))
-    assert verdict_of(bare, bare.steps).verdict.cause is Cause.LAUNCH_OVERHEAD
+    loop = verdict_of(bare, bare.steps).verdict
+    assert loop.cause is Cause.LAUNCH_OVERHEAD and "take out" not in loop.fix, loop.fix
     # a run record that measured the host's speed leaves nothing to guess: no second reading
     measured = verdict_of(trace, trace.steps, unprofiled={"label": "train_step", "cpu_us": 700.0})
     assert not any("as fast as estimated" in note for note in measured.notes)
