@@ -34,14 +34,83 @@ LAYOUT_EDIT = ("        half_g = 0.5 * g\n        return (half_g + half_g * t) *
                "        return ((half_g + half_g * t)\n                * u)\n")
 
 
-def edited(monkeypatch, *edits) -> None:
-    """Make the closure read geglu_common.py with ``edits`` applied (the file itself is left alone)."""
-    text = COMMON.read_text(encoding="utf-8")
+def edited(monkeypatch, *edits, file: Path = COMMON) -> None:
+    """Make the closure read ``file`` (geglu_common.py) with ``edits`` applied (the file itself is left alone)."""
+    text = file.read_text(encoding="utf-8")
     for old, new in edits:
         assert text.count(old) >= 1, old
         text = text.replace(old, new)
     real = closure._source
-    monkeypatch.setattr(closure, "_source", lambda path: text if Path(path).resolve() == COMMON else real(path))
+    monkeypatch.setattr(closure, "_source", lambda path: text if Path(path).resolve() == file else real(path))
+
+
+FUSED = Path(fused_mlp.__file__).resolve()
+# Edits of geglu()'s argument checks in fused_mlp.py: a message reworded, a condition widened, a check added (an
+# ``if ...: raise`` and an ``assert``), one moved into a marked helper; none changes what the GPU runs.
+CHECK_EDITS = (
+    ('raise GuideError(f"geglu needs a 2-D {name}, got {got}")', 'raise GuideError(f"{name} must be 2-D, not {got}")'),
+    ("if x2d.dtype not in SUPPORTED_DTYPES:", "if x2d.dtype not in SUPPORTED_DTYPES or x2d.is_sparse:"),
+    ("    hidden, dim = w_gate.shape\n    M = x2d.shape[0]\n",
+     "    hidden, dim = w_gate.shape\n    assert hidden >= 0\n    M = x2d.shape[0]\n"
+     "    if M < 0:\n        raise GuideError('negative rows')\n"),
+    ("    _check_device(x2d, w_gate, w_up)\n", "    _check_device(x2d, w_gate, w_up)\n    _check_rows(x2d)\n"),
+    ("@argument_check\ndef _check_device(", "@argument_check\ndef _check_rows(x):\n    if x.shape[0] < 0:\n"
+     "        raise GuideError('negative rows')\n\n\n@argument_check\ndef _check_device("),
+)
+# ... and an edit of what it runs: the packed designs' choice
+RUN_EDIT = ("    packed = design in PACKED_DESIGNS\n", "    packed = design in TMA_DESIGNS\n")
+
+
+def test_argument_checks_are_not_what_runs_and_their_edits_keep_both_fingerprints(monkeypatch):
+    code, args = [FusedGeGLUMLP, fused_mlp.geglu], {"batch": 64}
+    before = recordings.fingerprint(code, args), recordings.closure_fingerprint(code, args)
+    with monkeypatch.context() as m:
+        edited(m, *CHECK_EDITS, file=FUSED)
+        assert (recordings.fingerprint(code, args), recordings.closure_fingerprint(code, args)) == before
+    with monkeypatch.context() as m:
+        edited(m, RUN_EDIT, file=FUSED)
+        listed, reached = recordings.fingerprint(code, args), recordings.closure_fingerprint(code, args)
+        assert listed != before[0] and reached != before[1]
+
+
+def test_without_checks_keeps_what_runs_around_the_checks():
+    source = (
+        "def f(x, w=None):\n"
+        "    assert x.dim() == 2\n"
+        "    if x.dim() != 2:\n"
+        "        why = 'shape'\n"
+        "        raise ValueError(why)\n"
+        "    elif x.dtype is None:\n"
+        "        raise ValueError('dtype')\n"
+        "    else:\n"
+        "        y = x + 1\n"
+        "    if w is None:\n"
+        "        w = x\n"
+        "    elif w.shape != x.shape:\n"
+        "        raise ValueError('w')\n"
+        "    for t in (x, w):\n"
+        "        if t.numel() > 2**31:\n"
+        "            raise ValueError('big')\n"
+        "    check(x)\n"
+        "    other(x)\n"
+        "    try:\n"
+        "        z = int(y)\n"
+        "    except TypeError:\n"
+        "        raise ValueError('y') from None\n"
+        "    return y, w, z\n"
+    )
+    body = closure.without_checks(ast.parse(source).body, frozenset({"check"}))
+    assert ast.unparse(ast.Module(body=body, type_ignores=[])) == (
+        "def f(x, w=None):\n"
+        "    y = x + 1\n"
+        "    if w is None:\n"
+        "        w = x\n"
+        "    other(x)\n"
+        "    try:\n"
+        "        z = int(y)\n"
+        "    except TypeError:\n"
+        "        raise ValueError('y') from None\n"
+        "    return (y, w, z)")
 
 
 def test_the_fused_mlp_reaches_its_kernels_their_helpers_and_constants():

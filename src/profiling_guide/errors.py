@@ -20,6 +20,14 @@ class GuideError(Exception):
     """
 
 
+def argument_check(fn):
+    """Mark ``fn`` as an argument check: it returns None on arguments it accepts and raises on the others, and
+    does nothing else. A recording's fingerprints leave out calls to it (a bare ``fn(...)`` statement in this
+    package's code), as they leave out ``assert`` and ``if ...: raise`` statements: checks decide whether the
+    work runs, not what the GPU runs (:mod:`profiling_guide.pages.closure`)."""
+    return fn
+
+
 def quoted(value, limit: int = 40) -> str:
     """A value as an error message quotes it: its repr, cut short to ``limit`` characters."""
     text = repr(value)

@@ -88,7 +88,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from profiling_guide.errors import GuideError, missing_dependency
+from profiling_guide.errors import GuideError, argument_check, missing_dependency
 
 try:  # Triton comes with torch's CUDA builds, and with the liger extra; say so rather than fail in a traceback
     import triton
@@ -318,6 +318,7 @@ def geglu(
     return LAUNCHERS[design](x2d, *weights, config=config, gu=gu), gu
 
 
+@argument_check
 def _check_device(*tensors: torch.Tensor) -> None:
     device = tensors[0].device
     if any(t.device != device for t in tensors):

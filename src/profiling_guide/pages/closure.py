@@ -40,14 +40,18 @@ What is followed, from each listed object:
 
 What stays fresh and what goes stale: comments, docstrings and layout (line
 breaks, parentheses, quotes) are not in the normalized trees, so editing them
-never makes a recording stale. Any other edit to a reached definition does,
-behaviour-preserving or not: a refactor that splits argument checks into a
-helper, renames a local or moves an import changes the trees, and the
-recordings that reach that code go stale until they are recorded again on a
-GPU. The fingerprint cannot tell a refactor from a change; it is built so that
-a change, a kernel's above all, never goes unnoticed.
+never makes a recording stale; nor are argument checks (:func:`without_checks`:
+``assert``, an ``if`` whose branch always raises, a bare call of a function
+marked :func:`~profiling_guide.errors.argument_check`, which is then not
+followed either): they decide whether the work runs, not what the GPU runs.
+Any other edit to a reached definition does, behaviour-preserving or not: a
+refactor that renames a local, moves an import or splits a loop into a helper
+changes the trees, and the recordings that reach that code go stale until
+they are recorded again on a GPU. The fingerprint cannot tell such a refactor
+from a change; it is built so that a change, a kernel's above all, never goes
+unnoticed.
 
-Each definition is serialized from its syntax tree without docstrings (comments
+Each definition is serialized from its syntax tree without docstrings and checks (comments
 and blank lines are not in a syntax tree), with fields that are empty left out
 and an f-string's adjacent text parts merged (so the same code gives the same
 text on Python 3.10 to 3.13, whose trees differ in fields added empty and, in
@@ -59,6 +63,7 @@ module ends in ``:``), and hashed in the order of those keys.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import inspect
 import json
@@ -138,6 +143,68 @@ def _joined_parts(values: list[ast.AST]) -> list[ast.AST]:
                 continue
         parts.append(value)
     return parts
+
+
+# ------------------------------------------------------------------ argument checks
+#: The decorator that marks a function of this package as an argument check (:func:`profiling_guide.errors.argument_check`).
+CHECK_DECORATOR = "argument_check"
+
+
+def _always_raises(stmts: list[ast.stmt]) -> bool:
+    """Whether every way through ``stmts`` ends in a ``raise`` (the last statement raises, or is an ``if`` whose
+    branches both do)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Raise):
+        return True
+    return isinstance(last, ast.If) and _always_raises(last.body) and _always_raises(last.orelse)
+
+
+def is_check_def(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` defines a function decorated with :data:`CHECK_DECORATOR`."""
+    return isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        (d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else None) == CHECK_DECORATOR
+        for d in stmt.decorator_list)
+
+
+def without_checks(stmts: list[ast.stmt], checks: frozenset[str] = frozenset()) -> list[ast.stmt]:
+    """``stmts`` less their argument checks, as copies (the statements given are left alone).
+
+    Left out: ``assert``; an ``if`` whose branch always raises (:func:`_always_raises`: the ``if`` gives way to
+    its ``else``, an ``elif ...: raise`` is dropped); a bare call of a name in ``checks`` (a function marked
+    :func:`~profiling_guide.errors.argument_check`); then a loop or an ``if`` left with nothing to do. The
+    conditions are taken to have no effect of their own, as a check's do not.
+    """
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.Assert):
+            continue
+        if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in checks):
+            continue
+        if isinstance(stmt, ast.If) and _always_raises(stmt.body):
+            out += without_checks(stmt.orelse, checks)
+            continue
+        stmt = copy.copy(stmt)
+        for block in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, block, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                kept = [] if block == "orelse" and isinstance(stmt, ast.If) and _always_raises(inner) else inner
+                setattr(stmt, block, without_checks(kept, checks))
+        if isinstance(stmt, ast.Try):
+            stmt.handlers = [copy.copy(h) for h in stmt.handlers]
+            for h in stmt.handlers:
+                h.body = without_checks(h.body, checks) or [ast.Pass()]
+        if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)) and not stmt.body:
+            if not stmt.orelse:
+                continue  # nothing left to do: it held checks only
+            stmt.body = [ast.Pass()]
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
+                             ast.Try)) and not stmt.body:
+            stmt.body = [ast.Pass()]
+        out.append(stmt)
+    return out
 
 
 # ------------------------------------------------------------------ references a syntax tree makes
@@ -268,6 +335,8 @@ class _Module:
                                     for n in ast.walk(s)], name, self.is_package)
         self._texts: dict[str, str] = {}
         self._scans: dict[str, tuple[list[tuple[str, ...]], dict]] = {}
+        self._stripped: dict[str, list[ast.AST]] = {}
+        self._checks: frozenset[str] | None = None
 
     def _index(self, stmts: list[ast.stmt], top: ast.stmt | None) -> None:
         for stmt in stmts:
@@ -295,7 +364,35 @@ class _Module:
             stmts.append(stmt)
 
     def _nodes(self, name: str) -> list[ast.AST]:
-        return [self.tree] if name == "" else self.bindings[name]
+        """The statements that define ``name`` (``""``: the whole module), less their argument checks
+        (:func:`without_checks`)."""
+        if name not in self._stripped:
+            if name == "":
+                self._stripped[name] = [ast.Module(body=without_checks(self.tree.body, self.checks),
+                                                   type_ignores=[])]
+            else:
+                self._stripped[name] = without_checks(self.bindings[name], self.checks)
+        return self._stripped[name]
+
+    @property
+    def checks(self) -> frozenset[str]:
+        """The names this module calls argument checks by: its own functions marked
+        :func:`~profiling_guide.errors.argument_check`, and those it imports from another module of this
+        package."""
+        if self._checks is None:
+            own = {name for name, stmts in self.bindings.items() if any(is_check_def(s) for s in stmts)}
+            for alias, (module, attribute) in self.imports.items():
+                path = module_path(module) if attribute and _ours(module) else None
+                if path is None or module == self.name:
+                    continue
+                try:
+                    other = _parsed(module, path, _source(path))
+                except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+                    continue
+                if any(is_check_def(s) for s in other.bindings.get(attribute, [])):
+                    own.add(alias)
+            self._checks = frozenset(own)
+        return self._checks
 
     def text(self, name: str) -> str:
         """The normalized tree of ``name``'s statements (``""``: the whole module)."""
@@ -479,10 +576,11 @@ def _code_objects(code: types.CodeType):
 def _own_text(obj) -> str | None:
     """``obj``'s own source as a normalized tree, or None where it has none that parses (a lambda in a call)."""
     try:
-        return normalized(ast.parse(textwrap.dedent(inspect.getsource(obj))))
+        return normalized(ast.Module(body=without_checks(ast.parse(textwrap.dedent(inspect.getsource(obj))).body),
+                                     type_ignores=[]))
     except (OSError, TypeError, SyntaxError, ValueError):
         found = _class_in_its_file(obj)
-        return normalized(ast.Module(body=[found[1]], type_ignores=[])) if found else None
+        return normalized(ast.Module(body=without_checks([found[1]]), type_ignores=[])) if found else None
 
 
 def _class_in_its_file(cls) -> tuple[Path, ast.ClassDef] | None:
@@ -546,6 +644,28 @@ class Reached:
     def definitions(self) -> list[str]:
         """The keys of this package's definitions in the closure, sorted."""
         return sorted(k for k in self.texts if not k.startswith("listed "))
+
+
+def listed_texts(code: Iterable, fallback=None) -> list[str]:
+    """The normalized text of each object of ``code`` alone, nothing it calls (what a *listed* fingerprint
+    hashes): a definition of this package as :func:`reach` reads it, another object (a page's function) from its
+    own source, less argument checks either way; a string as it is; ``fallback(obj)`` (default: its name) for an
+    object with no source that parses."""
+    walk = _Walk()
+    texts = []
+    for obj in code:
+        if isinstance(obj, str):
+            texts.append(obj)
+            continue
+        found = walk.key_of(obj)
+        if found is not None:
+            texts.append(walk.module(found[0]).text(found[1]))
+            continue
+        target = unwrapped(obj)
+        text = _own_text(target)
+        qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+        texts.append(text if text is not None else (fallback(obj) if fallback else qualname))
+    return texts
 
 
 def reach(code: Iterable, fallback=None) -> Reached:

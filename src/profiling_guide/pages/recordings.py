@@ -21,15 +21,10 @@ A chapter reaches its recordings through
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import inspect
-import io
 import json
 import os
 import re
-import textwrap
-import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 from glob import escape as glob_escape
@@ -38,7 +33,7 @@ from pathlib import Path
 
 from profiling_guide.errors import GuideError
 from profiling_guide.files import write_json_atomic as _write_json_atomic
-from profiling_guide.pages.closure import Reached, reach
+from profiling_guide.pages.closure import Reached, listed_texts, reach
 from profiling_guide.spread import Spread
 from profiling_guide.trace.model import Trace
 
@@ -95,55 +90,19 @@ def default_root() -> Path:
 
 
 # ------------------------------------------------------------------ fingerprints
-def _code_text(obj) -> str:
-    """Source of ``obj`` without comments, docstrings or blank lines.
-
-    Fingerprints track the workload, not the prose: editing a comment or a
-    docstring must not make a recording stale.
-    """
-    if isinstance(obj, str):
-        return obj
-    try:
-        source = textwrap.dedent(inspect.getsource(obj))
-    except (OSError, TypeError):
-        # No source to read (built-ins, code typed at a prompt): fall back on the
-        # name, never on repr(), which holds a memory address.
-        return f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
-    return _without_prose(source)
-
-
-@lru_cache(maxsize=128)  # a page fingerprints the same modules and functions at each recording it reads
-def _without_prose(source: str) -> str:
-    """``source`` less its comments, docstrings and blank lines (parsing it is most of a fingerprint's time)."""
-    docstring_lines: set[int] = set()
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:  # e.g. a lambda's line cut out of a larger call
-        tree = None
-    for node in ast.walk(tree) if tree else ():
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-            value = body[0].value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                docstring_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
-    lines = source.splitlines()
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.COMMENT:
-                row, col = tok.start
-                lines[row - 1] = lines[row - 1][:col]
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    kept = [line.rstrip() for i, line in enumerate(lines, 1) if i not in docstring_lines and line.strip()]
-    return "\n".join(kept)
+def _name_of(obj) -> str:
+    """An object's name, for one with no source to read (a built-in, code typed at a prompt): never its repr(),
+    which holds a memory address."""
+    return f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
 
 def fingerprint(code: Iterable = (), args: dict | None = None) -> str:
     """A short hash of the code objects (functions, classes, modules, strings) and arguments: the *listed*
-    fingerprint, of what ``code`` names and nothing it calls (a run record's ``fingerprint``)."""
+    fingerprint, of what ``code`` names and nothing it calls (a run record's ``fingerprint``), each as its syntax
+    tree less docstrings and argument checks (:func:`profiling_guide.pages.closure.listed_texts`)."""
     h = hashlib.sha256()
-    for obj in code:
-        h.update(_code_text(obj).encode())
+    for text in listed_texts(code, fallback=_name_of):
+        h.update(text.encode())
         h.update(b"\0")
     h.update(json.dumps(args or {}, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
@@ -151,7 +110,7 @@ def fingerprint(code: Iterable = (), args: dict | None = None) -> str:
 
 def reached(code: Iterable = ()) -> Reached:
     """What ``code`` reaches in this package, transitively (:mod:`profiling_guide.pages.closure`)."""
-    return reach(list(code), fallback=_code_text)
+    return reach(list(code), fallback=_name_of)
 
 
 def closure_fingerprint(code: Iterable = (), args: dict | None = None) -> str:
@@ -168,7 +127,7 @@ def closure_fingerprint(code: Iterable = (), args: dict | None = None) -> str:
 class Fingerprints:
     """Both fingerprints of a recording's code and arguments, each computed when first asked for.
 
-    ``listed`` (:func:`fingerprint`) hashes the source of the listed objects alone; ``closure``
+    ``listed`` (:func:`fingerprint`) hashes the listed objects alone; ``closure``
     (:func:`closure_fingerprint`) hashes everything they reach in this package. A live run stores
     both; a replay checks ``closure`` where its run record has one, else ``listed``.
     """
