@@ -207,6 +207,9 @@ def test_editing_a_kernel_of_the_fused_mlp_makes_chapter_6s_recording_stale(tmp_
     with monkeypatch.context() as m:
         edited(m, COMMENT_EDIT, DOCSTRING_EDIT, LAYOUT_EDIT)
         assert not replay_fused(tmp_path).stale
+    with monkeypatch.context() as m:  # geglu()'s argument checks reworded, added to, moved: still fresh
+        edited(m, *CHECK_EDITS, file=FUSED)
+        assert not replay_fused(tmp_path).stale
 
 
 def test_a_class_defined_on_a_page_run_without_a_file_keeps_its_text(tmp_path):

@@ -228,13 +228,6 @@ def tuned_config(design: str, x2d: torch.Tensor, hidden: int, config: dict | tri
 
 
 
-# Not split, though radon rates it E: a split changes the code recordings fingerprint. Chapter 6
-# lists this function (plot_06_fused.py: code=[FusedGeGLUMLP, fused_mlp.geglu]), so its "fused"
-# and "host" recordings would go stale on both GPUs at once; so would every recording whose closure
-# reaches it (pages/closure.py: the benchmarks of chapters 5 and 6, chapter 6's sweep, chapter 6b's
-# training steps) once its run record holds a closure fingerprint. None can be recorded again
-# without a GPU. Its checks, in order, are of the inputs, the design and the device; its work is
-# the last few lines.
 def geglu(
     x2d: torch.Tensor,
     w_gate: torch.Tensor,
@@ -259,6 +252,31 @@ def geglu(
     ``[M, 2·hidden]`` holds g and u as the GEMM computed them, side by side
     (``[g | u]``), for the backward (:class:`GeGLUFunction`).
     """
+    _check_geglu_inputs(x2d, w_gate, w_up, design)
+    hidden, dim = w_gate.shape
+    M = x2d.shape[0]
+    if design == AUTO:
+        design = choose_design(x2d, hidden)
+    packed = design in PACKED_DESIGNS
+    if packed and packed_weight is None:
+        packed_weight = pack_gate_up(w_gate, w_up)
+    _check_geglu_plan(x2d, w_gate, design, packed_weight, save_gate_up)
+    config = None if config is None else _as_config(config)
+
+    if M == 0 or hidden == 0 or dim == 0:  # no K steps: g = u = 0 and gelu(0)·0 = 0
+        h = torch.zeros((M, hidden), device=x2d.device, dtype=x2d.dtype)
+        return (h, torch.zeros((M, 2 * hidden), device=x2d.device, dtype=x2d.dtype)) if save_gate_up else h
+    weights = (packed_weight,) if packed else (w_gate, w_up)
+    if not save_gate_up:
+        return LAUNCHERS[design](x2d, *weights, config=config)
+    gu = torch.empty((M, 2 * hidden), device=x2d.device, dtype=x2d.dtype)
+    return LAUNCHERS[design](x2d, *weights, config=config, gu=gu), gu
+
+
+@argument_check
+def _check_geglu_inputs(x2d: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, design: str) -> None:
+    """``geglu``'s checks of its inputs: a known design, 2-D tensors of matching shapes and one supported dtype,
+    on one device the kernels run on."""
     if design != AUTO and design not in LAUNCHERS:
         raise GuideError(f"unknown design {design!r}: use one of {', '.join((*DESIGNS, AUTO))}")
     for name, t in (("x2d", x2d), ("w_gate", w_gate), ("w_up", w_up)):
@@ -270,7 +288,6 @@ def geglu(
             f"gate and up weights must have one shape [hidden, dim], got {tuple(w_gate.shape)} and {tuple(w_up.shape)}"
         )
     hidden, dim = w_gate.shape
-    M = x2d.shape[0]
     if x2d.shape[1] != dim:
         raise GuideError(f"x has {x2d.shape[1]} features but the weights expect dim={dim} ([hidden, dim] = {[hidden, dim]})")
     if x2d.dtype not in SUPPORTED_DTYPES:
@@ -281,14 +298,18 @@ def geglu(
             f"gate {w_gate.dtype}, up {w_up.dtype}"
         )
     _check_device(x2d, w_gate, w_up)
-    if design == AUTO:
-        design = choose_design(x2d, hidden)
+
+
+@argument_check
+def _check_geglu_plan(x2d: torch.Tensor, w_gate: torch.Tensor, design: str, packed_weight: torch.Tensor | None,
+                      save_gate_up: bool) -> None:
+    """``geglu``'s checks of what it is about to launch, once the design is chosen and the weights packed: the
+    packed weight's shape, dtype and device, 32-bit offsets, and what the TMA and ping-pong designs need."""
+    hidden, dim = w_gate.shape
     packed = design in PACKED_DESIGNS
-    if save_gate_up and design not in PACKED_DESIGNS:
+    if save_gate_up and not packed:
         raise GuideError(f"save_gate_up needs a packed design ({', '.join(PACKED_DESIGNS)}), got {design!r}")
-    if packed and packed_weight is None:
-        packed_weight = pack_gate_up(w_gate, w_up)
-    elif packed and (
+    if packed and (
         tuple(packed_weight.shape) != (2 * hidden, dim)
         or packed_weight.dtype != x2d.dtype
         or packed_weight.device != x2d.device
@@ -300,22 +321,13 @@ def geglu(
     for name, t in (("x", x2d), ("weight", packed_weight if packed else w_gate)):
         if t.numel() > _MAX_ELEMENTS:
             raise GuideError(f"the fused GeGLU kernel uses 32-bit offsets: {name} has {t.numel()} elements, more than 2**31 - 1")
-    if M * hidden > _MAX_ELEMENTS:
-        raise GuideError(f"the fused GeGLU kernel uses 32-bit offsets: h would have {M * hidden} elements, more than 2**31 - 1")
+    if x2d.shape[0] * hidden > _MAX_ELEMENTS:
+        raise GuideError(f"the fused GeGLU kernel uses 32-bit offsets: h would have {x2d.shape[0] * hidden} elements, "
+                         "more than 2**31 - 1")
     if design in TMA_DESIGNS and (problem := _tma_problem(x2d, hidden, packed_weight, design)):
         raise GuideError(problem)
     if design == "pingpong" and (problem := _pingpong_problem(x2d)):
         raise GuideError(problem)
-    config = None if config is None else _as_config(config)
-
-    if M == 0 or hidden == 0 or dim == 0:  # no K steps: g = u = 0 and gelu(0)·0 = 0
-        h = torch.zeros((M, hidden), device=x2d.device, dtype=x2d.dtype)
-        return (h, torch.zeros((M, 2 * hidden), device=x2d.device, dtype=x2d.dtype)) if save_gate_up else h
-    weights = (packed_weight,) if packed else (w_gate, w_up)
-    if not save_gate_up:
-        return LAUNCHERS[design](x2d, *weights, config=config)
-    gu = torch.empty((M, 2 * hidden), device=x2d.device, dtype=x2d.dtype)
-    return LAUNCHERS[design](x2d, *weights, config=config, gu=gu), gu
 
 
 @argument_check

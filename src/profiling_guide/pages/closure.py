@@ -178,33 +178,43 @@ def without_checks(stmts: list[ast.stmt], checks: frozenset[str] = frozenset()) 
     """
     out: list[ast.stmt] = []
     for stmt in stmts:
-        if isinstance(stmt, ast.Assert):
-            continue
-        if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in checks):
+        if _is_check(stmt, checks):
             continue
         if isinstance(stmt, ast.If) and _always_raises(stmt.body):
             out += without_checks(stmt.orelse, checks)
             continue
-        stmt = copy.copy(stmt)
-        for block in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, block, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                kept = [] if block == "orelse" and isinstance(stmt, ast.If) and _always_raises(inner) else inner
-                setattr(stmt, block, without_checks(kept, checks))
-        if isinstance(stmt, ast.Try):
-            stmt.handlers = [copy.copy(h) for h in stmt.handlers]
-            for h in stmt.handlers:
-                h.body = without_checks(h.body, checks) or [ast.Pass()]
-        if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)) and not stmt.body:
-            if not stmt.orelse:
-                continue  # nothing left to do: it held checks only
-            stmt.body = [ast.Pass()]
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
-                             ast.Try)) and not stmt.body:
-            stmt.body = [ast.Pass()]
-        out.append(stmt)
+        kept = _blocks_without_checks(stmt, checks)
+        if kept is not None:
+            out.append(kept)
     return out
+
+
+def _is_check(stmt: ast.stmt, checks: frozenset[str]) -> bool:
+    """An ``assert``, or a bare call of a name in ``checks``."""
+    if isinstance(stmt, ast.Assert):
+        return True
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in checks
+
+
+def _blocks_without_checks(stmt: ast.stmt, checks: frozenset[str]) -> ast.stmt | None:
+    """A copy of ``stmt`` with the checks out of its blocks (an ``if``'s ``else`` that always raises dropped); None
+    for a loop or an ``if`` left with nothing to do, ``pass`` for any other block left empty."""
+    stmt = copy.copy(stmt)
+    for block in ("body", "orelse", "finalbody"):
+        inner = getattr(stmt, block, None)
+        if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+            raises = block == "orelse" and isinstance(stmt, ast.If) and _always_raises(inner)
+            setattr(stmt, block, [] if raises else without_checks(inner, checks))
+    if isinstance(stmt, ast.Try):
+        stmt.handlers = [copy.copy(h) for h in stmt.handlers]
+        for handler in stmt.handlers:
+            handler.body = without_checks(handler.body, checks) or [ast.Pass()]
+    if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)) and not stmt.body and not stmt.orelse:
+        return None  # nothing left to do: it held checks only
+    if isinstance(getattr(stmt, "body", None), list) and not stmt.body:
+        stmt.body = [ast.Pass()]
+    return stmt
 
 
 # ------------------------------------------------------------------ references a syntax tree makes
