@@ -457,3 +457,39 @@ def test_a_copy_to_pageable_memory_fixed_runs_ahead_without_its_stream_sync():
     assert v.verdict.cause is Cause.MEMCPY and v.verdict.where.op == "aten::to", v.verdict
     gpu_bound = (600.0 + nbytes / (PINNED_GBPS * 1e3)) / 1e3
     assert abs(v.verdict.predicted_step_ms / gpu_bound - 1) < 0.05, (v.verdict.predicted_step_ms, gpu_bound)
+
+
+def test_a_pinned_copy_in_line_with_the_compute_is_copied_ahead_and_hidden():
+    # each step: a 2 ms copy of a pinned batch on the compute stream (non_blocking: cudaMemcpyAsync returns at
+    # once), then three 1 ms kernels that wait for it. Pinning has nothing left to give; copied a step ahead on a
+    # side stream, the copy overlaps the kernels before it: the step saves the copy's 2 ms. A copy longer than the
+    # kernels can hide keeps what they cannot (5 ms of copy behind 3 ms of kernels: 3 ms saved)
+    from profiling_guide.analysis.verdict import COPY_AHEAD_FIX
+
+    def body_for(copy_us):
+        def body(start, corr):
+            corr[0] += 1
+            out = [
+                {"ph": "X", "cat": "user_annotation", "name": "load_batch", "ts": start + 5, "dur": 30.0, "tid": 1,
+                 "pid": 1},
+                {"ph": "X", "cat": "cpu_op", "name": "aten::to", "ts": start + 10, "dur": 20.0, "tid": 1, "pid": 1,
+                 "args": {}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": start + 12, "dur": 8.0,
+                 "tid": 1, "pid": 1, "args": {"correlation": corr[0]}},
+                {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": start + 25,
+                 "dur": copy_us, "tid": 7, "pid": 0,
+                 "args": {"correlation": corr[0], "stream": 7, "bytes": copy_us * 50e3}},
+            ]
+            for k in range(3):  # each kernel starts as the one before it ends, the first as the copy ends
+                out += _launch(start + 40 + 20 * k, corr, 1000.0, delay=copy_us + 980.0 * k - 17.0)
+            # the loop's synchronize after the step: the host waits for the GPU's work
+            out.append(_device_sync(start + 110, copy_us + 2918.0, corr))
+            return out
+        return body
+
+    trace = Trace(_events(3, 5200.0, body_for(2000.0)))
+    v = verdict_of(trace, trace.steps)
+    assert v.verdict.cause is Cause.MEMCPY and v.verdict.fix == COPY_AHEAD_FIX, v.verdict
+    assert abs(v.verdict.saving_ms - 2.0) < 0.05, v.verdict  # the whole copy, hidden behind 3 ms of kernels
+    long = Trace(_events(3, 8200.0, body_for(5000.0)))
+    assert abs(verdict_of(long, long.steps).verdict.saving_ms - 3.0) < 0.05  # 3 ms of its 5, no more

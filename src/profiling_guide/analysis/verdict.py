@@ -281,6 +281,27 @@ def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
     return out
 
 
+def _ahead(g: StepGraph, timing: Timing) -> Timing:
+    """Host→device copies already pinned and asynchronous, but on the stream that computes, copied a step ahead
+    on a side stream (a prefetcher): off the compute stream's path, overlapped with the work before them, as
+    much of them as that work can hide (at most the step's other device time)."""
+    out = timing.copy()
+    copies = [d for d, node in enumerate(g.dev) if node.cause is Cause.MEMCPY and node.direction == "h2d"]
+    copy_us = sum(out.dev_us[d] for d in copies)
+    other_us = sum(us for d, us in enumerate(out.dev_us) if g.dev[d].cause is not Cause.MEMCPY)
+    hidden = min(1.0, other_us / copy_us) if copy_us > 0 else 0.0
+    for d in copies:
+        out.dev_us[d] *= 1.0 - hidden
+    return out
+
+
+def copies_pinned(g: StepGraph) -> bool:
+    """Whether the step copies host→device, all of it from pinned memory (the copy-ahead what-if, :func:`_ahead`,
+    stands for its memcpy fix; a pageable copy is pinned first, :func:`_pinned`)."""
+    h2d = [node for node in g.dev if node.cause is Cause.MEMCPY and node.direction == "h2d"]
+    return bool(h2d) and not any(node.pageable for node in g.dev if node.cause is Cause.MEMCPY)
+
+
 def no_collectives(g: StepGraph, timing: Timing) -> Timing:
     """The step with its collectives taking no time: a rank's own work alone."""
     out = timing.copy()
@@ -326,7 +347,7 @@ def pinned_gbps(graphs: list[StepGraph]) -> float:
 def _fixes(g: StepGraph, gbps: float) -> dict[Cause, Callable[[Timing], Timing]]:
     return {
         Cause.HOST_SYNC: lambda t: _drop_host(g, t, Cause.HOST_SYNC),
-        Cause.MEMCPY: lambda t: _pinned(g, t, gbps),
+        Cause.MEMCPY: (lambda t: _ahead(g, t)) if copies_pinned(g) else (lambda t: _pinned(g, t, gbps)),
         Cause.ALLOCATOR: lambda t: _drop_host(g, t, Cause.ALLOCATOR),
         Cause.HOST_GAP: lambda t: _drop_host(g, t, Cause.HOST_GAP),
         Cause.LAUNCH_OVERHEAD: lambda t: _graphed(g, t),
@@ -351,6 +372,8 @@ class StepWhatIfs:
     fast: tuple[float, float, float] | None = None
     #: the step's own syncs (not the loop's after it), counted per place (the op, its label)
     syncs: dict[Where, int] = field(default_factory=dict)
+    #: its host→device copies are all pinned already (:func:`copies_pinned`): the memcpy fix is to copy ahead
+    pinned: bool = False
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -364,7 +387,7 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
-                       _fast(g, observed, cost, gbps), own_syncs(g))
+                       _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g))
 
 
 def own_syncs(g: StepGraph) -> dict[Where, int]:
@@ -589,6 +612,8 @@ def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_m
         if where is None:
             continue
         fix = fix_for(cause, where)
+        if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
+            fix = COPY_AHEAD_FIX
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
             fix = fix_for(cause, where) + syncs_in_the_way(per_step)
@@ -703,6 +728,12 @@ OPTIMIZER_LABEL = "Optimizer.step#"
 OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or foreach=True) in torch.optim, "
                  "or capture the step in a CUDA graph")
 
+
+#: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
+#: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).
+COPY_AHEAD_FIX = ("the copy is pinned and asynchronous already, but runs on the compute stream between its kernels: "
+                  "copy the next batch ahead on a side stream (torch.cuda.Stream, wait_stream, record_stream), so "
+                  "it overlaps the step before it")
 
 #: The labels torch.utils.data records around fetching a batch, and the fix for a host gap in each: the batch made
 #: on the training thread (``num_workers=0``), or workers that did not have it ready.
