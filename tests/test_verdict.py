@@ -493,3 +493,44 @@ def test_a_pinned_copy_in_line_with_the_compute_is_copied_ahead_and_hidden():
     assert abs(v.verdict.saving_ms - 2.0) < 0.05, v.verdict  # the whole copy, hidden behind 3 ms of kernels
     long = Trace(_events(3, 8200.0, body_for(5000.0)))
     assert abs(verdict_of(long, long.steps).verdict.saving_ms - 3.0) < 0.05  # 3 ms of its 5, no more
+
+
+def test_gemms_on_float32_inputs_are_told_to_use_the_tensor_cores():
+    # the GPU sets the pace with back-to-back GEMMs; their launching ops' input types (record_shapes) say float:
+    # the fix names bf16 autocast and TF32. The same GEMMs on bf16 inputs get the plain fix
+    from profiling_guide.analysis.causes import FIXES
+    from profiling_guide.analysis.verdict import FP32_GEMM_FIX
+
+    gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_execute_kernel"
+
+    def body_for(dtype):
+        def body(start, corr):
+            out = []
+            for k in range(4):
+                events = _launch(start + 10 + 20 * k, corr, 500.0, delay=500.0 * k - 20.0 * k, name=gemm)
+                events[0]["args"] = {"Input type": [dtype, dtype], "Input Dims": [[4096, 4096], [4096, 4096]]}
+                out += events
+            out.append(_device_sync(start + 100, 1920.0, corr))
+            return out
+        return body
+
+    for dtype, fix in (("float", FP32_GEMM_FIX), ("c10::BFloat16", FIXES[Cause.GPU_COMPUTE])):
+        trace = Trace(_events(3, 2100.0, body_for(dtype)))
+        v = verdict_of(trace, trace.steps)
+        assert v.verdict.cause is Cause.GPU_COMPUTE and v.verdict.fix == fix, (dtype, v.verdict)
+    fp32 = Trace(_events(3, 2100.0, body_for("float")))
+    assert "torch.autocast('cuda', dtype=torch.bfloat16)" in verdict_sentence(verdict_of(fp32, fp32.steps))
+
+
+def test_ddps_own_syncs_are_not_the_programs_to_take_out():
+    # DDP's forward waits on its reducer's events (cudaEventSynchronize in 'DistributedDataParallel.forward', 8 a
+    # step on this rank): the graphs' fix does not ask the program to take them out
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "corpus" / "h200x2" / "ddp_host_stall_last" / "rank1.trace.json.gz"
+    trace = Trace.load(path)
+    syncs = [c for s in trace.steps for c in s.runtime_calls if c.name == "cudaEventSynchronize"]
+    assert syncs, "the trace holds DDP's event syncs"
+    v = verdict_of(trace, trace.steps, rank=1)
+    graphs = [w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD]
+    assert graphs and not any("take out" in w.fix for w in graphs), [w.fix for w in graphs]

@@ -374,6 +374,8 @@ class StepWhatIfs:
     syncs: dict[Where, int] = field(default_factory=dict)
     #: its host→device copies are all pinned already (:func:`copies_pinned`): the memcpy fix is to copy ahead
     pinned: bool = False
+    #: the share of its GEMM kernels' device time launched by ops whose inputs are float32 (:func:`fp32_gemm_share`)
+    fp32_gemms: float = 0.0
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -387,14 +389,36 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
-                       _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g))
+                       _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g))
+
+
+def fp32_gemm_share(g: StepGraph) -> float:
+    """The share of the step's GEMM kernels' device time whose launching op took float32 inputs only (its
+    ``Input type``, which ``record_shapes=True`` records: ``float``)."""
+    total = fp32 = 0.0
+    for node in g.dev:
+        if node.where.kind != "gemm":
+            continue
+        total += node.dur_us
+        op = node.event.launch.op if node.event.launch is not None else None
+        types = [t for t in ((op.args or {}).get("Input type") or []) if t] if op is not None else []
+        if types and all(t == "float" for t in types):
+            fp32 += node.dur_us
+    return fp32 / total if total else 0.0
+
+
+#: The labels of framework code whose syncs are its own, not the program's to take out (DDP's forward waits on an
+#: event of its reducer's).
+FRAMEWORK_LABELS = ("DistributedDataParallel.",)
 
 
 def own_syncs(g: StepGraph) -> dict[Where, int]:
-    """The step's own syncs (not the loop's :data:`LOOP_SYNCS` after it), counted per op and label."""
+    """The step's own syncs (not the loop's :data:`LOOP_SYNCS` after it, nor those inside
+    :data:`FRAMEWORK_LABELS`), counted per op and label."""
     counts: dict[Where, int] = {}
     for seg in g.host:
-        if seg.cause is Cause.HOST_SYNC and not _loop_sync_at(seg.where):
+        if (seg.cause is Cause.HOST_SYNC and not _loop_sync_at(seg.where)
+                and not (seg.where.label or "").startswith(FRAMEWORK_LABELS)):
             place = Where(op=seg.where.op, label=seg.where.label)
             counts[place] = counts.get(place, 0) + 1
     return counts
@@ -698,8 +722,9 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
     if middle.compute_where is not None:
         predicted = pool([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
+        fp32 = middle.compute_where.kind == "gemm" and middle.fp32_gemms >= FP32_SHARE
         what_if.append(WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
-                              path_ms.get(Cause.GPU_COMPUTE, 0.0), FIXES[Cause.GPU_COMPUTE]))
+                              path_ms.get(Cause.GPU_COMPUTE, 0.0), FP32_GEMM_FIX if fp32 else FIXES[Cause.GPU_COMPUTE]))
     profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
     return Verdict(what_if[0] if what_if else None, what_if, profiler, profiled, path_ms, len(per_step), notes=notes,
                    profiler_scale=cost.scale, profiler_factor=cost.factor)
@@ -728,6 +753,14 @@ OPTIMIZER_LABEL = "Optimizer.step#"
 OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or foreach=True) in torch.optim, "
                  "or capture the step in a CUDA graph")
 
+
+#: GEMMs whose launching ops took float32 inputs for at least this share of their device time get
+#: :data:`FP32_GEMM_FIX`: float32 matrix products run without the tensor cores unless TF32 is allowed.
+FP32_SHARE = 0.5
+FP32_GEMM_FIX = ("the GEMMs there take float32 inputs (the trace's input types), so they run without the tensor "
+                 "cores' bf16 rate: bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16)) or TF32 "
+                 "(torch.set_float32_matmul_precision('high')) runs them several times faster (the what-if removes "
+                 "them: the most a faster kernel saves)")
 
 #: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
 #: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).

@@ -7,7 +7,7 @@ terminal line and the chapters' boxes all say them with these functions.
 
 from __future__ import annotations
 
-from profiling_guide.analysis.causes import Cause
+from profiling_guide.analysis.causes import FIXES, Cause
 from profiling_guide.analysis.verdict import MIN_SAVING, TIE, Verdict, WhatIf
 
 #: How each cause opens a sentence.
@@ -46,8 +46,10 @@ def what_if_sentence(w: WhatIf) -> str:
     """One cause with where it is and what fixing it would save."""
     where = place(w)
     if w.cause is Cause.GPU_COMPUTE:
+        # the fix less its note on the what-if, which the sentence says in its own words
+        lead = "faster or fewer kernels there" if w.fix == FIXES[w.cause] else w.fix.split(" (the what-if")[0]
         return (f"{NAMES[w.cause]} {where}: {ms(w.path_ms)} of the {ms(w.step_ms)} step's critical path. "
-                f"Faster or fewer kernels there; without them the step would take about "
+                f"{lead[0].upper()}{lead[1:]}; without them the step would take about "
                 f"{ms(w.predicted_step_ms)}, the most a faster kernel could save.")
     return (f"{NAMES[w.cause]} {where}: about {ms(w.saving_ms)} of the {ms(w.step_ms)} step. "
             f"Fix: {w.fix}; that would bring the step to about {ms(w.predicted_step_ms)}.")
