@@ -534,3 +534,38 @@ def test_ddps_own_syncs_are_not_the_programs_to_take_out():
     v = verdict_of(trace, trace.steps, rank=1)
     graphs = [w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD]
     assert graphs and not any("take out" in w.fix for w in graphs), [w.fix for w in graphs]
+
+
+def test_a_run_records_calibration_counts_the_traced_python_calls():
+    # a step labelled 'step' with a 'forward' label nested in it: 20 ops of 40 µs, each launching a 5 µs kernel,
+    # 25 µs apart, and 400 Python calls traced (with_stack=True). The run record says the label took 520 µs less
+    # without the profiler: what the per-op estimate gives for those ops, their launches and the Python calls. The
+    # nested stretches are re-timed at that estimate, all of it: the step without the profiler is the host's
+    # profiler-off time (not less: counting the ops alone, 80 µs, would take the Python calls' cost out of them
+    # again, five times over)
+    from profiling_guide.analysis.verdict import PROFILER_CALL_US, PROFILER_OP_US, PROFILER_PY_US
+
+    cost = 20 * (PROFILER_OP_US + PROFILER_CALL_US) + 400 * PROFILER_PY_US
+
+    def body(start, corr):
+        out = [{"ph": "X", "cat": "user_annotation", "name": "step", "ts": start + 1, "dur": 1300.0, "tid": 1, "pid": 1},
+               {"ph": "X", "cat": "user_annotation", "name": "forward", "ts": start + 2, "dur": 1290.0, "tid": 1,
+                "pid": 1}]
+        for k in range(20):
+            corr[0] += 1
+            t = start + 10 + 65 * k
+            out += [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": t, "dur": 40.0, "tid": 1, "pid": 1,
+                     "args": {}},
+                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 20, "dur": 6.0, "tid": 1,
+                     "pid": 1, "args": {"correlation": corr[0]}},
+                    {"ph": "X", "cat": "kernel", "name": "void add_kernel(float*)", "ts": t + 30, "dur": 5.0, "tid": 7,
+                     "pid": 0, "args": {"correlation": corr[0], "stream": 7}}]
+        out += [{"ph": "X", "cat": "python_function", "name": f"model.py({k}): f", "ts": start + 5 + 3.2 * k,
+                 "dur": 0.5, "tid": 1, "pid": 1, "args": {}} for k in range(400)]
+        return out
+
+    trace = Trace(_events(3, 1400.0, body))
+    assert sum(len(s) for s in trace.python_starts.values()) == 1200
+    v = verdict_of(trace, trace.steps, unprofiled={"label": "step", "cpu_us": 1300.0 - cost})
+    base = v.profiler.predicted_step_ms * 1e3
+    assert abs(base - (1400.0 - cost)) < 0.1 * (1400.0 - cost), (base, 1400.0 - cost, v.notes)

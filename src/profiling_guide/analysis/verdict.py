@@ -37,6 +37,7 @@ words them.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -562,10 +563,11 @@ def _calibration(trace: Trace, steps: list[Step], unprofiled: dict | None) -> tu
                      "long to record an op (a trivial op, or a detach, nested in another) as where the cost was "
                      "measured")
         return ProfilerCost(scale=speed), notes
-    return _from_run_record(steps, unprofiled, notes)
+    return _from_run_record(trace, steps, unprofiled, notes)
 
 
-def _from_run_record(steps: list[Step], unprofiled: dict, notes: list[str]) -> tuple[ProfilerCost, list[str]]:
+def _from_run_record(trace: Trace, steps: list[Step], unprofiled: dict,
+                     notes: list[str]) -> tuple[ProfilerCost, list[str]]:
     """The profiler's cost from a run record's profiler-off CPU time of the label that spans the step: that
     label's host work re-timed at the measured ratio, the rest (the loop's own calls between steps) at the per-op
     estimate scaled to the measured cost."""
@@ -582,7 +584,10 @@ def _from_run_record(steps: list[Step], unprofiled: dict, notes: list[str]) -> t
     calls = per_span(lambda s, sp: sum(1 for c in s.runtime_calls if sp.start_us <= c.start_us <= sp.end_us))
     triton = per_span(lambda s, sp: sum(1 for o in s.ops if is_compiled_triton_launch(o)
                                         and sp.start_us <= o.start_us <= sp.end_us))
-    estimate = PROFILER_OP_US * ops + PROFILER_CALL_US * calls + PROFILER_TRITON_US * triton
+    python = per_span(lambda s, sp: sum(bisect.bisect_right(starts, sp.end_us) - bisect.bisect_left(starts, sp.start_us)
+                                        for starts in trace.python_starts.values()))
+    estimate = (PROFILER_OP_US * ops + PROFILER_CALL_US * calls + PROFILER_TRITON_US * triton
+                + PROFILER_PY_US * python)
     off = float(unprofiled["cpu_us"])
     measured = profiled - off
     # outside the label (the loop's own calls between steps) the per-op estimate, at this host's measured rate
