@@ -569,3 +569,38 @@ def test_a_run_records_calibration_counts_the_traced_python_calls():
     v = verdict_of(trace, trace.steps, unprofiled={"label": "step", "cpu_us": 1300.0 - cost})
     base = v.profiler.predicted_step_ms * 1e3
     assert abs(base - (1400.0 - cost)) < 0.1 * (1400.0 - cost), (base, 1400.0 - cost, v.notes)
+
+
+def _gap_then_kernels(op: str | None, frames: list[tuple[float, float, str]]):
+    """Each step: 3 ms of host work that launches nothing (untraced, or inside one op ``op``), then four 300 µs
+    kernels; ``frames``: Python calls recorded (with_stack=True) as (offset, length, name) from the step's start."""
+    def body(start, corr):
+        out = [{"ph": "X", "cat": "cpu_op", "name": op, "ts": start + 10, "dur": 3000.0, "tid": 1, "pid": 1,
+                "args": {}}] if op else []
+        out += [{"ph": "X", "cat": "python_function", "name": name, "ts": start + at, "dur": dur, "tid": 1, "pid": 1,
+                 "args": {}} for at, dur, name in frames]
+        for k in range(4):
+            out += _launch(start + 3100 + 10 * k, corr, 300.0)
+        return out
+
+    return Trace(_events(3, 4400.0, body))
+
+
+def test_a_host_gap_names_the_programs_python_that_ran_in_it():
+    from profiling_guide.analysis.verdict import HOOK_FIX, UNTRACED_GAP_FIX
+
+    # the innermost of the program's own frames open over the gap: not torch's, not Python's library
+    frames = [(1, 4300, "train.py(10): main"), (5, 3010, "train.py(42): log_metrics"),
+              (20, 2900, "torch/utils/_pytree.py(88): tree_map"), (30, 2800, "json/encoder.py(180): encode")]
+    v = verdict_of(trace := _gap_then_kernels(None, frames), trace.steps)
+    assert v.verdict.cause is Cause.HOST_GAP and v.verdict.where.source == "train.py:42 log_metrics", v.verdict
+    assert "train.py:42 log_metrics ran there" in v.verdict.fix and v.verdict.where.to_dict()["source"]
+    # a frame open over less than half the gap is not what ran there; no frames: the trace cannot say
+    short = [(1, 4300, "train.py(10): main"), (5, 1000, "train.py(42): log_metrics")]
+    assert verdict_of(trace := _gap_then_kernels(None, short), trace.steps).verdict.where.source == "train.py:10 main"
+    bare = verdict_of(trace := _gap_then_kernels(None, []), trace.steps).verdict
+    assert bare.where.source is None and bare.fix == UNTRACED_GAP_FIX
+    # inside the autograd node that runs a module's backward hooks: the hook's fix, and its Python
+    hook = verdict_of(trace := _gap_then_kernels("autograd::engine::evaluate_function: BackwardHookFunctionBackward",
+                                                 [(12, 2990, "train.py(77): grad_logger")]), trace.steps).verdict
+    assert hook.cause is Cause.HOST_GAP and hook.fix.startswith(HOOK_FIX) and "train.py:77 grad_logger" in hook.fix

@@ -79,6 +79,9 @@ class Where:
     kind: str | None = None
     rank: int | None = None
     before: str | None = None
+    #: the program's Python function that ran there, where the trace recorded it (``with_stack=True``):
+    #: ``"train.py:42 log_metrics"``, its file, first line and name
+    source: str | None = None
 
     def words(self) -> str:
         """``"aten::item in 'forward'"``, ``"GEMM kernels of aten::mm in 'extra_work'"``, ``"before 'forward'"``."""
@@ -96,8 +99,11 @@ class Where:
         if self.before and not self.op and self.before != self.label:  # inside a label, before its own work
             parts.append(f"before '{self.before}'")
         text = " ".join(parts) or "the step"
+        if self.source:
+            text += f", in {self.source}"
         return text if self.rank is None else f"{text} on rank {self.rank}"
 
     def to_dict(self) -> dict:
         return {"op": self.op, "label": self.label, "kind": self.kind, "rank": self.rank, "before": self.before,
+                "source": self.source,
                 "text": self.words()}

@@ -289,7 +289,8 @@ def coarse(where: Where, cause: Cause) -> Where:
     if cause is Cause.LAUNCH_OVERHEAD:
         return Where(label=where.label, rank=where.rank)
     if cause is Cause.HOST_GAP:
-        return Where(op=where.op, label=where.label, rank=where.rank, before=None if where.op else where.before)
+        return Where(op=where.op, label=where.label, rank=where.rank, before=None if where.op else where.before,
+                     source=where.source)
     if cause in (Cause.GPU_COMPUTE, Cause.EXPOSED_COMMUNICATION, Cause.MEMCPY):
         return Where(op=where.op, label=where.label, kind=where.kind, rank=where.rank)
     return Where(op=where.op, label=where.label, rank=where.rank)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from profiling_guide.analysis.causes import Cause, Where
 from profiling_guide.trace.model import CpuOp, DeviceEvent, RuntimeCall, Step, Trace
+from profiling_guide.trace.python_context import source_of_frame
 
 #: Calls that wait for one stream's work: the stream of the work they are seen waiting for.
 STREAM_SYNC = re.compile(r"^(cudaStreamSynchronize|cudaEventSynchronize|cuStreamSynchronize|cuEventSynchronize"
@@ -99,6 +100,9 @@ class HostSeg:
     prof_calls: float = 0.0
     prof_py: float = 0.0  # the traced Python calls (with_stack=True) whose profiler cost falls in this stretch
     prof_triton: float = 0.0  # the Triton launches of torch.compile's code among its recorded ops (see there)
+    #: an untraced or op stretch's thread and start (the trace's clock): where to look for the Python that ran in it
+    tid: object = None
+    start_us: float = 0.0
 
 
 @dataclass(slots=True, eq=False)
@@ -245,7 +249,57 @@ def _next_start(thread: _Thread, lo: float, hi: float) -> str | None:
 
 def _untraced(thread: _Thread, lo: float, hi: float, rank) -> HostSeg:
     return HostSeg("untraced", hi - lo, Cause.LAUNCH_OVERHEAD, Where(label=_label_at(thread, (lo + hi) / 2), rank=rank,
-                                                                      before=_next_start(thread, lo, hi)))
+                                                                      before=_next_start(thread, lo, hi)),
+                   tid=thread.tid, start_us=lo)
+
+
+#: A Python function named as what ran in an untraced host gap must have been running for at least this share of it.
+PYTHON_SHARE = 0.5
+
+
+def _name_python(trace: Trace, run: list[HostSeg]) -> None:
+    """Name, in the stretches of a host gap (untraced time, ops that launch nothing), the program's Python function
+    that ran there, where the trace recorded Python calls (``with_stack=True``): the innermost of the program's own
+    (not torch's, nor Python's library: :func:`~profiling_guide.trace.python_context.source_of_frame`) open for at
+    least :data:`PYTHON_SHARE` of the run, on the thread that holds most of its time (a backward hook's Python
+    runs on the autograd engine's)."""
+    untraced = [seg for seg in run if seg.kind in ("untraced", "op") and seg.dur_us > 0 and seg.tid is not None]
+    frames = _frames_by_thread(trace)
+    if not untraced or not frames:
+        return
+    time_on: dict = defaultdict(float)
+    for seg in untraced:
+        time_on[seg.tid] += seg.dur_us
+    tid = max(time_on, key=time_on.get)
+    if tid not in frames:
+        return
+    mine = [seg for seg in untraced if seg.tid == tid]
+    lo, hi = mine[0].start_us, mine[-1].start_us + mine[-1].dur_us
+    starts, found = frames[tid]
+    best = None
+    for frame in found[:bisect.bisect_right(starts, hi)]:
+        overlap = min(frame.end_us, hi) - max(frame.start_us, lo)
+        if overlap >= PYTHON_SHARE * (hi - lo) and (best is None or frame.dur_us <= best.dur_us) \
+                and source_of_frame(frame.name) is not None:
+            best = frame
+    if best is None:
+        return
+    source = str(source_of_frame(best.name))
+    for seg in mine:
+        w = seg.where
+        seg.where = Where(op=w.op, label=w.label, kind=w.kind, rank=w.rank, before=w.before, source=source)
+
+
+def _frames_by_thread(trace: Trace) -> dict:
+    """The trace's Python calls by thread: (their starts, the calls), sorted by start; built once per trace."""
+    cached = getattr(trace, "_frames_by_thread", None)
+    if cached is None:
+        by: dict = {}
+        for frame in trace.python_frames:
+            by.setdefault(frame.tid, []).append(frame)
+        cached = {tid: ([f.start_us for f in fs], fs) for tid, fs in by.items()}
+        trace._frames_by_thread = cached
+    return cached
 
 
 def host_work(run: list[HostSeg]) -> bool:
@@ -291,7 +345,7 @@ def _fill(thread: _Thread, lo: float, hi: float, rank, out: list[HostSeg], busy:
         if s > t:
             out.append(_untraced(thread, t, s, rank))
         seg = HostSeg("op", e - s, Cause.LAUNCH_OVERHEAD, Where(op=op.name, label=_label_of(op), rank=rank),
-                      owner=id(op))
+                      owner=id(op), tid=thread.tid, start_us=s)
         seg.host_only = not busy.get(id(op))
         out.append(seg)
         t = e
@@ -525,6 +579,7 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
         if host_work(run):
             for seg in run:
                 seg.cause = Cause.HOST_GAP
+            _name_python(trace, run)
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
     _blocking(host, dev, chain, trace, step, index_of)

@@ -724,6 +724,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     candidates, regions = _without_repeats(_cause_candidates(per_step, path, path_ms, base, rank, pool),
                                            _region_candidates(per_step, path, base, rank, pool))
     what_if = _fast_host_sync(_in_order(candidates, regions, base), candidates, per_step, base, pool, notes)
+    if cost.label is not None:  # a run record's harness (profile, a chapter) synchronizes after each step: its own
+        what_if = [w for w in what_if if not is_loop_sync(w)]
     middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
     if middle.compute_where is not None:
         predicted = pool([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
@@ -789,6 +791,11 @@ LOADER_FIXES = {
 CPU_OP_FIX = ("the op ran on the CPU, launching nothing: make its tensors on the GPU (device='cuda') so it runs "
               "there, or do the work ahead of the step, off the training thread (a DataLoader worker)")
 
+#: The fix for a host gap inside the autograd node that runs a module's backward hooks
+#: (``autograd::engine::evaluate_function: BackwardHookFunctionBackward``): the hooks' Python held the backward.
+HOOK_FIX = ("a backward hook's Python held the backward there (register_full_backward_hook): make the hook cheap, "
+            "run its work every N steps, or keep what it records on the GPU")
+
 #: The fix for a host gap where the trace records no op: Python (or a sleep) ran there, and the trace cannot say
 #: which; a profile with ``with_stack=True`` can.
 UNTRACED_GAP_FIX = ("take the host work off the step's path, Python the trace does not record (with_stack=True "
@@ -809,8 +816,13 @@ def fix_for(cause: Cause, where: Where) -> str:
         loader = next((fix for label, fix in LOADER_FIXES.items() if (where.label or "").startswith(label)), None)
         if loader is not None:
             return loader
+        if "BackwardHook" in (where.op or ""):
+            return HOOK_FIX + (f" ({where.source} ran there)" if where.source else "")
         if (where.op or "").startswith("aten::"):
             return CPU_OP_FIX
+        if where.op is None and where.source:
+            return (f"take the host work off the step's path ({where.source} ran there): a DataLoader with workers "
+                    "and pinned memory, prefetching, or the work moved off the training thread")
         if where.op is None:
             return UNTRACED_GAP_FIX
     return FIXES[cause]
