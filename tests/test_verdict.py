@@ -511,26 +511,29 @@ def test_a_pinned_copy_in_line_with_the_compute_is_copied_ahead_and_hidden():
 
 
 def test_gemms_on_float32_inputs_are_told_to_use_the_tensor_cores():
-    # the GPU sets the pace with back-to-back GEMMs; their launching ops' input types (record_shapes) say float:
-    # the fix names bf16 autocast and TF32. The same GEMMs on bf16 inputs get the plain fix
+    # the GPU sets the pace with back-to-back GEMMs; their launching ops' input types (record_shapes) say float and
+    # their kernels compute in fp32: the fix names bf16 autocast and TF32. On bf16 inputs, the plain fix
     from profiling_guide.analysis.causes import FIXES
     from profiling_guide.analysis.verdict import FP32_GEMM_FIX
 
     gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_execute_kernel"
+    tf32 = "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_stage3_warpsize2x2x1_tensor16x8x8_execute_kernel"
 
-    def body_for(dtype):
+    def body_for(dtype, name=gemm):
         def body(start, corr):
             out = []
             for k in range(4):
-                events = _launch(start + 10 + 20 * k, corr, 500.0, delay=500.0 * k - 20.0 * k, name=gemm)
+                events = _launch(start + 10 + 20 * k, corr, 500.0, delay=500.0 * k - 20.0 * k, name=name)
                 events[0]["args"] = {"Input type": [dtype, dtype], "Input Dims": [[4096, 4096], [4096, 4096]]}
                 out += events
             out.append(_device_sync(start + 100, 1920.0, corr))
             return out
         return body
 
-    for dtype, fix in (("float", FP32_GEMM_FIX), ("c10::BFloat16", FIXES[Cause.GPU_COMPUTE])):
-        trace = Trace(_events(3, 2100.0, body_for(dtype)))
+    # float32 inputs on a TF32 kernel (allow_tf32): on the tensor cores already, the plain fix
+    for dtype, name, fix in (("float", gemm, FP32_GEMM_FIX), ("c10::BFloat16", gemm, FIXES[Cause.GPU_COMPUTE]),
+                             ("float", tf32, FIXES[Cause.GPU_COMPUTE])):
+        trace = Trace(_events(3, 2100.0, body_for(dtype, name)))
         v = verdict_of(trace, trace.steps)
         assert v.verdict.cause is Cause.GPU_COMPUTE and v.verdict.fix == fix, (dtype, v.verdict)
     fp32 = Trace(_events(3, 2100.0, body_for("float")))

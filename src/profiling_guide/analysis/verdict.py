@@ -395,7 +395,8 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
 
 def fp32_gemm_share(g: StepGraph) -> float:
     """The share of the step's GEMM kernels' device time whose launching op took float32 inputs only (its
-    ``Input type``, which ``record_shapes=True`` records: ``float``)."""
+    ``Input type``, which ``record_shapes=True`` records: ``float``) and whose kernel computes in fp32, not TF32 (its
+    name, decoded)."""
     total = fp32 = 0.0
     for node in g.dev:
         if node.where.kind != "gemm":
@@ -403,7 +404,8 @@ def fp32_gemm_share(g: StepGraph) -> float:
         total += node.dur_us
         op = node.event.launch.op if node.event.launch is not None else None
         types = [t for t in ((op.args or {}).get("Input type") or []) if t] if op is not None else []
-        if types and all(t == "float" for t in types):
+        # both facts: the op's inputs are float32, and the kernel's name says it computes in fp32 (not TF32)
+        if types and all(t == "float" for t in types) and getattr(node.event.decoded, "dtype", None) == "fp32":
             fp32 += node.dur_us
     return fp32 / total if total else 0.0
 
