@@ -100,6 +100,9 @@ class HostSeg:
     prof_calls: float = 0.0
     prof_py: float = 0.0  # the traced Python calls (with_stack=True) whose profiler cost falls in this stretch
     prof_triton: float = 0.0  # the Triton launches of torch.compile's code among its recorded ops (see there)
+    #: a stretch of one of torch's ops (``aten::``) that launches device work, but spent a millisecond or more on the
+    #: host without a runtime call: setup of its own (a cuDNN plan, a cuBLAS heuristic), a host gap
+    setup: bool = False
     #: an untraced or op stretch's thread and start (the trace's clock): where to look for the Python that ran in it
     tid: object = None
     start_us: float = 0.0
@@ -580,6 +583,10 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
             for seg in run:
                 seg.cause = Cause.HOST_GAP
             _name_python(trace, run)
+    for seg in host:  # one of torch's ops, host time between its launches long enough to be work of its own (setup)
+        if seg.kind == "op" and not seg.host_only and seg.dur_us >= HOST_GAP_US and (seg.where.op or "").startswith("aten::"):
+            seg.cause = Cause.HOST_GAP
+            seg.setup = True
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
     _blocking(host, dev, chain, trace, step, index_of)

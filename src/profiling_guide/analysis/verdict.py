@@ -377,6 +377,8 @@ class StepWhatIfs:
     pinned: bool = False
     #: the share of its GEMM kernels' device time launched by ops whose inputs are float32 (:func:`fp32_gemm_share`)
     fp32_gemms: float = 0.0
+    #: the ops (and labels) whose host gap is setup before their launches (:attr:`HostSeg.setup`)
+    setup: frozenset = frozenset()
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -390,7 +392,8 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
-                       _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g))
+                       _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
+                       frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup))
 
 
 def fp32_gemm_share(g: StepGraph) -> float:
@@ -645,6 +648,8 @@ def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_m
         fix = fix_for(cause, where)
         if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
             fix = COPY_AHEAD_FIX
+        if cause is Cause.HOST_GAP and any((where.op, where.label) in s.setup for s in per_step):
+            fix = SETUP_FIX
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
             fix = fix_for(cause, where) + syncs_in_the_way(per_step)
@@ -792,6 +797,14 @@ LOADER_FIXES = {
 #: millisecond or more and launched no GPU work ran on the CPU, on CPU tensors.
 CPU_OP_FIX = ("the op ran on the CPU, launching nothing: make its tensors on the GPU (device='cuda') so it runs "
               "there, or do the work ahead of the step, off the training thread (a DataLoader worker)")
+
+#: The fix for a host gap inside an op that launches device work: a millisecond or more on the host before a launch
+#: is setup the op repeats for a shape it has not seen (cuDNN's plans for scaled_dot_product_attention, a Triton
+#: autotuning run, a compilation).
+SETUP_FIX = ("the op ran on the host for a millisecond or more between its launches, calling nothing: most often "
+             "setup it repeats for each shape it has not seen (a cuDNN plan, an autotuning run, a compilation); keep "
+             "the shapes to a few (pad to fixed sizes) and run each once before the loop, or warm it up before "
+             "profiling")
 
 #: The fix for a host gap inside the autograd node that runs a module's backward hooks
 #: (``autograd::engine::evaluate_function: BackwardHookFunctionBackward``): the hooks' Python held the backward.
