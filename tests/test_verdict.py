@@ -226,6 +226,15 @@ def test_launch_overhead_is_re_timed_per_region_and_an_optimizers_gets_its_own_f
         {**e, "name": "update"} if e.get("name") == "Optimizer.step#SGD.step" else e
         for e in _two_regions(start, corr)]))
     assert verdict_of(generic, generic.steps).verdict.where.label is None
+    # an optimizer that runs for-each kernels already is not told to fuse: the plain fix, and the step first
+    def foreach(start, corr):
+        return [{**e, "name": "aten::_foreach_add_"} if e.get("cat") == "cpu_op" and e["ts"] >= start + 215 else e
+                for e in _two_regions(start, corr)]
+
+    fused = Trace(_events(3, 850.0, foreach))
+    v = verdict_of(fused, fused.steps)
+    region = next(w for w in v.what_if if w.where.label == "Optimizer.step#SGD.step")
+    assert region.fix != OPTIMIZER_FIX and v.verdict.where.label is None, v.what_if
 
 
 def test_a_region_that_holds_the_steps_launch_overhead_is_named_for_it():
@@ -648,3 +657,24 @@ def test_one_of_torchs_ops_that_works_on_the_host_before_it_launches_is_a_host_g
     assert v.cause is Cause.HOST_GAP and v.where.op == "aten::scaled_dot_product_attention" and v.fix == SETUP_FIX, v
     compiled = verdict_of(trace := trace_of("Torch-Compiled Region: 0/0"), trace.steps).verdict
     assert compiled.cause is not Cause.HOST_GAP, compiled
+
+
+def test_a_fused_optimizer_drops_its_python_with_its_launches():
+    # the optimizer's step of _two_regions, with 1.5 ms of Python in it before its launches (a per-parameter loop):
+    # fused (its fix), the optimizer drops that Python as it drops the launches' host cost; the whole step's graphs
+    # keep it (a host gap is not launch work)
+    def body(start, corr):
+        out = _two_regions(start, corr)
+        for e in out:
+            if e.get("name") == "Optimizer.step#SGD.step":
+                e["dur"] += 1500.0
+            elif e.get("ts", 0) >= start + 220 and e.get("cat") != "user_annotation":
+                e["ts"] += 1500.0
+        return out
+
+    trace = Trace(_events(3, 2350.0, body))
+    v = verdict_of(trace, trace.steps)
+    optimizer = next(w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD
+                     and w.where.label == "Optimizer.step#SGD.step")
+    whole = next(w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD and w.where.label is None)
+    assert optimizer.saving_ms > 1.5 > whole.saving_ms, (optimizer, whole)

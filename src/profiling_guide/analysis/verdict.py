@@ -235,15 +235,29 @@ def _graphed(g: StepGraph, timing: Timing, label: str | None = None) -> Timing:
     optimizer, one region captured), the rest of the step as it was."""
     out = timing.copy()
     new_graph = True
+    # an optimizer's step fused (its fix) drops its per-parameter Python with its launches: its host gaps go too;
+    # elsewhere a host gap is not launch work (input loading, a hook's Python), and stays
+    fused = label is not None and label.startswith(OPTIMIZER_LABEL) and per_parameter(g, label)
+    issued = (Cause.LAUNCH_OVERHEAD, Cause.HOST_GAP) if fused else (Cause.LAUNCH_OVERHEAD,)
     for i, seg in enumerate(g.host):
         if out.blocking[i] or (label is not None and seg.where.label != label):
             new_graph = True
-        if seg.cause is Cause.LAUNCH_OVERHEAD and (label is None or seg.where.label == label):
+        if seg.cause in issued and (label is None or seg.where.label == label):
             out.host_us[i] = GRAPH_LAUNCH_US if new_graph and seg.launches else 0.0
             new_graph = new_graph and not seg.launches
     if label is None:
         out.gap_us = min(out.gap_us, GRAPH_GAP_US)
     return out
+
+
+#: The ops of torch.optim's fused and for-each implementations: an optimizer that runs them is fused already.
+MULTI_TENSOR_OPS = ("aten::_fused_", "aten::_foreach_")
+
+
+def per_parameter(g: StepGraph, label: str) -> bool:
+    """Whether the optimizer step in ``label`` works one parameter at a time: none of its ops is a fused or for-each
+    kernel's (:data:`MULTI_TENSOR_OPS`)."""
+    return not any((seg.where.op or "").startswith(MULTI_TENSOR_OPS) for seg in g.host if seg.where.label == label)
 
 
 #: The regions (innermost ``record_function`` labels) whose launch overhead is re-timed alone: the few whose
@@ -379,6 +393,8 @@ class StepWhatIfs:
     fp32_gemms: float = 0.0
     #: the ops (and labels) whose host gap is setup before their launches (:attr:`HostSeg.setup`)
     setup: frozenset = frozenset()
+    #: the optimizer labels (``Optimizer.step#…``) whose step is fused or for-each already (:func:`per_parameter`)
+    multi_tensor: frozenset = frozenset()
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -393,7 +409,9 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
                        _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
-                       frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup))
+                       frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup),
+                       frozenset(label for label in {seg.where.label for seg in g.host}
+                                 if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)))
 
 
 def fp32_gemm_share(g: StepGraph) -> float:
@@ -753,7 +771,8 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, poo
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
                    pool([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
-                   fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label)) + syncs_in_the_way(per_step, label))
+                   (FIXES[Cause.LAUNCH_OVERHEAD] if any(label in s.multi_tensor for s in per_step)  # fused already
+                    else fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label))) + syncs_in_the_way(per_step, label))
             for label in sorted(labels)]
 
 
@@ -866,14 +885,16 @@ def _without_repeats(candidates: list[WhatIf], regions: list[WhatIf]) -> tuple[l
     """The candidates, and the regions that say something the whole step's launch overhead does not.
 
     A region whose launches, graphed alone, save at least :data:`REGION_SHARE` of what graphing the whole step
-    saves is that step's launch overhead said again. Where exactly one region does, the whole step's what-if is
+    saves (and not much more: a fused optimizer also drops its Python) is that step's launch overhead said
+    again. Where exactly one region does, the whole step's what-if is
     named for it (saying what the reader labelled); where several do (the saving is capped elsewhere), it stays
     "across the step". Either way those regions are not listed again.
     """
     whole = next((w for w in candidates if w.cause is Cause.LAUNCH_OVERHEAD), None)
     if whole is None or whole.saving_ms <= 0:
         return candidates, regions
-    same = [w for w in regions if w.saving_ms >= REGION_SHARE * whole.saving_ms]
+    # an optimizer's region that saves more than the whole step's launches also drops its Python: a fix of its own
+    same = [w for w in regions if REGION_SHARE * whole.saving_ms <= w.saving_ms <= whole.saving_ms / REGION_SHARE]
     rest = [w for w in regions if w not in same]
     if len(same) == 1:
         named = replace(whole, where=same[0].where)
