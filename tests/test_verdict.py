@@ -678,3 +678,16 @@ def test_a_fused_optimizer_drops_its_python_with_its_launches():
                      and w.where.label == "Optimizer.step#SGD.step")
     whole = next(w for w in v.what_if if w.cause is Cause.LAUNCH_OVERHEAD and w.where.label is None)
     assert optimizer.saving_ms > 1.5 > whole.saving_ms, (optimizer, whole)
+
+
+def test_the_graphs_fix_says_how_to_take_out_a_sync_that_learns_a_shape():
+    from profiling_guide.analysis.causes import Where
+    from profiling_guide.analysis.verdict import StepWhatIfs, syncs_in_the_way
+
+    def step(op, n):
+        return StepWhatIfs(1000.0, 1000.0, {}, {}, [], None, None, syncs={Where(op=op, label="forward"): n})
+
+    shape = syncs_in_the_way([step("aten::nonzero", 32)])
+    assert shape.startswith("; first take out its 32 syncs at aten::nonzero in 'forward', keeping shapes independent")
+    assert "keeping shapes" not in syncs_in_the_way([step("aten::item", 1)])
+    assert syncs_in_the_way([step("aten::item", 1)], label="backward") == ""  # none in that region

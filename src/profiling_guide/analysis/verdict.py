@@ -688,7 +688,9 @@ def syncs_in_the_way(per_step: list[StepWhatIfs], label: str | None = None) -> s
     total = sum(places.values())
     which = (f"its sync at {top.words()}" if total == 1 else f"its {total} syncs at {top.words()}"
              if len(places) == 1 else f"its {total} syncs ({places[top]} at {top.words()})")
-    return (f"; first take out {which}: "
+    shapes = (", keeping shapes independent of the data (torch.where, or a multiplication by the mask, instead of "
+              "boolean-mask indexing, nonzero or unique)") if top.op in DATA_SHAPE_OPS else ""
+    return (f"; first take out {which}{shapes}: "
             "a CUDA graph cannot hold a sync, so the prediction splits the graphs at each one")
 
 
