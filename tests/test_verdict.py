@@ -636,18 +636,22 @@ def test_a_host_gap_names_the_programs_python_that_ran_in_it():
 def test_one_of_torchs_ops_that_works_on_the_host_before_it_launches_is_a_host_gap_of_setup():
     # each step: one op that runs 3 ms on the host and then launches its kernel (cuDNN building a plan for a shape
     # it has not seen, inside scaled_dot_product_attention), then three 300 µs kernels: a host gap at that op, with
-    # the setup's fix, though the op launches work. The same stretch in compiled code's region is not named so
+    # the setup's fix, though the op launches work. The same stretch in compiled code's region, with none of torch's
+    # ops open in it, is not named so
     from profiling_guide.analysis.verdict import SETUP_FIX
 
-    def trace_of(name):
+    def trace_of(name, inner=None):
         def body(start, corr):
             corr[0] += 1
             out = [{"ph": "X", "cat": "cpu_op", "name": name, "ts": start + 10, "dur": 3020.0, "tid": 1, "pid": 1,
-                    "args": {}},
-                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": start + 3015, "dur": 6.0,
-                    "tid": 1, "pid": 1, "args": {"correlation": corr[0]}},
-                   {"ph": "X", "cat": "kernel", "name": "void attention_kernel(float*)", "ts": start + 3025,
-                    "dur": 300.0, "tid": 7, "pid": 0, "args": {"correlation": corr[0], "stream": 7}}]
+                    "args": {}}]
+            if inner:  # the op that ran the stretch, nested in the one the autograd engine records
+                out.append({"ph": "X", "cat": "cpu_op", "name": inner, "ts": start + 12, "dur": 3000.0, "tid": 1,
+                            "pid": 1, "args": {}})
+            out += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": start + 3015, "dur": 6.0,
+                     "tid": 1, "pid": 1, "args": {"correlation": corr[0]}},
+                    {"ph": "X", "cat": "kernel", "name": "void attention_kernel(float*)", "ts": start + 3025,
+                     "dur": 300.0, "tid": 7, "pid": 0, "args": {"correlation": corr[0], "stream": 7}}]
             for k in range(3):
                 out += _launch(start + 3040 + 10 * k, corr, 300.0, delay=290.0 + 290.0 * k)
             return out
@@ -657,6 +661,11 @@ def test_one_of_torchs_ops_that_works_on_the_host_before_it_launches_is_a_host_g
     assert v.cause is Cause.HOST_GAP and v.where.op == "aten::scaled_dot_product_attention" and v.fix == SETUP_FIX, v
     compiled = verdict_of(trace := trace_of("Torch-Compiled Region: 0/0"), trace.steps).verdict
     assert compiled.cause is not Cause.HOST_GAP, compiled
+    # cuDNN benchmarking a convolution's algorithms for a new shape, in the backward: named at torch's op inside
+    backward = verdict_of(trace := trace_of("autograd::engine::evaluate_function: ConvolutionBackward0",
+                                            inner="aten::convolution_backward"), trace.steps).verdict
+    assert backward.cause is Cause.HOST_GAP and backward.where.op == "aten::convolution_backward", backward
+    assert backward.fix == SETUP_FIX
 
 
 def test_a_fused_optimizer_drops_its_python_with_its_launches():

@@ -103,6 +103,7 @@ class HostSeg:
     #: a stretch of one of torch's ops (``aten::``) that launches device work, but spent a millisecond or more on the
     #: host without a runtime call: setup of its own (a cuDNN plan, a cuBLAS heuristic), a host gap
     setup: bool = False
+    inner_op: str | None = None  # a long op stretch's innermost op of torch's (``aten::``) open over its middle
     #: an untraced or op stretch's thread and start (the trace's clock): where to look for the Python that ran in it
     tid: object = None
     start_us: float = 0.0
@@ -349,11 +350,25 @@ def _fill(thread: _Thread, lo: float, hi: float, rank, out: list[HostSeg], busy:
             out.append(_untraced(thread, t, s, rank))
         seg = HostSeg("op", e - s, Cause.LAUNCH_OVERHEAD, Where(op=op.name, label=_label_of(op), rank=rank),
                       owner=id(op), tid=thread.tid, start_us=s)
+        if e - s >= HOST_GAP_US:  # a long stretch: which of torch's ops ran it (the innermost open over its middle)
+            seg.inner_op = _inner_aten(op, (s + e) / 2)
         seg.host_only = not busy.get(id(op))
         out.append(seg)
         t = e
     if hi > t:
         out.append(_untraced(thread, t, hi, rank))
+
+
+def _inner_aten(op: CpuOp, t: float) -> str | None:
+    """The innermost of torch's ops (``aten::``) among ``op`` and its descendants open at ``t``, if any."""
+    found = op.name if op.name.startswith("aten::") else None
+    while True:
+        child = next((c for c in op.children if c.start_us <= t <= c.end_us and not c.annotation), None)
+        if child is None:
+            return found
+        op = child
+        if op.name.startswith("aten::"):
+            found = op.name
 
 
 def _call_seg(call: RuntimeCall, rank) -> HostSeg:
@@ -584,9 +599,12 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
                 seg.cause = Cause.HOST_GAP
             _name_python(trace, run)
     for seg in host:  # one of torch's ops, host time between its launches long enough to be work of its own (setup)
-        if seg.kind == "op" and not seg.host_only and seg.dur_us >= HOST_GAP_US and (seg.where.op or "").startswith("aten::"):
+        if seg.kind == "op" and not seg.host_only and seg.dur_us >= HOST_GAP_US and seg.inner_op:
             seg.cause = Cause.HOST_GAP
             seg.setup = True
+            w = seg.where
+            seg.where = Where(op=seg.inner_op, label=w.label, kind=w.kind, rank=w.rank, before=w.before,
+                              source=w.source)
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
     _blocking(host, dev, chain, trace, step, index_of)
