@@ -359,6 +359,25 @@ def _fill(thread: _Thread, lo: float, hi: float, rank, out: list[HostSeg], busy:
         out.append(_untraced(thread, t, hi, rank))
 
 
+def _host_gaps(trace: Trace, host: list[HostSeg]) -> None:
+    """Mark the host's work of its own (:attr:`Cause.HOST_GAP`): runs of stretches that issue no device work long
+    enough to count (:func:`host_work`), named for the Python that ran in them where the trace says
+    (:func:`_name_python`); and a long stretch between one op's launches while one of torch's ops is open in it
+    (setup, named at that op)."""
+    for run in _host_only_runs(host):
+        if host_work(run):
+            for seg in run:
+                seg.cause = Cause.HOST_GAP
+            _name_python(trace, run)
+    for seg in host:
+        if seg.kind == "op" and not seg.host_only and seg.dur_us >= HOST_GAP_US and seg.inner_op:
+            seg.cause = Cause.HOST_GAP
+            seg.setup = True
+            w = seg.where
+            seg.where = Where(op=seg.inner_op, label=w.label, kind=w.kind, rank=w.rank, before=w.before,
+                              source=w.source)
+
+
 def _inner_aten(op: CpuOp, t: float) -> str | None:
     """The innermost of torch's ops (``aten::``) among ``op`` and its descendants open at ``t``, if any."""
     found = op.name if op.name.startswith("aten::") else None
@@ -593,18 +612,7 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
             node = _node(ev, -1, rank)
             node.ready_us = ev.launch.start_us - step.start_us
             dev.append(node)
-    for run in _host_only_runs(host):  # host work of its own: long stretches that issue no device work
-        if host_work(run):
-            for seg in run:
-                seg.cause = Cause.HOST_GAP
-            _name_python(trace, run)
-    for seg in host:  # one of torch's ops, host time between its launches long enough to be work of its own (setup)
-        if seg.kind == "op" and not seg.host_only and seg.dur_us >= HOST_GAP_US and seg.inner_op:
-            seg.cause = Cause.HOST_GAP
-            seg.setup = True
-            w = seg.where
-            seg.where = Where(op=seg.inner_op, label=w.label, kind=w.kind, rank=w.rank, before=w.before,
-                              source=w.source)
+    _host_gaps(trace, host)
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
     _blocking(host, dev, chain, trace, step, index_of)

@@ -857,8 +857,9 @@ def fix_for(cause: Cause, where: Where) -> str:
         if (where.op or "").startswith("aten::"):
             return CPU_OP_FIX
         if where.op is None and where.source:
-            return (f"take the host work off the step's path ({where.source} ran there): a DataLoader with workers "
-                    "and pinned memory, prefetching, or the work moved off the training thread")
+            return (f"take the host work off the step's path ({where.source} ran there): do it less often or more "
+                    "cheaply, or move it off the training thread (a DataLoader's workers, prefetching, a thread of "
+                    "its own)")
         if where.op is None:
             return UNTRACED_GAP_FIX
     return FIXES[cause]
