@@ -268,7 +268,7 @@ def _name_python(trace: Trace, run: list[HostSeg]) -> None:
     least :data:`PYTHON_SHARE` of the run, on the thread that holds most of its time (a backward hook's Python
     runs on the autograd engine's)."""
     untraced = [seg for seg in run if seg.kind in ("untraced", "op") and seg.dur_us > 0 and seg.tid is not None]
-    frames = _frames_by_thread(trace)
+    frames = trace.python_frames_by_thread
     if not untraced or not frames:
         return
     time_on: dict = defaultdict(float)
@@ -292,18 +292,6 @@ def _name_python(trace: Trace, run: list[HostSeg]) -> None:
     for seg in mine:
         w = seg.where
         seg.where = Where(op=w.op, label=w.label, kind=w.kind, rank=w.rank, before=w.before, source=source)
-
-
-def _frames_by_thread(trace: Trace) -> dict:
-    """The trace's Python calls by thread: (their starts, the calls), sorted by start; built once per trace."""
-    cached = getattr(trace, "_frames_by_thread", None)
-    if cached is None:
-        by: dict = {}
-        for frame in trace.python_frames:
-            by.setdefault(frame.tid, []).append(frame)
-        cached = {tid: ([f.start_us for f in fs], fs) for tid, fs in by.items()}
-        trace._frames_by_thread = cached
-    return cached
 
 
 def host_work(run: list[HostSeg]) -> bool:

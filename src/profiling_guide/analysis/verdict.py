@@ -663,25 +663,42 @@ def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_m
         where = top_where(path, cause)
         if where is None:
             continue
-        fix = fix_for(cause, where)
-        if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
-            fix = COPY_AHEAD_FIX
-        if cause is Cause.HOST_GAP and any((where.op, where.label) in s.setup for s in per_step):
-            fix = SETUP_FIX
         if cause is Cause.LAUNCH_OVERHEAD:  # the whole step graphed: across the step, whatever region leads
             where = Where()
-            fix = fix_for(cause, where) + syncs_in_the_way(per_step)
+        fix = step_fix(cause, where, per_step)
+        if cause is Cause.LAUNCH_OVERHEAD:
+            fix += syncs_in_the_way(per_step)
         candidates.append(WhatIf(cause, _ranked(where, rank), base, pool([s.fixed_us[cause] for s in per_step]),
                                  path_ms.get(cause, 0.0), fix))
     return candidates
+
+
+def _middle(per_step: list[StepWhatIfs]) -> StepWhatIfs:
+    """The typical step: the median by its length without the profiler (the lower of the two middle ones)."""
+    return sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
+
+
+def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
+    """The fix for ``cause`` at ``where``: :func:`fix_for`'s, but where the steps' own facts call for another:
+    copies pinned already (:data:`COPY_AHEAD_FIX`), a host gap of setup (:data:`SETUP_FIX`), an optimizer that is
+    fused or for-each already (the graphs' plain fix, not :data:`OPTIMIZER_FIX`), GEMMs on float32
+    (:data:`FP32_GEMM_FIX`)."""
+    if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
+        return COPY_AHEAD_FIX
+    if cause is Cause.HOST_GAP and any((where.op, where.label) in s.setup for s in per_step):
+        return SETUP_FIX
+    if cause is Cause.LAUNCH_OVERHEAD and any(where.label in s.multi_tensor for s in per_step):
+        return FIXES[cause]
+    if cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
+        return FP32_GEMM_FIX
+    return fix_for(cause, where)
 
 
 def syncs_in_the_way(per_step: list[StepWhatIfs], label: str | None = None) -> str:
     """What the graphs' fix must say of the step's own syncs (in ``label``'s region, if given): a CUDA graph cannot
     hold one (capturing a sync fails), so the what-if splits the graphs at each, and taking them out comes first.
     Empty where the typical step has none."""
-    middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
-    places = {w: n for w, n in middle.syncs.items() if label is None or w.label == label}
+    places = {w: n for w, n in _middle(per_step).syncs.items() if label is None or w.label == label}
     if not places:
         return ""
     top = max(places, key=places.get)
@@ -753,12 +770,12 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     what_if = _fast_host_sync(_in_order(candidates, regions, base), candidates, per_step, base, pool, notes)
     if cost.label is not None:  # a run record's harness (profile, a chapter) synchronizes after each step: its own
         what_if = [w for w in what_if if not is_loop_sync(w)]
-    middle = sorted(per_step, key=lambda s: s.base_us)[(len(per_step) - 1) // 2]
+    middle = _middle(per_step)
     if middle.compute_where is not None:
         predicted = pool([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
-        fp32 = middle.compute_where.kind == "gemm" and middle.fp32_gemms >= FP32_SHARE
         what_if.append(WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
-                              path_ms.get(Cause.GPU_COMPUTE, 0.0), FP32_GEMM_FIX if fp32 else FIXES[Cause.GPU_COMPUTE]))
+                              path_ms.get(Cause.GPU_COMPUTE, 0.0),
+                              step_fix(Cause.GPU_COMPUTE, middle.compute_where, per_step)))
     profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
     return Verdict(what_if[0] if what_if else None, what_if, profiler, profiled, path_ms, len(per_step), notes=notes,
                    profiler_scale=cost.scale, profiler_factor=cost.factor)
@@ -773,8 +790,7 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, poo
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
                    pool([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
-                   (FIXES[Cause.LAUNCH_OVERHEAD] if any(label in s.multi_tensor for s in per_step)  # fused already
-                    else fix_for(Cause.LAUNCH_OVERHEAD, Where(label=label))) + syncs_in_the_way(per_step, label))
+                   step_fix(Cause.LAUNCH_OVERHEAD, Where(label=label), per_step) + syncs_in_the_way(per_step, label))
             for label in sorted(labels)]
 
 

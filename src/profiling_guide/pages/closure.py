@@ -392,14 +392,8 @@ class _Module:
         if self._checks is None:
             own = {name for name, stmts in self.bindings.items() if any(is_check_def(s) for s in stmts)}
             for alias, (module, attribute) in self.imports.items():
-                path = module_path(module) if attribute and _ours(module) else None
-                if path is None or module == self.name:
-                    continue
-                try:
-                    other = _parsed(module, path, _source(path))
-                except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-                    continue
-                if any(is_check_def(s) for s in other.bindings.get(attribute, [])):
+                other = _read_module(module) if attribute and _ours(module) and module != self.name else None
+                if other is not None and any(is_check_def(s) for s in other.bindings.get(attribute, [])):
                     own.add(alias)
             self._checks = frozenset(own)
         return self._checks
@@ -432,6 +426,17 @@ def _parsed(name: str, path: Path, text: str) -> _Module:
     return _Module(name, path, text)
 
 
+def _read_module(name: str) -> _Module | None:
+    """This package's module ``name``, parsed (once per text), or None where it has no file that parses."""
+    path = module_path(name)
+    if path is None:
+        return None
+    try:
+        return _parsed(name, path, _source(path))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+
+
 # ------------------------------------------------------------------ the walk
 Key = tuple[str, str]  # (module, top-level name); the name "" is the whole module
 
@@ -452,11 +457,7 @@ class _Walk:
 
     def module(self, name: str) -> _Module | None:
         if name not in self._modules:
-            path = module_path(name)
-            try:
-                self._modules[name] = _parsed(name, path, _source(path)) if path is not None else None
-            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-                self._modules[name] = None
+            self._modules[name] = _read_module(name)
         return self._modules[name]
 
     # -------------------------------------------------------------- names in source

@@ -640,6 +640,14 @@ class Trace:
         return [op for s in self.steps for op in s.ops if op.annotation and op.name == name]
 
     @cached_property
+    def python_frames_by_thread(self) -> dict:
+        """:attr:`python_frames` by thread: ``tid -> (their starts, the frames)``, each sorted by start."""
+        by: dict = {}
+        for frame in self.python_frames:
+            by.setdefault(frame.tid, []).append(frame)
+        return {tid: ([f.start_us for f in frames], frames) for tid, frames in by.items()}
+
+    @cached_property
     def no_device_ops(self) -> list[str]:
         """Names of CPU ops that, in every active step, launched no device work.
 
