@@ -20,13 +20,18 @@ call's, for as long as it waited.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
 from profiling_guide.analysis.causes import Cause, Where
-from profiling_guide.analysis.step_graph import StepGraph
+from profiling_guide.analysis.step_graph import SHARED_SPEED, StepGraph
 
 REPLICAS = 3
+#: The speed of a kernel that fills the GPU placed beside another (:class:`Sharing`): the first of two that the trace
+#: shows side by side for a time T needed ``SHARED_SPEED × T`` alone and keeps full speed, so the second, which
+#: needed as much, ends at T when it gets ``2 − 1 / SHARED_SPEED`` (1/2) of its speed beside the first.
+BESIDE = 2 - 1 / SHARED_SPEED
 
 
 @dataclass
@@ -46,7 +51,7 @@ class Timing:
 def observed_timing(g: StepGraph) -> Timing:
     """The durations the trace shows; a blocking call seen waiting lasts its return lag (the wait is the work's)."""
     return Timing([min(s.dur_us, s.wait_lag_us) if s.waited else s.dur_us for s in g.host],
-                  [s.sync is not None for s in g.host], [n.dur_us for n in g.dev], [n.lag_us for n in g.dev],
+                  [s.sync is not None for s in g.host], [n.solo_us for n in g.dev], [n.lag_us for n in g.dev],
                   g.stream_gap_us)
 
 
@@ -57,7 +62,9 @@ class Run:
     Index ``r * n + i`` is stretch (or node) ``i`` of replica ``r``; a
     predecessor is ``("h", index)`` or ``("d", index)``, and ``kind`` says which
     edge bound it: ``"host"`` (the stretch before), ``"launch"``, ``"stream"``,
-    ``"wait"`` (another stream), ``"sync"`` (a blocking call's awaited work).
+    ``"wait"`` (another stream), ``"sync"`` (a blocking call's awaited work). A kernel that shared the GPU with
+    kernels on other streams (:class:`Sharing`) ran longer than alone: ``stretch`` holds, per index, how much
+    longer and the kernel it lost the most time to.
     """
 
     graph: StepGraph
@@ -72,6 +79,7 @@ class Run:
     period_us: float
     #: the device nodes (indices within a step) on the critical path, once :func:`critical_path` has walked it
     path_devices: set = None
+    stretch: dict = None
 
 
 def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
@@ -81,6 +89,8 @@ def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
     ds, de, dpred = [0.0] * (nd * replicas), [0.0] * (nd * replicas), [None] * (nd * replicas)
     scheduled = [False] * (nd * replicas)
     tail: dict = {}  # stream → global index of its last scheduled node
+    waiting: dict = {}  # stream → the global index of the work it waits for (a cudaStreamWaitEvent passed)
+    sharing = Sharing() if len({n.stream for n in g.dev if n.fills}) > 1 else None
     off_chain = sorted((i for i, n in enumerate(g.dev) if n.host < 0), key=lambda i: g.dev[i].ready_us)
     ends = []
     t = 0.0
@@ -97,8 +107,14 @@ def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
             dk = r * nd + node.dep
             if de[dk] + node.dep_lag_us > start:
                 start, why = de[dk] + node.dep_lag_us, ("wait", ("d", dk))
+        awaited = waiting.pop(node.stream, None)
+        if awaited is not None and de[awaited] > start:
+            start, why = de[awaited], ("wait", ("d", awaited))
         start += node.extra_us
-        ds[k], de[k], dpred[k] = start, start + timing.dev_us[i], why
+        end = start + timing.dev_us[i]
+        if sharing is not None and node.fills and timing.dev_us[i] > 0:
+            end = sharing.place(k, node.stream, start, timing.dev_us[i])
+        ds[k], de[k], dpred[k] = start, end, why
         scheduled[k] = True
         tail[node.stream] = k
 
@@ -111,6 +127,8 @@ def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
                 place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
                 j += 1
             start = t
+            if seg.waits is not None and seg.waits[0] in tail:
+                waiting[seg.waits[1]] = tail[seg.waits[0]]
             for d in seg.launches:
                 place(r, d, start + timing.lag_us[d], ("launch", ("h", k)))
             end, why = start + timing.host_us[i], ("host", prev)
@@ -133,7 +151,43 @@ def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
         last_dev = max((de[r * nd + i] for i in range(nd)), default=t)
         ends.append(max(t, last_dev))
     period = (ends[-1] - ends[0]) / (replicas - 1) if replicas > 1 else ends[0]
-    return Run(g, timing, hs, he, hpred, ds, de, dpred, ends, period)
+    return Run(g, timing, hs, he, hpred, ds, de, dpred, ends, period,
+               stretch=sharing.stretch if sharing is not None else {})
+
+
+class Sharing:
+    """Kernels that fill the GPU on different streams (:func:`~.step_graph._share_the_gpu`) share it when they run
+    at once. The kernels placed first keep their times; one placed beside them progresses at :data:`BESIDE` of
+    its speed alone for each it runs beside, so that two kernels the trace shows side by side for their whole
+    length, each at :data:`~.step_graph.SHARED_SPEED`, take as long together re-timed as the trace shows."""
+
+    def __init__(self):
+        self.starts: list[float] = []  # placed kernels, by start
+        self.items: list[tuple[float, float, object, int]] = []  # (start, end, stream, global index)
+        self.longest = 0.0
+        #: global index → (µs it ran longer than alone, the global index of the kernel it lost most of them to)
+        self.stretch: dict[int, tuple[float, int]] = {}
+
+    def place(self, k: int, stream, start: float, dur: float) -> float:
+        """Place kernel ``k`` of ``stream`` from ``start``, needing ``dur`` alone: its end."""
+        lo = bisect.bisect_left(self.starts, start - self.longest)
+        others = [it for it in self.items[lo:] if it[2] != stream and it[1] > start]
+        t, left, lost = start, dur, defaultdict(float)
+        while left > 1e-9:
+            running = [it for it in others if it[0] <= t < it[1]]
+            nxt = min([it[0] for it in others if it[0] > t] + [it[1] for it in running], default=float("inf"))
+            rate = BESIDE ** len(running)
+            span = min(left / rate, nxt - t)
+            for it in running:
+                lost[it[3]] += span * (1 - rate) / len(running)
+            t, left = t + span, left - span * rate
+        at = bisect.bisect_right(self.starts, start)
+        self.starts.insert(at, start)
+        self.items.insert(at, (start, t, stream, k))
+        self.longest = max(self.longest, t - start)
+        if lost:
+            self.stretch[k] = (t - start - dur, max(lost, key=lost.get))
+        return t
 
 
 @dataclass(frozen=True)
@@ -177,7 +231,13 @@ def critical_path(run: Run) -> list[PathShare]:
         if e > max(eff, lo):
             # a blocking call bound by the work it awaited: which call, and how long it waited for that work
             blocked = (k % nh, max(pend - s, 0.0)) if kind == "h" and edge == "sync" else None
-            path.append((cause, where, e - max(eff, lo), kind == "h", blocked))
+            span = e - max(eff, lo)
+            if kind == "d" and k in run.stretch:  # the time it lost to a kernel of another stream is that kernel's
+                lost, other = run.stretch[k]
+                lost = min(lost, span)
+                path.append((g.dev[other % nd].cause, g.dev[other % nd].where, lost, False, None))
+                span -= lost
+            path.append((cause, where, span, kind == "h", blocked))
         t = min(t, max(eff, lo))
         if nxt is None or t <= lo:
             break
