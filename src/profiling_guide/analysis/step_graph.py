@@ -155,6 +155,8 @@ class StepGraph:
     calls: int  # runtime calls in the step
     threads: list = field(default_factory=list)  # the host threads the chain runs on
     sm_count: int | None = None  # the GPU's multiprocessors, where the trace's deviceProperties say
+    #: the trace's Python calls by thread (``with_stack=True``; :attr:`Trace.python_frames_by_thread`)
+    python_frames: dict = field(default_factory=dict)
 
 
 def sm_count(trace: Trace) -> int | None:
@@ -621,7 +623,7 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     profiler_units(host, step, trace)
     ops = sum(1 for op in step.ops if not op.annotation)
     return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads,
-                     sm_count(trace))
+                     sm_count(trace), trace.python_frames_by_thread)
 
 
 def _node(ev: DeviceEvent, host: int, rank) -> DevNode:

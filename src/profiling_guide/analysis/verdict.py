@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -60,6 +61,7 @@ from profiling_guide.analysis.step_graph import (
     step_graph,
 )
 from profiling_guide.trace.model import Step, Trace
+from profiling_guide.trace.python_context import source_of_frame
 
 #: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
 #: CPU-bound workloads timed with the profiler off and on (the references.json of tests/data/corpus/h100 and
@@ -228,11 +230,14 @@ def _drop_host(g: StepGraph, timing: Timing, cause: Cause) -> Timing:
     return out
 
 
-def _graphed(g: StepGraph, timing: Timing, label: str | None = None) -> Timing:
+def _graphed(g: StepGraph, timing: Timing, label: str | None = None, ops: frozenset | None = None) -> Timing:
     """The step's work as CUDA graphs: the host issues it at no cost but one graph launch per stretch between
     blocking calls (a graph cannot hold a sync: each one splits it), and the GPU runs a graph's kernels
     :data:`GRAPH_GAP_US` apart. With ``label``, only that ``record_function`` region's launches (a fused
-    optimizer, one region captured), the rest of the step as it was."""
+    optimizer, one region captured), the rest of the step as it was; with ``ops``, only the launches of those
+    (op, label) pairs (a loop's, issued as one call: :func:`called_in_a_loop`)."""
+    if ops is not None:
+        return _loop_as_one(g, timing, ops)
     out = timing.copy()
     new_graph = True
     # an optimizer's step fused (its fix) drops its per-parameter Python with its launches: its host gaps go too;
@@ -247,6 +252,27 @@ def _graphed(g: StepGraph, timing: Timing, label: str | None = None) -> Timing:
             new_graph = new_graph and not seg.launches
     if label is None:
         out.gap_us = min(out.gap_us, GRAPH_GAP_US)
+    return out
+
+
+def _loop_as_one(g: StepGraph, timing: Timing, ops: frozenset) -> Timing:
+    """The launches of ``ops`` (a loop's: :func:`called_in_a_loop`) issued as one call per run of them, the loop's
+    own Python between two of its calls (untraced stretches there) gone with them."""
+    out = timing.copy()
+    mine = [seg.cause is Cause.LAUNCH_OVERHEAD and (seg.where.op, seg.where.label) in ops for seg in g.host]
+    owned = [i for i, seg in enumerate(g.host) if seg.owner]
+    for a, b in zip(owned, owned[1:], strict=False):  # between two of the loop's calls, nothing of anyone else's
+        if mine[a] and mine[b]:
+            for i in range(a + 1, b):
+                if g.host[i].kind == "untraced" and g.host[i].cause is Cause.LAUNCH_OVERHEAD:
+                    mine[i] = True
+    new_call = True
+    for i, seg in enumerate(g.host):
+        if mine[i]:
+            out.host_us[i] = GRAPH_LAUNCH_US if new_call and seg.launches else 0.0
+            new_call = new_call and not seg.launches
+        elif seg.launches or out.blocking[i]:
+            new_call = True
     return out
 
 
@@ -395,6 +421,10 @@ class StepWhatIfs:
     setup: frozenset = frozenset()
     #: the optimizer labels (``Optimizer.step#…``) whose step is fused or for-each already (:func:`per_parameter`)
     multi_tensor: frozenset = frozenset()
+    #: ops the program calls one at a time many times a step (:func:`called_in_a_loop`), and the step with the
+    #: launches of the first two issued as one call each run
+    loops: list = field(default_factory=list)
+    loop_fixed_us: float | None = None
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -407,11 +437,100 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     regions = {label: simulate(g, _graphed(g, base_timing, label)).period_us for label in launch_regions(g)}
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
+    loops = called_in_a_loop(g)
+    loop_fixed = (simulate(g, _graphed(g, base_timing, ops=frozenset((lp.op, lp.label) for lp in loops[:2])))
+                  .period_us if loops else None)
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
                        _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
                        frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup),
                        frozenset(label for label in {seg.where.label for seg in g.host}
-                                 if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)))
+                                 if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
+                       loops, loop_fixed)
+
+
+#: An op the program itself calls (not the autograd engine's, nor an optimizer's) at least this many times a step,
+#: one launch or a few each, is a loop of the program's: its launches are the fix's first target.
+LOOP_CALLS = 64
+
+
+@dataclass(frozen=True)
+class Loop:
+    """An op the program calls one at a time many times a step: how often, its launches, where."""
+
+    op: str
+    label: str | None
+    calls: int
+    launches: int
+    source: str | None = None  # the program's line that calls it, where the trace recorded Python calls
+
+    def words(self) -> str:
+        place = f"in '{self.label}'" if self.label else "outside any label"
+        at = f", {self.source}" if self.source else ""
+        return f"{self.op} called {self.calls} times a step ({self.launches} launches, {place}{at})"
+
+
+def called_in_a_loop(g: StepGraph) -> list[Loop]:
+    """The ops the step's own thread calls at its top level (not nested in another op; not the autograd engine's
+    nodes, nor inside an optimizer's step, which has its own fix) :data:`LOOP_CALLS` times or more, most launches
+    first: a Python loop over parameters, chunks or samples, each pass launching its own kernels."""
+    calls: dict = defaultdict(set)
+    launches: Counter = Counter()
+    first: dict = {}
+    for seg in g.host:
+        w = seg.where
+        if (seg.cause is not Cause.LAUNCH_OVERHEAD or not seg.launches or not seg.owner or w.op is None
+                or w.op.startswith(("autograd::", "torch::autograd::")) or (w.label or "").startswith(OPTIMIZER_LABEL)):
+            continue
+        calls[w.op, w.label].add(seg.owner)
+        launches[w.op, w.label] += len(seg.launches)
+        first.setdefault((w.op, w.label), seg)
+    loops = [Loop(op, label, len(owners), launches[op, label], _source_of(g, first[op, label]))
+             for (op, label), owners in calls.items() if len(owners) >= LOOP_CALLS]
+    return sorted(loops, key=lambda lp: -lp.launches)
+
+
+def _source_of(g: StepGraph, seg) -> str | None:
+    """The program's innermost Python function open at ``seg``'s call (where the trace recorded Python calls)."""
+    call = seg.call
+    frames = g.python_frames.get(call.tid) if call is not None and g.python_frames else None
+    if frames is None:
+        return None
+    starts, found = frames
+    best = None
+    for frame in found[:bisect.bisect_right(starts, call.start_us)]:
+        if frame.end_us >= call.end_us and (best is None or frame.dur_us <= best.dur_us) \
+                and source_of_frame(frame.name) is not None:
+            best = frame
+    return str(source_of_frame(best.name)) if best is not None else None
+
+
+#: How to make a loop's launches few (:func:`called_in_a_loop`).
+LOOP_FIX = ("where its calls are independent of one another, one op over all their tensors (a torch._foreach_ op, "
+            "or torch.stack or cat and one call); else the loop compiled or captured in a CUDA graph: either makes "
+            "its launches a few")
+
+
+def loops_in(per_step: list[StepWhatIfs], label: str | None = None) -> str:
+    """What the launch-overhead fix adds where the program calls one op in a loop (:func:`called_in_a_loop`), in
+    ``label``'s region if given: the loop named, and how to make its launches few. Empty where there is none."""
+    loops = [lp for lp in _middle(per_step).loops if label is None or lp.label == label][:2]
+    if not loops:
+        return ""
+    return f"; most of them come from a loop of the program's, {' and '.join(lp.words() for lp in loops)}: {LOOP_FIX}"
+
+
+def _loop_candidates(per_step: list[StepWhatIfs], path, base: float, rank, pool) -> list[WhatIf]:
+    """The launches of the program's loops (:func:`called_in_a_loop`) issued as one call each run, where every
+    step has them: a what-if of its own, beside the regions'."""
+    loops = _middle(per_step).loops[:2]
+    if not loops or any(s.loop_fixed_us is None for s in per_step):
+        return []
+    ops = {(lp.op, lp.label) for lp in loops}
+    on_path = sum(p.us for p in path if p.cause is Cause.LAUNCH_OVERHEAD and (p.where.op, p.where.label) in ops)
+    top = loops[0]
+    return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(op=top.op, label=top.label, rank=rank), base,
+                   pool([s.loop_fixed_us for s in per_step]), on_path / 1e3,
+                   f"{' and '.join(lp.words() for lp in loops)}: {LOOP_FIX}")]
 
 
 def fp32_gemm_share(g: StepGraph) -> float:
@@ -667,7 +786,7 @@ def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_m
             where = Where()
         fix = step_fix(cause, where, per_step)
         if cause is Cause.LAUNCH_OVERHEAD:
-            fix += syncs_in_the_way(per_step)
+            fix += loops_in(per_step) + syncs_in_the_way(per_step)
         candidates.append(WhatIf(cause, _ranked(where, rank), base, pool([s.fixed_us[cause] for s in per_step]),
                                  path_ms.get(cause, 0.0), fix))
     return candidates
@@ -766,7 +885,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     path = [replace(p, us=p.us / len(per_step)) for s in per_step for p in s.path]
     path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
     candidates, regions = _without_repeats(_cause_candidates(per_step, path, path_ms, base, rank, pool),
-                                           _region_candidates(per_step, path, base, rank, pool))
+                                           _region_candidates(per_step, path, base, rank, pool)
+                                           + _loop_candidates(per_step, path, base, rank, pool))
     what_if = _fast_host_sync(_in_order(candidates, regions, base), candidates, per_step, base, pool, notes)
     if cost.label is not None:  # a run record's harness (profile, a chapter) synchronizes after each step: its own
         what_if = [w for w in what_if if not is_loop_sync(w)]
@@ -790,7 +910,8 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, poo
             on_path[p.where.label] = on_path.get(p.where.label, 0.0) + p.us / 1e3
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(label=label, rank=rank), base,
                    pool([s.region_fixed_us[label] for s in per_step]), on_path.get(label, 0.0),
-                   step_fix(Cause.LAUNCH_OVERHEAD, Where(label=label), per_step) + syncs_in_the_way(per_step, label))
+                   step_fix(Cause.LAUNCH_OVERHEAD, Where(label=label), per_step) + loops_in(per_step, label)
+                   + syncs_in_the_way(per_step, label))
             for label in sorted(labels)]
 
 
@@ -905,8 +1026,8 @@ def _without_repeats(candidates: list[WhatIf], regions: list[WhatIf]) -> tuple[l
 
     A region whose launches, graphed alone, save at least :data:`REGION_SHARE` of what graphing the whole step
     saves (and not much more: a fused optimizer also drops its Python) is that step's launch overhead said
-    again. Where exactly one region does, the whole step's what-if is
-    named for it (saying what the reader labelled); where several do (the saving is capped elsewhere), it stays
+    again. Where exactly one region does (or one region and a loop of the program's in it), the whole step's
+    what-if is named for it (saying what the reader labelled, or the loop, with the loop's fix); where several do (the saving is capped elsewhere), it stays
     "across the step". Either way those regions are not listed again.
     """
     whole = next((w for w in candidates if w.cause is Cause.LAUNCH_OVERHEAD), None)
@@ -915,8 +1036,10 @@ def _without_repeats(candidates: list[WhatIf], regions: list[WhatIf]) -> tuple[l
     # an optimizer's region that saves more than the whole step's launches also drops its Python: a fix of its own
     same = [w for w in regions if REGION_SHARE * whole.saving_ms <= w.saving_ms <= whole.saving_ms / REGION_SHARE]
     rest = [w for w in regions if w not in same]
-    if len(same) == 1:
-        named = replace(whole, where=same[0].where)
+    # one region, or one region and a loop in it (:func:`called_in_a_loop`): named for the loop, the narrower
+    if same and len({w.where.label for w in same}) == 1 and len(same) <= 2:
+        narrowest = max(same, key=lambda w: w.where.op is not None)
+        named = replace(whole, where=narrowest.where, fix=narrowest.fix if narrowest.where.op else whole.fix)
         candidates = [named if w is whole else w for w in candidates]
     return candidates, rest
 
