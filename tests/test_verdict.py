@@ -700,3 +700,55 @@ def test_the_graphs_fix_says_how_to_take_out_a_sync_that_learns_a_shape():
     assert shape.startswith("; first take out its 32 syncs at aten::nonzero in 'forward', keeping shapes independent")
     assert "keeping shapes" not in syncs_in_the_way([step("aten::item", 1)])
     assert syncs_in_the_way([step("aten::item", 1)], label="backward") == ""  # none in that region
+
+
+def test_python_inside_one_of_torchs_ops_is_named_for_its_call_not_taken_for_setup():
+    # the setup trace's 3 ms stretch inside aten::t, but covered by a traced Python call: autograd's anomaly
+    # detection formatting a stack trace for the node it records. Named at the op with that call, and its fix
+    from profiling_guide.analysis.verdict import ANOMALY_FIX, PYTHON_IN_OP_FIX, SETUP_FIX
+
+    def trace_of(frame):
+        def body(start, corr):
+            corr[0] += 1
+            return [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": start + 10, "dur": 3020.0, "tid": 1,
+                     "pid": 1, "args": {}},
+                    {"ph": "X", "cat": "cpu_op", "name": "aten::t", "ts": start + 12, "dur": 3000.0, "tid": 1,
+                     "pid": 1, "args": {}},
+                    {"ph": "X", "cat": "python_function", "name": frame, "ts": start + 20, "dur": 2900.0,
+                     "tid": 1, "pid": 1, "args": {}},
+                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": start + 3015, "dur": 6.0,
+                     "tid": 1, "pid": 1, "args": {"correlation": corr[0]}},
+                    {"ph": "X", "cat": "kernel", "name": "void gemm_kernel(float*)", "ts": start + 3025,
+                     "dur": 300.0, "tid": 7, "pid": 0, "args": {"correlation": corr[0], "stream": 7}}] + \
+                [e for k in range(3) for e in _launch(start + 3040 + 10 * k, corr, 300.0, delay=290.0 + 290.0 * k)]
+        return Trace(_events(3, 4400.0, body))
+
+    anomaly = verdict_of(trace := trace_of("torch/fx/traceback.py(415): format_stack"), trace.steps).verdict
+    assert anomaly.cause is Cause.HOST_GAP and anomaly.where.op == "aten::t", anomaly
+    assert anomaly.where.source == "torch/fx/traceback.py:415 format_stack" and anomaly.fix == ANOMALY_FIX
+    mode = verdict_of(trace := trace_of("my_mode.py(12): __torch_function__"), trace.steps).verdict
+    assert mode.where.source == "my_mode.py:12 __torch_function__" and mode.fix == PYTHON_IN_OP_FIX
+    assert SETUP_FIX not in (anomaly.fix, mode.fix)
+
+
+def test_anomaly_detections_nan_checks_are_named_in_the_sync_fix():
+    # an H200 step under detect_anomaly(check_nan=True): each backward node checks its outputs for NaN and reads
+    # the answer (aten::isnan, aten::_is_any_true, aten::item inside the node), 73 syncs a step
+    from pathlib import Path
+
+    from profiling_guide.analysis.step_graph import step_graph
+    from profiling_guide.analysis.verdict import NAN_CHECK_FIX, complete_steps
+
+    trace = Trace.load(Path(__file__).parent / "data" / "hooks" / "anomaly_mode.trace.json.gz")
+    steps, _ = complete_steps(trace.steps)
+    for s in steps:
+        g = step_graph(trace, s)
+        syncs = [seg for seg in g.host if seg.cause is Cause.HOST_SYNC and seg.where.op == "aten::item"]
+        assert len(syncs) == 73 and all(seg.nan_check for seg in syncs)
+    v = verdict_of(trace, steps)
+    sync = next(w for w in v.what_if if w.cause is Cause.HOST_SYNC)
+    assert sync.fix == NAN_CHECK_FIX
+    assert "autograd's anomaly detection" in v.verdict.fix  # the graphs' fix says to take its syncs out first
+    # a step whose .item() reads a loss is not taken for one
+    plain = Trace.load(Path(__file__).parent / "data" / "corpus" / "h200" / "host_sync_every2.trace.json.gz")
+    assert not any(seg.nan_check for s in complete_steps(plain.steps)[0] for seg in step_graph(plain, s).host)

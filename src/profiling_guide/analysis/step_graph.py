@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from profiling_guide.analysis.causes import Cause, Where
 from profiling_guide.trace.model import CpuOp, DeviceEvent, RuntimeCall, Step, Trace
-from profiling_guide.trace.python_context import source_of_frame
+from profiling_guide.trace.python_context import frame_words, source_of_frame
 
 #: Calls that wait for one stream's work: the stream of the work they are seen waiting for.
 STREAM_SYNC = re.compile(r"^(cudaStreamSynchronize|cudaEventSynchronize|cuStreamSynchronize|cuEventSynchronize"
@@ -109,6 +109,10 @@ class HostSeg:
     #: a stretch of one of torch's ops (``aten::``) that launches device work, but spent a millisecond or more on the
     #: host without a runtime call: setup of its own (a cuDNN plan, a cuBLAS heuristic), a host gap
     setup: bool = False
+    #: such a stretch that ran Python (the trace's Python calls cover most of it): something hooked into the op
+    python_in_op: bool = False
+    #: a sync that reads back whether a backward node's outputs hold a NaN (:func:`_nan_check`)
+    nan_check: bool = False
     inner_op: str | None = None  # a long op stretch's innermost op of torch's (``aten::``) open over its middle
     #: an untraced or op stretch's thread and start (the trace's clock): where to look for the Python that ran in it
     tid: object = None
@@ -217,6 +221,23 @@ def _readback_op(op: CpuOp | None) -> str | None:
             return op.name
         op = op.parent
     return None
+
+
+#: What autograd's anomaly detection (``check_nan``) runs inside each backward node, after the node's function:
+#: ``aten::isnan``, ``aten::_is_any_true`` and the read of the answer (``aten::item``).
+NAN_CHECK_OPS = ("aten::isnan", "aten::_is_any_true")
+
+
+def _nan_check(op: CpuOp | None) -> bool:
+    """Whether ``op`` is inside an ``aten::item`` that a backward node runs right after ``aten::isnan`` and
+    ``aten::_is_any_true`` on its outputs: the node checking them for NaN and reading the answer on the host."""
+    while op is not None and op.name != "aten::item":
+        op = op.parent
+    parent = op.parent if op is not None else None
+    if parent is None or not parent.name.startswith("autograd::engine::evaluate_function"):
+        return False
+    before = [c.name for c in parent.children if c.end_us <= op.start_us]
+    return tuple(before[-2:]) == NAN_CHECK_OPS
 
 
 def _where_of_op(op: CpuOp | None, rank) -> Where:
@@ -373,11 +394,32 @@ def _host_gaps(trace: Trace, host: list[HostSeg]) -> None:
             _name_python(trace, run)
     for seg in host:
         if seg.kind == "op" and not seg.host_only and seg.dur_us >= HOST_GAP_US and seg.inner_op:
+            python = _python_inside(trace, seg)
             seg.cause = Cause.HOST_GAP
-            seg.setup = True
+            seg.setup, seg.python_in_op = python is None, python is not None
             w = seg.where
             seg.where = Where(op=seg.inner_op, label=w.label, kind=w.kind, rank=w.rank, before=w.before,
-                              source=w.source)
+                              source=python or w.source)
+
+
+def _python_inside(trace: Trace, seg: HostSeg) -> str | None:
+    """The Python call that took most of an op's stretch, where the trace's Python calls (``with_stack=True``)
+    cover at least :data:`PYTHON_SHARE` of it: not the op's own setup but Python hooked into it (anomaly
+    detection formatting a stack trace, a TorchFunctionMode). None where they do not, or the trace has none."""
+    frames = trace.python_frames_by_thread.get(seg.tid) if seg.tid is not None else None
+    if not frames:
+        return None
+    starts, found = frames
+    lo, hi = seg.start_us, seg.start_us + seg.dur_us
+    inside = [f for f in found[bisect.bisect_left(starts, lo):bisect.bisect_right(starts, hi)] if f.end_us <= hi]
+    outermost, reach = [], lo
+    for frame in inside:  # by start: a frame that starts before the last outermost one ends is nested in it
+        if frame.start_us >= reach:
+            outermost.append(frame)
+            reach = frame.end_us
+    if sum(f.dur_us for f in outermost) < PYTHON_SHARE * seg.dur_us:
+        return None
+    return frame_words(max(outermost, key=lambda f: f.dur_us).name)
 
 
 def _inner_aten(op: CpuOp, t: float) -> str | None:
@@ -414,6 +456,7 @@ def _call_seg(call: RuntimeCall, rank) -> HostSeg:
         seg.pageable = pageable
     if seg.cause is Cause.HOST_SYNC and readback:
         seg.where = Where(op=readback, label=where.label, rank=rank)
+        seg.nan_check = _nan_check(call.op)
     elif seg.cause is Cause.HOST_SYNC and where.op is None:
         seg.where = Where(op=name, label=where.label, rank=rank)
     return seg

@@ -419,12 +419,16 @@ class StepWhatIfs:
     fp32_gemms: float = 0.0
     #: the ops (and labels) whose host gap is setup before their launches (:attr:`HostSeg.setup`)
     setup: frozenset = frozenset()
+    #: the ops (and labels) whose host gap ran Python hooked into the op (:attr:`HostSeg.python_in_op`)
+    python_in_ops: frozenset = frozenset()
     #: the optimizer labels (``Optimizer.step#…``) whose step is fused or for-each already (:func:`per_parameter`)
     multi_tensor: frozenset = frozenset()
     #: ops the program calls one at a time many times a step (:func:`called_in_a_loop`), and the step with the
     #: launches of the first two issued as one call each run
     loops: list = field(default_factory=list)
     loop_fixed_us: float | None = None
+    #: its syncs that read back a backward node's NaN check (:attr:`HostSeg.nan_check`)
+    nan_checks: int = 0
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -443,9 +447,10 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
                        _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
                        frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup),
+                       frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.python_in_op),
                        frozenset(label for label in {seg.where.label for seg in g.host}
                                  if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
-                       loops, loop_fixed)
+                       loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check))
 
 
 #: An op the program itself calls (not the autograd engine's, nor an optimizer's) at least this many times a step,
@@ -799,18 +804,29 @@ def _middle(per_step: list[StepWhatIfs]) -> StepWhatIfs:
 
 def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
     """The fix for ``cause`` at ``where``: :func:`fix_for`'s, but where the steps' own facts call for another:
-    copies pinned already (:data:`COPY_AHEAD_FIX`), a host gap of setup (:data:`SETUP_FIX`), an optimizer that is
+    copies pinned already (:data:`COPY_AHEAD_FIX`), a host gap of setup (:data:`SETUP_FIX`) or of Python inside an
+    op (:data:`PYTHON_IN_OP_FIX`), an optimizer that is
     fused or for-each already (the graphs' plain fix, not :data:`OPTIMIZER_FIX`), GEMMs on float32
     (:data:`FP32_GEMM_FIX`)."""
     if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
         return COPY_AHEAD_FIX
     if cause is Cause.HOST_GAP and any((where.op, where.label) in s.setup for s in per_step):
         return SETUP_FIX
+    if cause is Cause.HOST_SYNC and where.op == "aten::item" and _mostly_nan_checks(per_step):
+        return NAN_CHECK_FIX
+    if cause is Cause.HOST_GAP and any((where.op, where.label) in s.python_in_ops for s in per_step):
+        return ANOMALY_FIX if ANOMALY_FRAME in (where.source or "") else PYTHON_IN_OP_FIX
     if cause is Cause.LAUNCH_OVERHEAD and any(where.label in s.multi_tensor for s in per_step):
         return FIXES[cause]
     if cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
         return FP32_GEMM_FIX
     return fix_for(cause, where)
+
+
+def _mostly_nan_checks(per_step: list[StepWhatIfs]) -> bool:
+    """Whether most of the typical step's own syncs are backward nodes' NaN checks (anomaly detection)."""
+    middle = _middle(per_step)
+    return middle.nan_checks > 0 and 2 * middle.nan_checks >= sum(middle.syncs.values())
 
 
 def syncs_in_the_way(per_step: list[StepWhatIfs], label: str | None = None) -> str:
@@ -826,6 +842,9 @@ def syncs_in_the_way(per_step: list[StepWhatIfs], label: str | None = None) -> s
              if len(places) == 1 else f"its {total} syncs ({places[top]} at {top.words()})")
     shapes = (", keeping shapes independent of the data (torch.where, or a multiplication by the mask, instead of "
               "boolean-mask indexing, nonzero or unique)") if top.op in DATA_SHAPE_OPS else ""
+    if top.op == "aten::item" and _mostly_nan_checks(per_step):
+        shapes = (" (backward nodes reading back a NaN check of their outputs: autograd's anomaly detection; turn "
+                  "it off)")
     return (f"; first take out {which}{shapes}: "
             "a CUDA graph cannot hold a sync, so the prediction splits the graphs at each one")
 
@@ -963,6 +982,23 @@ SETUP_FIX = ("the op ran on the host for a millisecond or more between its launc
              "setup it repeats for each shape it has not seen (a cuDNN plan, an autotuning run, a compilation); keep "
              "the shapes to a few (pad to fixed sizes) and run each once before the loop, or warm it up before "
              "profiling")
+
+#: The fix for a host gap of Python run inside one of torch's ops (:attr:`HostSeg.python_in_op`).
+PYTHON_IN_OP_FIX = ("Python ran inside torch's op, for a millisecond or more between its launches: something hooks "
+                    "each op (autograd's anomaly detection, a TorchFunctionMode or TorchDispatchMode, a tensor "
+                    "subclass's Python); take it out of the training loop")
+#: The Python call autograd's anomaly detection makes inside each op that records a backward node: it stores
+#: a stack trace for the node (torch/csrc/autograd/python_anomaly_mode.cpp calls torch.fx.traceback.format_stack).
+ANOMALY_FRAME = "torch/fx/traceback.py"
+ANOMALY_FIX = ("Python ran inside torch's op, for a millisecond or more between its launches: "
+               "torch.fx.traceback.format_stack, which autograd's anomaly detection calls for each op it records "
+               "(torch.autograd.detect_anomaly or set_detect_anomaly(True) left on); turn it off in the training loop")
+
+#: The fix for syncs that are mostly backward nodes reading back a NaN check of their outputs
+#: (:attr:`HostSeg.nan_check`).
+NAN_CHECK_FIX = ("each backward node checks its outputs for NaN (aten::isnan, aten::_is_any_true) and reads the answer "
+                 "on the host: autograd's anomaly detection (torch.autograd.detect_anomaly or set_detect_anomaly(True)) "
+                 "left on; turn it off in the training loop")
 
 #: The fix for a host gap inside the autograd node that runs a module's backward hooks
 #: (``autograd::engine::evaluate_function: BackwardHookFunctionBackward``): the hooks' Python held the backward.
