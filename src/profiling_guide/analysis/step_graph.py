@@ -161,6 +161,9 @@ class StepGraph:
     sm_count: int | None = None  # the GPU's multiprocessors, where the trace's deviceProperties say
     #: the trace's Python calls by thread (``with_stack=True``; :attr:`Trace.python_frames_by_thread`)
     python_frames: dict = field(default_factory=dict)
+    #: id() of a backward op's outermost op (the autograd engine's node) → id() of its forward op's outermost op,
+    #: where the trace links them (:attr:`CpuOp.forward_op`): the ops a host stretch's ``owner`` names
+    backward_of: dict = field(default_factory=dict)
 
 
 def sm_count(trace: Trace) -> int | None:
@@ -665,8 +668,10 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     _blocking(host, dev, chain, trace, step, index_of)
     profiler_units(host, step, trace)
     ops = sum(1 for op in step.ops if not op.annotation)
+    backward_of = {id(_outermost_op(op)): id(_outermost_op(op.forward_op)) for op in step.ops
+                   if op.forward_op is not None}
     return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads,
-                     sm_count(trace), trace.python_frames_by_thread)
+                     sm_count(trace), trace.python_frames_by_thread, backward_of)
 
 
 def _node(ev: DeviceEvent, host: int, rank) -> DevNode:

@@ -230,14 +230,11 @@ def _drop_host(g: StepGraph, timing: Timing, cause: Cause) -> Timing:
     return out
 
 
-def _graphed(g: StepGraph, timing: Timing, label: str | None = None, ops: frozenset | None = None) -> Timing:
+def _graphed(g: StepGraph, timing: Timing, label: str | None = None) -> Timing:
     """The step's work as CUDA graphs: the host issues it at no cost but one graph launch per stretch between
     blocking calls (a graph cannot hold a sync: each one splits it), and the GPU runs a graph's kernels
     :data:`GRAPH_GAP_US` apart. With ``label``, only that ``record_function`` region's launches (a fused
-    optimizer, one region captured), the rest of the step as it was; with ``ops``, only the launches of those
-    (op, label) pairs (a loop's, issued as one call: :func:`called_in_a_loop`)."""
-    if ops is not None:
-        return _loop_as_one(g, timing, ops)
+    optimizer, one region captured), the rest of the step as it was."""
     out = timing.copy()
     new_graph = True
     # an optimizer's step fused (its fix) drops its per-parameter Python with its launches: its host gaps go too;
@@ -255,17 +252,19 @@ def _graphed(g: StepGraph, timing: Timing, label: str | None = None, ops: frozen
     return out
 
 
-def _loop_as_one(g: StepGraph, timing: Timing, ops: frozenset) -> Timing:
-    """The launches of ``ops`` (a loop's: :func:`called_in_a_loop`) issued as one call per run of them, the loop's
-    own Python between two of its calls (untraced stretches there) gone with them."""
+def _loop_as_one(g: StepGraph, timing: Timing, calls: frozenset) -> Timing:
+    """The launches of a loop's ``calls`` (the id() of each: :func:`called_in_a_loop`) and of the backward nodes
+    the trace links to them (one op over all the loop's tensors has one backward node) issued as one call per run
+    of them, with the loop's body between two of them gone too (its Python, the indexing that feeds each call):
+    what the host does from one to the next, where that is launch work only (no sync, no host gap)."""
     out = timing.copy()
-    mine = [seg.cause is Cause.LAUNCH_OVERHEAD and (seg.where.op, seg.where.label) in ops for seg in g.host]
-    owned = [i for i, seg in enumerate(g.host) if seg.owner]
-    for a, b in zip(owned, owned[1:], strict=False):  # between two of the loop's calls, nothing of anyone else's
-        if mine[a] and mine[b]:
-            for i in range(a + 1, b):
-                if g.host[i].kind == "untraced" and g.host[i].cause is Cause.LAUNCH_OVERHEAD:
-                    mine[i] = True
+    mine = [seg.cause is Cause.LAUNCH_OVERHEAD and (seg.owner in calls or g.backward_of.get(seg.owner) in calls)
+            for seg in g.host]
+    ours = [i for i, m in enumerate(mine) if m]
+    for a, b in zip(ours, ours[1:], strict=False):  # the loop's body: what the host does from one of its calls to
+        if b > a + 1 and not any(g.host[i].cause is not Cause.LAUNCH_OVERHEAD for i in range(a + 1, b)):
+            for i in range(a + 1, b):  # the next (its Python, the indexing that feeds it), where nothing else is
+                mine[i] = True
     new_call = True
     for i, seg in enumerate(g.host):
         if mine[i]:
@@ -424,7 +423,7 @@ class StepWhatIfs:
     #: the optimizer labels (``Optimizer.step#…``) whose step is fused or for-each already (:func:`per_parameter`)
     multi_tensor: frozenset = frozenset()
     #: ops the program calls one at a time many times a step (:func:`called_in_a_loop`), and the step with the
-    #: launches of the first two issued as one call each run
+    #: launches of each issued as one call each run
     loops: list = field(default_factory=list)
     loop_fixed_us: float | None = None
     #: its syncs that read back a backward node's NaN check (:attr:`HostSeg.nan_check`)
@@ -442,7 +441,7 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     where = _compute_group(path)
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     loops = called_in_a_loop(g)
-    loop_fixed = (simulate(g, _graphed(g, base_timing, ops=frozenset((lp.op, lp.label) for lp in loops[:2])))
+    loop_fixed = (simulate(g, _loop_as_one(g, base_timing, frozenset().union(*(lp.owners for lp in loops))))
                   .period_us if loops else None)
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
                        _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
@@ -467,6 +466,7 @@ class Loop:
     calls: int
     launches: int
     source: str | None = None  # the program's line that calls it, where the trace recorded Python calls
+    owners: frozenset = field(default=frozenset(), compare=False, repr=False)  # id() of each of its calls
 
     def words(self) -> str:
         place = f"in '{self.label}'" if self.label else "outside any label"
@@ -489,7 +489,7 @@ def called_in_a_loop(g: StepGraph) -> list[Loop]:
         calls[w.op, w.label].add(seg.owner)
         launches[w.op, w.label] += len(seg.launches)
         first.setdefault((w.op, w.label), seg)
-    loops = [Loop(op, label, len(owners), launches[op, label], _source_of(g, first[op, label]))
+    loops = [Loop(op, label, len(owners), launches[op, label], _source_of(g, first[op, label]), frozenset(owners))
              for (op, label), owners in calls.items() if len(owners) >= LOOP_CALLS]
     return sorted(loops, key=lambda lp: -lp.launches)
 
@@ -509,6 +509,8 @@ def _source_of(g: StepGraph, seg) -> str | None:
     return str(source_of_frame(best.name)) if best is not None else None
 
 
+#: What the launch-overhead fix adds where a loop of the program's leads (:func:`loops_in`): not a fix of its own.
+LOOP_HINT = "; most of them come from a loop of the program's"
 #: How to make a loop's launches few (:func:`called_in_a_loop`).
 LOOP_FIX = ("where its calls are independent of one another, one op over all their tensors (a torch._foreach_ op, "
             "or torch.stack or cat and one call); else the loop compiled or captured in a CUDA graph: either makes "
@@ -521,7 +523,7 @@ def loops_in(per_step: list[StepWhatIfs], label: str | None = None) -> str:
     loops = [lp for lp in _middle(per_step).loops if label is None or lp.label == label][:2]
     if not loops:
         return ""
-    return f"; most of them come from a loop of the program's, {' and '.join(lp.words() for lp in loops)}: {LOOP_FIX}"
+    return f"{LOOP_HINT}, {' and '.join(lp.words() for lp in loops)}: {LOOP_FIX}"
 
 
 def _loop_candidates(per_step: list[StepWhatIfs], path, base: float, rank, pool) -> list[WhatIf]:
@@ -859,7 +861,7 @@ def _first(counted: list[WhatIf], regions: list[WhatIf], base: float) -> WhatIf:
         return best
     smaller = [w for w in counted + regions if w.saving_ms >= PLACE_SHARE * best.saving_ms and w is not best
                and not is_loop_sync(w)
-               and (w.cause is not Cause.LAUNCH_OVERHEAD or w.fix != FIXES[w.cause])]  # its own fix: a flag
+               and (w.cause is not Cause.LAUNCH_OVERHEAD or w.fix.split(LOOP_HINT)[0] != FIXES[w.cause])]  # own fix
     return max(smaller, key=lambda w: w.saving_ms) if smaller else best
 
 
