@@ -82,3 +82,30 @@ def test_a_loop_is_an_op_called_at_least_loop_calls_times(calls):
     trace = Trace({"traceEvents": events})
     loops = V.called_in_a_loop(step_graph(trace, trace.steps[0]))
     assert [(lp.op, lp.calls) for lp in loops] == ([("aten::mul_", calls)] if calls >= V.LOOP_CALLS else [])
+
+
+def test_a_loops_what_if_takes_the_backward_nodes_linked_to_its_calls():
+    # a loss computed sample by sample (128 cross-entropies in 'loss'): each call's backward nodes are linked to it
+    # in the trace, and one call over the batch would have one; without those links the what-if keeps the
+    # backward's 128 × their launches
+    from profiling_guide.analysis.critical_path import observed_timing, simulate
+
+    path = DATA / "loops" / "per_sample_loss.trace.json.gz"
+    trace = Trace.load(path)
+    steps, _ = V.complete_steps(trace.steps)
+    g = step_graph(trace, steps[0])
+    loops = V.called_in_a_loop(g)
+    assert (loops[0].op, loops[0].label, loops[0].calls) == ("aten::cross_entropy_loss", "loss", 128)
+    calls = frozenset().union(*(lp.owners for lp in loops))
+    assert sum(1 for forward in g.backward_of.values() if forward in calls) >= 128
+    timing = observed_timing(g)
+    with_backward = simulate(g, V._loop_as_one(g, timing, calls)).period_us
+    g.backward_of = {}
+    forward_only = simulate(g, V._loop_as_one(g, timing, calls)).period_us
+    assert with_backward < forward_only - 1000.0 and forward_only < simulate(g, timing).period_us
+    # the verdict names the loop, where the reader put it
+    verdict = V.verdict_of(trace, steps).verdict
+    assert (verdict.cause, verdict.where.op, verdict.where.label) == (
+        Cause.LAUNCH_OVERHEAD, "aten::cross_entropy_loss", "loss")
+    label = json.loads(path.with_name("per_sample_loss.label.json").read_text())
+    assert label["saving_ms"]["median"] > 25.0
