@@ -752,3 +752,44 @@ def test_anomaly_detections_nan_checks_are_named_in_the_sync_fix():
     # a step whose .item() reads a loss is not taken for one
     plain = Trace.load(Path(__file__).parent / "data" / "corpus" / "h200" / "host_sync_every2.trace.json.gz")
     assert not any(seg.nan_check for s in complete_steps(plain.steps)[0] for seg in step_graph(plain, s).host)
+
+
+def test_python_that_torch_calls_around_every_op_is_named_in_the_launch_fix():
+    # 40 ops a step, each launched from inside a program's function: called by a builtin (a TorchFunctionMode's
+    # __torch_function__, which torch calls around each call) it is named; called by the program's own code
+    # (the step function calling its ops) it is not
+    def trace_of(caller):
+        def body(start, corr):
+            out = [{"ph": "X", "cat": "python_function", "name": "train.py(10): step", "ts": start + 1,
+                    "dur": 1990.0, "tid": 1, "pid": 1, "args": {"Python id": 1}}]
+            for k in range(40):
+                t = start + 10 + 45 * k
+                if caller == "builtin":
+                    out.append({"ph": "X", "cat": "python_function", "name": "<built-in method add of Tensor>",
+                                "ts": t - 4, "dur": 44.0, "tid": 1, "pid": 1,
+                                "args": {"Python id": 1000 + 2 * k, "Python parent id": 1}})
+                out.append({"ph": "X", "cat": "python_function", "name": "mode.py(7): __torch_function__",
+                            "ts": t - 3, "dur": 42.0, "tid": 1, "pid": 1,
+                            "args": {"Python id": 1001 + 2 * k,
+                                     "Python parent id": 1000 + 2 * k if caller == "builtin" else 1}})
+                out += _launch(t, corr, 5.0, delay=4.0)
+            return out
+        return Trace(_events(3, 2000.0, body))
+
+    named = verdict_of(trace := trace_of("builtin"), trace.steps).verdict
+    assert named.cause is Cause.LAUNCH_OVERHEAD and "inside mode.py:7 __torch_function__" in named.fix, named.fix
+    plain = verdict_of(trace := trace_of("program"), trace.steps).verdict
+    assert plain.cause is Cause.LAUNCH_OVERHEAD and "__torch_function__" not in plain.fix, plain.fix
+
+
+def test_a_modules_forward_is_not_python_torch_calls_around_the_program():
+    from profiling_guide.analysis.verdict import called_by_torch
+    from profiling_guide.trace.model import PythonFrame
+
+    module = PythonFrame("torch/nn/modules/module.py(1783): _call_impl", 0.0, 10.0, 1)
+    hook = PythonFrame("train.py(20): log_activation", 1.0, 2.0, 1, parent=module)
+    forward = PythonFrame("model.py(62): forward", 3.0, 5.0, 1, parent=module)
+    mode = PythonFrame("mode.py(7): __torch_function__", 3.0, 5.0, 1,
+                       parent=PythonFrame("<built-in method add of Tensor>", 2.0, 7.0, 1))
+    mine = PythonFrame("train.py(30): step", 0.0, 10.0, 1, parent=PythonFrame("train.py(40): main", 0.0, 20.0, 1))
+    assert [called_by_torch(f) for f in (hook, forward, mode, mine)] == [True, False, True, False]

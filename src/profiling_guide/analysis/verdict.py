@@ -428,6 +428,8 @@ class StepWhatIfs:
     loop_fixed_us: float | None = None
     #: its syncs that read back a backward node's NaN check (:attr:`HostSeg.nan_check`)
     nan_checks: int = 0
+    #: the program's function that holds most of its launch overhead, and its share (:func:`launch_python`)
+    launch_python: tuple | None = None
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -449,7 +451,7 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
                        frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.python_in_op),
                        frozenset(label for label in {seg.where.label for seg in g.host}
                                  if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
-                       loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check))
+                       loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g))
 
 
 #: An op the program itself calls (not the autograd engine's, nor an optimizer's) at least this many times a step,
@@ -498,15 +500,76 @@ def _source_of(g: StepGraph, seg) -> str | None:
     """The program's innermost Python function open at ``seg``'s call (where the trace recorded Python calls)."""
     call = seg.call
     frames = g.python_frames.get(call.tid) if call is not None and g.python_frames else None
-    if frames is None:
-        return None
+    frame = program_frame_at(frames, call.start_us) if frames else None
+    return str(source_of_frame(frame.name)) if frame is not None else None
+
+
+#: How many of a thread's Python calls that started before a moment :func:`program_frame_at` looks through.
+FRAME_LOOKBACK = 4000
+
+
+def program_frame_at(frames: tuple, t: float):
+    """The program's own innermost Python call open at ``t`` (not torch's, nor Python's library:
+    :func:`~profiling_guide.trace.python_context.source_of_frame`), from one thread's ``(starts, frames)``. Calls
+    nest, so of those open at ``t`` the one that started last is the innermost."""
     starts, found = frames
-    best = None
-    for frame in found[:bisect.bisect_right(starts, call.start_us)]:
-        if frame.end_us >= call.end_us and (best is None or frame.dur_us <= best.dur_us) \
-                and source_of_frame(frame.name) is not None:
-            best = frame
-    return str(source_of_frame(best.name)) if best is not None else None
+    i = bisect.bisect_right(starts, t)
+    for frame in reversed(found[max(i - FRAME_LOOKBACK, 0):i]):
+        if frame.end_us >= t and source_of_frame(frame.name) is not None:
+            return frame
+    return None
+
+
+#: A function of the program's that holds at least this share of the step's launch overhead is named in its fix.
+PYTHON_LAUNCH_SHARE = 0.5
+
+
+def launch_python(g: StepGraph) -> tuple[str, float] | None:
+    """The program's own function, called by torch (:func:`called_by_torch`), inside which most of the step's
+    launch overhead ran (the innermost of the program's frames open in each stretch, on the threads that ran
+    Python), and its share, where one holds :data:`PYTHON_LAUNCH_SHARE` or more (a TorchFunctionMode's
+    ``__torch_function__`` around every call); None where the trace has no Python calls or none does."""
+    if not g.python_frames:
+        return None
+    total, inside = 0.0, defaultdict(float)
+    for seg in g.host:
+        if seg.cause is not Cause.LAUNCH_OVERHEAD or seg.dur_us <= 0:
+            continue
+        tid, start = (seg.call.tid, seg.call.start_us) if seg.call is not None else (seg.tid, seg.start_us)
+        frames = g.python_frames.get(tid)
+        if not frames:  # a thread that runs no Python (the autograd engine's, without hooks)
+            continue
+        total += seg.dur_us
+        frame = program_frame_at(frames, start + seg.dur_us / 2)
+        if frame is not None and called_by_torch(frame):
+            inside[str(source_of_frame(frame.name))] += seg.dur_us
+    if not inside or total <= 0:
+        return None
+    top = max(inside, key=inside.get)
+    share = inside[top] / total
+    return (top, share) if share >= PYTHON_LAUNCH_SHARE else None
+
+
+def called_by_torch(frame) -> bool:
+    """Whether torch called this function of the program's, from its own code or a builtin of its: a hook, a
+    mode's ``__torch_function__``, a tensor subclass's method; not the program's own calls, nor a harness's, nor
+    a module's ``forward``, which ``nn.Module.__call__`` calls as the program asked."""
+    caller = frame.parent  # a mode's __torch_function__ is called from the builtin the program called
+    if caller is None or not caller.name.startswith(("<built-in", "torch/")):
+        return False
+    # a module's forward is the program's own code, though nn.Module's __call__ calls it
+    return not (caller.name.startswith("torch/nn/modules/module.py") and frame.name.endswith(": forward"))
+
+
+def launch_python_in(per_step: list[StepWhatIfs]) -> str:
+    """What the whole step's launch-overhead fix adds where one function of the program's holds most of it."""
+    found = _middle(per_step).launch_python
+    if found is None:
+        return ""
+    source, share = found
+    return (f"; {share:.0%} of it on the threads that run Python is inside {source}, which torch calls around the "
+            "program's calls (a TorchFunctionMode, a hook, a tensor subclass): its Python costs on every call, so "
+            "take it out of the training loop first")
 
 
 #: What the launch-overhead fix adds where a loop of the program's leads (:func:`loops_in`): not a fix of its own.
@@ -793,7 +856,7 @@ def _cause_candidates(per_step: list[StepWhatIfs], path: list[PathShare], path_m
             where = Where()
         fix = step_fix(cause, where, per_step)
         if cause is Cause.LAUNCH_OVERHEAD:
-            fix += loops_in(per_step) + syncs_in_the_way(per_step)
+            fix += launch_python_in(per_step) + loops_in(per_step) + syncs_in_the_way(per_step)
         candidates.append(WhatIf(cause, _ranked(where, rank), base, pool([s.fixed_us[cause] for s in per_step]),
                                  path_ms.get(cause, 0.0), fix))
     return candidates
