@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from profiling_guide.analysis import launch_sources as L
 from profiling_guide.analysis import verdict as V
 from profiling_guide.analysis.causes import Cause
 from profiling_guide.analysis.step_graph import step_graph
@@ -22,10 +23,10 @@ DATA = Path(__file__).parent / "data"
 EMA = DATA / "loops" / "ema_per_parameter.trace.json.gz"
 
 
-def _loops(path: Path) -> list[list[V.Loop]]:
+def _loops(path: Path) -> list[list[L.Loop]]:
     trace = Trace.load(path)
     steps, _ = V.complete_steps(trace.steps)
-    return [V.called_in_a_loop(step_graph(trace, s)) for s in steps]
+    return [L.called_in_a_loop(step_graph(trace, s)) for s in steps]
 
 
 def test_a_per_parameter_loop_is_found_with_its_calls_and_launches():
@@ -66,7 +67,7 @@ def test_a_loop_over_a_models_layers_gets_the_compiled_or_graphed_fix_too():
     assert "independent of one another" in first.fix and "compiled or captured in a CUDA graph" in first.fix
 
 
-@pytest.mark.parametrize("calls", [V.LOOP_CALLS - 1, V.LOOP_CALLS])
+@pytest.mark.parametrize("calls", [L.LOOP_CALLS - 1, L.LOOP_CALLS])
 def test_a_loop_is_an_op_called_at_least_loop_calls_times(calls):
     events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0.0, "dur": 20.0 * calls + 100,
                "tid": 1, "pid": 1}]
@@ -80,8 +81,8 @@ def test_a_loop_is_an_op_called_at_least_loop_calls_times(calls):
              "pid": 0, "args": {"correlation": c, "stream": 7}},
         ]
     trace = Trace({"traceEvents": events})
-    loops = V.called_in_a_loop(step_graph(trace, trace.steps[0]))
-    assert [(lp.op, lp.calls) for lp in loops] == ([("aten::mul_", calls)] if calls >= V.LOOP_CALLS else [])
+    loops = L.called_in_a_loop(step_graph(trace, trace.steps[0]))
+    assert [(lp.op, lp.calls) for lp in loops] == ([("aten::mul_", calls)] if calls >= L.LOOP_CALLS else [])
 
 
 def test_a_loops_what_if_takes_the_backward_nodes_linked_to_its_calls():
@@ -94,7 +95,7 @@ def test_a_loops_what_if_takes_the_backward_nodes_linked_to_its_calls():
     trace = Trace.load(path)
     steps, _ = V.complete_steps(trace.steps)
     g = step_graph(trace, steps[0])
-    loops = V.called_in_a_loop(g)
+    loops = L.called_in_a_loop(g)
     assert (loops[0].op, loops[0].label, loops[0].calls) == ("aten::cross_entropy_loss", "loss", 128)
     calls = frozenset().union(*(lp.owners for lp in loops))
     assert sum(1 for forward in g.backward_of.values() if forward in calls) >= 128

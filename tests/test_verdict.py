@@ -783,7 +783,7 @@ def test_python_that_torch_calls_around_every_op_is_named_in_the_launch_fix():
 
 
 def test_a_modules_forward_is_not_python_torch_calls_around_the_program():
-    from profiling_guide.analysis.verdict import called_by_torch
+    from profiling_guide.analysis.launch_sources import called_by_torch
     from profiling_guide.trace.model import PythonFrame
 
     module = PythonFrame("torch/nn/modules/module.py(1783): _call_impl", 0.0, 10.0, 1)

@@ -84,75 +84,92 @@ class Run:
 
 def simulate(g: StepGraph, timing: Timing, replicas: int = REPLICAS) -> Run:
     """Run ``replicas`` copies of the step back to back with ``timing`` (see the module docstring)."""
-    nh, nd = len(g.host), len(g.dev)
+    nh = len(g.host)
     hs, he, hpred = [0.0] * (nh * replicas), [0.0] * (nh * replicas), [None] * (nh * replicas)
-    ds, de, dpred = [0.0] * (nd * replicas), [0.0] * (nd * replicas), [None] * (nd * replicas)
-    scheduled = [False] * (nd * replicas)
-    tail: dict = {}  # stream → global index of its last scheduled node
-    waiting: dict = {}  # stream → the global index of the work it waits for (a cudaStreamWaitEvent passed)
-    sharing = Sharing() if len({n.stream for n in g.dev if n.fills}) > 1 else None
+    gpu = _Device(g, timing, replicas)
     off_chain = sorted((i for i, n in enumerate(g.dev) if n.host < 0), key=lambda i: g.dev[i].ready_us)
     ends = []
     t = 0.0
     prev = None
-
-    def place(r: int, i: int, ready: float, pred) -> None:
-        node = g.dev[i]
-        k = r * nd + i
-        start, why = ready, pred
-        last = tail.get(node.stream)
-        if last is not None and de[last] + timing.gap_us > start:
-            start, why = de[last] + timing.gap_us, ("stream", ("d", last))
-        if node.dep >= 0 and scheduled[r * nd + node.dep]:
-            dk = r * nd + node.dep
-            if de[dk] + node.dep_lag_us > start:
-                start, why = de[dk] + node.dep_lag_us, ("wait", ("d", dk))
-        awaited = waiting.pop(node.stream, None)
-        if awaited is not None and de[awaited] > start:
-            start, why = de[awaited], ("wait", ("d", awaited))
-        start += node.extra_us
-        end = start + timing.dev_us[i]
-        if sharing is not None and node.fills and timing.dev_us[i] > 0:
-            end = sharing.place(k, node.stream, start, timing.dev_us[i])
-        ds[k], de[k], dpred[k] = start, end, why
-        scheduled[k] = True
-        tail[node.stream] = k
-
     for r in range(replicas):
         step_start = t
         j = 0
         for i, seg in enumerate(g.host):
             k = r * nh + i
             while j < len(off_chain) and g.dev[off_chain[j]].ready_us <= t - step_start:
-                place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
+                gpu.place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
                 j += 1
             start = t
-            if seg.waits is not None and seg.waits[0] in tail:
-                waiting[seg.waits[1]] = tail[seg.waits[0]]
+            gpu.pass_wait(seg)
             for d in seg.launches:
-                place(r, d, start + timing.lag_us[d], ("launch", ("h", k)))
+                gpu.place(r, d, start + timing.lag_us[d], ("launch", ("h", k)))
             end, why = start + timing.host_us[i], ("host", prev)
-            if timing.blocking[i]:
-                if seg.await_node is not None:  # an event sync: the work before its event
-                    node, back = seg.await_node
-                    awaited = (r + back) * nd + node if r + back >= 0 and scheduled[(r + back) * nd + node] else None
-                elif seg.sync == "device":
-                    awaited = max(tail.values(), key=lambda x: de[x], default=None)
-                else:
-                    awaited = tail.get(seg.sync_stream)
-                if awaited is not None and de[awaited] + seg.wait_lag_us > end:
-                    end, why = de[awaited] + seg.wait_lag_us, ("sync", ("d", awaited))
+            awaited = gpu.awaited(seg, r) if timing.blocking[i] else None
+            if awaited is not None and gpu.de[awaited] + seg.wait_lag_us > end:
+                end, why = gpu.de[awaited] + seg.wait_lag_us, ("sync", ("d", awaited))
             hs[k], he[k], hpred[k] = start, end, why
             prev = ("h", k)
             t = end
         while j < len(off_chain):
-            place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
+            gpu.place(r, off_chain[j], step_start + g.dev[off_chain[j]].ready_us, None)
             j += 1
-        last_dev = max((de[r * nd + i] for i in range(nd)), default=t)
-        ends.append(max(t, last_dev))
+        ends.append(max(t, gpu.last_end(r, default=t)))
     period = (ends[-1] - ends[0]) / (replicas - 1) if replicas > 1 else ends[0]
-    return Run(g, timing, hs, he, hpred, ds, de, dpred, ends, period,
-               stretch=sharing.stretch if sharing is not None else {})
+    return Run(g, timing, hs, he, hpred, gpu.ds, gpu.de, gpu.dpred, ends, period,
+               stretch=gpu.sharing.stretch if gpu.sharing is not None else {})
+
+
+class _Device:
+    """The device side of a simulation: when each piece of device work of each replica starts and ends, and what
+    bound its start (its launch, its stream, another stream's work it waits for, a kernel it shares the GPU
+    with)."""
+
+    def __init__(self, g: StepGraph, timing: Timing, replicas: int):
+        self.g, self.timing, self.nd = g, timing, len(g.dev)
+        n = self.nd * replicas
+        self.ds, self.de, self.dpred = [0.0] * n, [0.0] * n, [None] * n
+        self.scheduled = [False] * n
+        self.tail: dict = {}  # stream → global index of its last scheduled node
+        self.waiting: dict = {}  # stream → the global index of the work it waits for (a cudaStreamWaitEvent passed)
+        self.sharing = Sharing() if len({node.stream for node in g.dev if node.fills}) > 1 else None
+
+    def pass_wait(self, seg) -> None:
+        """A ``cudaStreamWaitEvent`` the host passes: its stream's next work waits for the other's work so far."""
+        if seg.waits is not None and seg.waits[0] in self.tail:
+            self.waiting[seg.waits[1]] = self.tail[seg.waits[0]]
+
+    def place(self, r: int, i: int, ready: float, pred) -> None:
+        node, de = self.g.dev[i], self.de
+        k = r * self.nd + i
+        start, why = ready, pred
+        last = self.tail.get(node.stream)
+        if last is not None and de[last] + self.timing.gap_us > start:
+            start, why = de[last] + self.timing.gap_us, ("stream", ("d", last))
+        dk = r * self.nd + node.dep
+        if node.dep >= 0 and self.scheduled[dk] and de[dk] + node.dep_lag_us > start:
+            start, why = de[dk] + node.dep_lag_us, ("wait", ("d", dk))
+        awaited = self.waiting.pop(node.stream, None)
+        if awaited is not None and de[awaited] > start:
+            start, why = de[awaited], ("wait", ("d", awaited))
+        start += node.extra_us
+        dur = self.timing.dev_us[i]
+        end = self.sharing.place(k, node.stream, start, dur) if self.sharing and node.fills and dur > 0 else start + dur
+        self.ds[k], de[k], self.dpred[k] = start, end, why
+        self.scheduled[k] = True
+        self.tail[node.stream] = k
+
+    def awaited(self, seg, r: int) -> int | None:
+        """The device work a blocking call of replica ``r`` waits for (global index), if it is scheduled."""
+        if seg.await_node is not None:  # an event sync: the work before its event
+            node, back = seg.await_node
+            k = (r + back) * self.nd + node
+            return k if r + back >= 0 and self.scheduled[k] else None
+        if seg.sync == "device":
+            return max(self.tail.values(), key=lambda x: self.de[x], default=None)
+        return self.tail.get(seg.sync_stream)
+
+    def last_end(self, r: int, default: float) -> float:
+        return max((self.de[r * self.nd + i] for i in range(self.nd)), default=default)
 
 
 class Sharing:

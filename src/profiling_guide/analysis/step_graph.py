@@ -41,6 +41,8 @@ from profiling_guide.analysis.causes import Cause, Where
 from profiling_guide.trace.model import CpuOp, DeviceEvent, RuntimeCall, Step, Trace
 from profiling_guide.trace.python_context import frame_words, source_of_frame
 
+#: The label torch.optim records around ``Optimizer.step`` (``Optimizer.step#AdamW.step``).
+OPTIMIZER_LABEL = "Optimizer.step#"
 #: Calls that wait for one stream's work: the stream of the work they are seen waiting for.
 STREAM_SYNC = re.compile(r"^(cudaStreamSynchronize|cudaEventSynchronize|cuStreamSynchronize|cuEventSynchronize"
                          r"|cudaMemcpy|cudaMemcpy2D|cudaMemset|cuMemcpyDtoH(_v2)?|cuMemcpyHtoD(_v2)?)$")
@@ -818,34 +820,34 @@ WAIT_LOOKAHEAD = 64
 def _stream_waits(host: list[HostSeg], dev: list[DevNode], trace: Trace) -> None:
     """The streams of each ``cudaStreamWaitEvent`` (``a.wait_stream(b)``), which the trace does not record: the
     stream that waits is the one that gets work first after the wait, and the event was recorded on the other
-    stream that got work last before its ``cudaEventRecord`` (in this step or the one before). Kept only where the trace agrees: that
-    work started after the recorded stream's work before the event had ended. The re-timing then holds that
-    work back, however much faster the host runs, as the GPU did (and across steps: a side stream that waits
-    for the work the step before left on the main stream)."""
-    if not dev:
-        return
+    stream that got work last before its ``cudaEventRecord`` (in this step or the one before). Kept only where
+    the trace agrees: that work started after the recorded stream's work before the event had ended. The
+    re-timing then holds that work back, however much faster the host runs, as the GPU did (and across steps: a
+    side stream that waits for the work the step before left on the main stream)."""
     # NCCL's streams wait on and are waited for by events the collectives' own code records: what they wait for
     # is read from when their work starts (:func:`_dependencies`), not from the order of the calls
     talking = {n.stream for n in dev if n.cause is Cause.EXPOSED_COMMUNICATION}
     streams = {n.stream for n in dev}
     recorded = None
     for i, seg in enumerate(host):
-        name = seg.call.name if seg.kind == "call" and seg.call is not None else None
-        if name is None:
-            continue
+        name = seg.call.name if seg.kind == "call" and seg.call is not None else ""
         if EVENT_RECORD.match(name):
             recorded = seg.call.start_us
         elif STREAM_WAIT.match(name) and recorded is not None:
             first = next((dev[d] for later in host[i + 1: i + 1 + WAIT_LOOKAHEAD] for d in later.launches), None)
-            if first is None or first.stream in talking:
-                continue
-            # the recorded stream: of the others, the one that got work last before the event was recorded
-            before = max((ev for ev in (_last_launched(trace, s, recorded) for s in streams - {first.stream})
-                          if ev is not None), key=lambda ev: ev.launch.start_us, default=None)
-            if before is not None and before.stream not in talking and first.event.start_us >= before.end_us - SLACK_US:
+            before = _recorded_work(trace, streams, first, recorded) if first is not None else None
+            if before is not None and not {before.stream, first.stream} & talking \
+                    and first.event.start_us >= before.end_us - SLACK_US:
                 seg.waits = (before.stream, first.stream)
                 # its start, late for its launch, is explained by the wait now, up to when that work ended
                 first.extra_us = min(first.extra_us, max(first.event.start_us - before.end_us - WAIT_SLACK_US, 0.0))
+
+
+def _recorded_work(trace: Trace, streams: set, first: DevNode, recorded: float) -> DeviceEvent | None:
+    """The work an event recorded at ``recorded`` stands for: of the streams other than the waiting one's
+    (``first``'s), the work launched last before it."""
+    candidates = (_last_launched(trace, stream, recorded) for stream in streams - {first.stream})
+    return max((ev for ev in candidates if ev is not None), key=lambda ev: ev.launch.start_us, default=None)
 
 
 def _last_launched(trace: Trace, stream, at: float) -> DeviceEvent | None:

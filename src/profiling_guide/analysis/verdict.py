@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from profiling_guide.analysis.causes import FIXES, Cause, Where
+from profiling_guide.analysis.launch_sources import called_in_a_loop, launch_python
 from profiling_guide.analysis.critical_path import (
     PathShare,
     Timing,
@@ -55,13 +55,13 @@ from profiling_guide.analysis.critical_path import (
 )
 from profiling_guide.analysis.step_graph import (
     DATA_SHAPE_OPS,
+    OPTIMIZER_LABEL,
     StepGraph,
     blocks,
     is_compiled_triton_launch,
     step_graph,
 )
 from profiling_guide.trace.model import Step, Trace
-from profiling_guide.trace.python_context import source_of_frame
 
 #: The profiler's cost per recorded CPU op and per runtime call (µs), with ``record_shapes=True``: fitted to two
 #: CPU-bound workloads timed with the profiler off and on (the references.json of tests/data/corpus/h100 and
@@ -454,113 +454,6 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
                        loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g))
 
 
-#: An op the program itself calls (not the autograd engine's, nor an optimizer's) at least this many times a step,
-#: one launch or a few each, is a loop of the program's: its launches are the fix's first target.
-LOOP_CALLS = 64
-
-
-@dataclass(frozen=True)
-class Loop:
-    """An op the program calls one at a time many times a step: how often, its launches, where."""
-
-    op: str
-    label: str | None
-    calls: int
-    launches: int
-    source: str | None = None  # the program's line that calls it, where the trace recorded Python calls
-    owners: frozenset = field(default=frozenset(), compare=False, repr=False)  # id() of each of its calls
-
-    def words(self) -> str:
-        place = f"in '{self.label}'" if self.label else "outside any label"
-        at = f", {self.source}" if self.source else ""
-        return f"{self.op} called {self.calls} times a step ({self.launches} launches, {place}{at})"
-
-
-def called_in_a_loop(g: StepGraph) -> list[Loop]:
-    """The ops the step's own thread calls at its top level (not nested in another op; not the autograd engine's
-    nodes, nor inside an optimizer's step, which has its own fix) :data:`LOOP_CALLS` times or more, most launches
-    first: a Python loop over parameters, chunks or samples, each pass launching its own kernels."""
-    calls: dict = defaultdict(set)
-    launches: Counter = Counter()
-    first: dict = {}
-    for seg in g.host:
-        w = seg.where
-        if (seg.cause is not Cause.LAUNCH_OVERHEAD or not seg.launches or not seg.owner or w.op is None
-                or w.op.startswith(("autograd::", "torch::autograd::")) or (w.label or "").startswith(OPTIMIZER_LABEL)):
-            continue
-        calls[w.op, w.label].add(seg.owner)
-        launches[w.op, w.label] += len(seg.launches)
-        first.setdefault((w.op, w.label), seg)
-    loops = [Loop(op, label, len(owners), launches[op, label], _source_of(g, first[op, label]), frozenset(owners))
-             for (op, label), owners in calls.items() if len(owners) >= LOOP_CALLS]
-    return sorted(loops, key=lambda lp: -lp.launches)
-
-
-def _source_of(g: StepGraph, seg) -> str | None:
-    """The program's innermost Python function open at ``seg``'s call (where the trace recorded Python calls)."""
-    call = seg.call
-    frames = g.python_frames.get(call.tid) if call is not None and g.python_frames else None
-    frame = program_frame_at(frames, call.start_us) if frames else None
-    return str(source_of_frame(frame.name)) if frame is not None else None
-
-
-#: How many of a thread's Python calls that started before a moment :func:`program_frame_at` looks through.
-FRAME_LOOKBACK = 4000
-
-
-def program_frame_at(frames: tuple, t: float):
-    """The program's own innermost Python call open at ``t`` (not torch's, nor Python's library:
-    :func:`~profiling_guide.trace.python_context.source_of_frame`), from one thread's ``(starts, frames)``. Calls
-    nest, so of those open at ``t`` the one that started last is the innermost."""
-    starts, found = frames
-    i = bisect.bisect_right(starts, t)
-    for frame in reversed(found[max(i - FRAME_LOOKBACK, 0):i]):
-        if frame.end_us >= t and source_of_frame(frame.name) is not None:
-            return frame
-    return None
-
-
-#: A function of the program's that holds at least this share of the step's launch overhead is named in its fix.
-PYTHON_LAUNCH_SHARE = 0.5
-
-
-def launch_python(g: StepGraph) -> tuple[str, float] | None:
-    """The program's own function, called by torch (:func:`called_by_torch`), inside which most of the step's
-    launch overhead ran (the innermost of the program's frames open in each stretch, on the threads that ran
-    Python), and its share, where one holds :data:`PYTHON_LAUNCH_SHARE` or more (a TorchFunctionMode's
-    ``__torch_function__`` around every call); None where the trace has no Python calls or none does."""
-    if not g.python_frames:
-        return None
-    total, inside = 0.0, defaultdict(float)
-    for seg in g.host:
-        if seg.cause is not Cause.LAUNCH_OVERHEAD or seg.dur_us <= 0:
-            continue
-        tid, start = (seg.call.tid, seg.call.start_us) if seg.call is not None else (seg.tid, seg.start_us)
-        frames = g.python_frames.get(tid)
-        if not frames:  # a thread that runs no Python (the autograd engine's, without hooks)
-            continue
-        total += seg.dur_us
-        frame = program_frame_at(frames, start + seg.dur_us / 2)
-        if frame is not None and called_by_torch(frame):
-            inside[str(source_of_frame(frame.name))] += seg.dur_us
-    if not inside or total <= 0:
-        return None
-    top = max(inside, key=inside.get)
-    share = inside[top] / total
-    return (top, share) if share >= PYTHON_LAUNCH_SHARE else None
-
-
-def called_by_torch(frame) -> bool:
-    """Whether torch called this function of the program's, from its own code or a builtin of its: a hook, a
-    mode's ``__torch_function__``, a tensor subclass's method; not the program's own calls, nor a harness's, nor
-    a module's ``forward``, which ``nn.Module.__call__`` calls as the program asked."""
-    caller = frame.parent  # a mode's __torch_function__ is called from the builtin the program called
-    if caller is None or not caller.name.startswith(("<built-in", "torch/")):
-        return False
-    # a module's forward is the program's own code, though nn.Module's __call__ calls it
-    return not (caller.name.startswith("torch/nn/modules/module.py") and frame.name.endswith(": forward"))
-
-
 def launch_python_in(per_step: list[StepWhatIfs]) -> str:
     """What the whole step's launch-overhead fix adds where one function of the program's holds most of it."""
     found = _middle(per_step).launch_python
@@ -869,23 +762,33 @@ def _middle(per_step: list[StepWhatIfs]) -> StepWhatIfs:
 
 def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
     """The fix for ``cause`` at ``where``: :func:`fix_for`'s, but where the steps' own facts call for another:
-    copies pinned already (:data:`COPY_AHEAD_FIX`), a host gap of setup (:data:`SETUP_FIX`) or of Python inside an
-    op (:data:`PYTHON_IN_OP_FIX`), an optimizer that is
-    fused or for-each already (the graphs' plain fix, not :data:`OPTIMIZER_FIX`), GEMMs on float32
+    copies pinned already (:data:`COPY_AHEAD_FIX`), a host gap of setup or of Python inside an op
+    (:func:`_host_gap_fix`), syncs that are anomaly detection's NaN checks (:data:`NAN_CHECK_FIX`), an optimizer
+    that is fused or for-each already (the graphs' plain fix, not :data:`OPTIMIZER_FIX`), GEMMs on float32
     (:data:`FP32_GEMM_FIX`)."""
+    special = None
     if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
-        return COPY_AHEAD_FIX
-    if cause is Cause.HOST_GAP and any((where.op, where.label) in s.setup for s in per_step):
+        special = COPY_AHEAD_FIX
+    elif cause is Cause.HOST_GAP:
+        special = _host_gap_fix(where, per_step)
+    elif cause is Cause.HOST_SYNC and where.op == "aten::item" and _mostly_nan_checks(per_step):
+        special = NAN_CHECK_FIX
+    elif cause is Cause.LAUNCH_OVERHEAD and any(where.label in s.multi_tensor for s in per_step):
+        special = FIXES[cause]
+    elif cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
+        special = FP32_GEMM_FIX
+    return special or fix_for(cause, where)
+
+
+def _host_gap_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
+    """A host gap's fix where its stretches are setup inside an op (:data:`SETUP_FIX`) or Python hooked into one
+    (:data:`ANOMALY_FIX` for anomaly detection's, else :data:`PYTHON_IN_OP_FIX`); None otherwise."""
+    place = (where.op, where.label)
+    if any(place in s.setup for s in per_step):
         return SETUP_FIX
-    if cause is Cause.HOST_SYNC and where.op == "aten::item" and _mostly_nan_checks(per_step):
-        return NAN_CHECK_FIX
-    if cause is Cause.HOST_GAP and any((where.op, where.label) in s.python_in_ops for s in per_step):
+    if any(place in s.python_in_ops for s in per_step):
         return ANOMALY_FIX if ANOMALY_FRAME in (where.source or "") else PYTHON_IN_OP_FIX
-    if cause is Cause.LAUNCH_OVERHEAD and any(where.label in s.multi_tensor for s in per_step):
-        return FIXES[cause]
-    if cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
-        return FP32_GEMM_FIX
-    return fix_for(cause, where)
+    return None
 
 
 def _mostly_nan_checks(per_step: list[StepWhatIfs]) -> bool:
@@ -1003,9 +906,8 @@ def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, poo
 #: aten::nonzero): the host cannot issue what follows until it knows the shape.
 DATA_SHAPE_FIX = ("keep shapes independent of the data: torch.where or a multiplication by the mask instead of "
                   "boolean-mask indexing, nonzero or unique (each makes the host wait to learn the shape)")
-#: The label torch.optim records around ``Optimizer.step`` (``Optimizer.step#AdamW.step``), and the fix for
-#: launch overhead there: its for-each-parameter kernels fused into a few.
-OPTIMIZER_LABEL = "Optimizer.step#"
+#: The fix for launch overhead in an optimizer's step (:data:`~.step_graph.OPTIMIZER_LABEL`): its
+#: for-each-parameter kernels fused into a few.
 OPTIMIZER_FIX = ("launch the optimizer's work in a few kernels: fused=True (or foreach=True) in torch.optim, "
                  "or capture the step in a CUDA graph")
 

@@ -1,0 +1,130 @@
+"""Where a step's launches come from in the program: a loop that calls one op at a time, Python that torch calls
+around each call.
+
+A launch-bound step's fix depends on what issues its launches. Two shapes are
+found from the trace alone:
+
+* **a loop of the program's** (:func:`called_in_a_loop`): one op called at the
+  step's top level :data:`LOOP_CALLS` times or more (a loop over parameters,
+  chunks, samples or layers), each call launching its own kernels;
+* **Python that torch calls around each call** (:func:`launch_python`), where
+  the trace records Python calls (``with_stack=True``): one function of the
+  program's, called from torch's code or a builtin (a ``TorchFunctionMode``'s
+  ``__torch_function__``, a hook), inside which most of the launch overhead ran.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from profiling_guide.analysis.causes import Cause
+from profiling_guide.analysis.step_graph import OPTIMIZER_LABEL, StepGraph
+from profiling_guide.trace.python_context import source_of_frame
+
+#: An op the program itself calls (not the autograd engine's, nor an optimizer's) at least this many times a step,
+#: one launch or a few each, is a loop of the program's: its launches are the fix's first target.
+LOOP_CALLS = 64
+
+
+@dataclass(frozen=True)
+class Loop:
+    """An op the program calls one at a time many times a step: how often, its launches, where."""
+
+    op: str
+    label: str | None
+    calls: int
+    launches: int
+    source: str | None = None  # the program's line that calls it, where the trace recorded Python calls
+    owners: frozenset = field(default=frozenset(), compare=False, repr=False)  # id() of each of its calls
+
+    def words(self) -> str:
+        place = f"in '{self.label}'" if self.label else "outside any label"
+        at = f", {self.source}" if self.source else ""
+        return f"{self.op} called {self.calls} times a step ({self.launches} launches, {place}{at})"
+
+
+def called_in_a_loop(g: StepGraph) -> list[Loop]:
+    """The ops the step's own thread calls at its top level (not nested in another op; not the autograd engine's
+    nodes, nor inside an optimizer's step, which has its own fix) :data:`LOOP_CALLS` times or more, most launches
+    first: a Python loop over parameters, chunks or samples, each pass launching its own kernels."""
+    calls: dict = defaultdict(set)
+    launches: Counter = Counter()
+    first: dict = {}
+    for seg in g.host:
+        w = seg.where
+        if (seg.cause is not Cause.LAUNCH_OVERHEAD or not seg.launches or not seg.owner or w.op is None
+                or w.op.startswith(("autograd::", "torch::autograd::")) or (w.label or "").startswith(OPTIMIZER_LABEL)):
+            continue
+        calls[w.op, w.label].add(seg.owner)
+        launches[w.op, w.label] += len(seg.launches)
+        first.setdefault((w.op, w.label), seg)
+    loops = [Loop(op, label, len(owners), launches[op, label], _source_of(g, first[op, label]), frozenset(owners))
+             for (op, label), owners in calls.items() if len(owners) >= LOOP_CALLS]
+    return sorted(loops, key=lambda lp: -lp.launches)
+
+
+def _source_of(g: StepGraph, seg) -> str | None:
+    """The program's innermost Python function open at ``seg``'s call (where the trace recorded Python calls)."""
+    call = seg.call
+    frames = g.python_frames.get(call.tid) if call is not None and g.python_frames else None
+    frame = program_frame_at(frames, call.start_us) if frames else None
+    return str(source_of_frame(frame.name)) if frame is not None else None
+
+
+#: How many of a thread's Python calls that started before a moment :func:`program_frame_at` looks through.
+FRAME_LOOKBACK = 4000
+
+
+def program_frame_at(frames: tuple, t: float):
+    """The program's own innermost Python call open at ``t`` (not torch's, nor Python's library:
+    :func:`~profiling_guide.trace.python_context.source_of_frame`), from one thread's ``(starts, frames)``. Calls
+    nest, so of those open at ``t`` the one that started last is the innermost."""
+    starts, found = frames
+    i = bisect.bisect_right(starts, t)
+    for frame in reversed(found[max(i - FRAME_LOOKBACK, 0):i]):
+        if frame.end_us >= t and source_of_frame(frame.name) is not None:
+            return frame
+    return None
+
+
+#: A function of the program's that holds at least this share of the step's launch overhead is named in its fix.
+PYTHON_LAUNCH_SHARE = 0.5
+
+
+def launch_python(g: StepGraph) -> tuple[str, float] | None:
+    """The program's own function, called by torch (:func:`called_by_torch`), inside which most of the step's
+    launch overhead ran (the innermost of the program's frames open in each stretch, on the threads that ran
+    Python), and its share, where one holds :data:`PYTHON_LAUNCH_SHARE` or more (a TorchFunctionMode's
+    ``__torch_function__`` around every call); None where the trace has no Python calls or none does."""
+    if not g.python_frames:
+        return None
+    total, inside = 0.0, defaultdict(float)
+    for seg in g.host:
+        if seg.cause is not Cause.LAUNCH_OVERHEAD or seg.dur_us <= 0:
+            continue
+        tid, start = (seg.call.tid, seg.call.start_us) if seg.call is not None else (seg.tid, seg.start_us)
+        frames = g.python_frames.get(tid)
+        if not frames:  # a thread that runs no Python (the autograd engine's, without hooks)
+            continue
+        total += seg.dur_us
+        frame = program_frame_at(frames, start + seg.dur_us / 2)
+        if frame is not None and called_by_torch(frame):
+            inside[str(source_of_frame(frame.name))] += seg.dur_us
+    if not inside or total <= 0:
+        return None
+    top = max(inside, key=inside.get)
+    share = inside[top] / total
+    return (top, share) if share >= PYTHON_LAUNCH_SHARE else None
+
+
+def called_by_torch(frame) -> bool:
+    """Whether torch called this function of the program's, from its own code or a builtin of its: a hook, a
+    mode's ``__torch_function__``, a tensor subclass's method; not the program's own calls, nor a harness's, nor
+    a module's ``forward``, which ``nn.Module.__call__`` calls as the program asked."""
+    caller = frame.parent  # a mode's __torch_function__ is called from the builtin the program called
+    if caller is None or not caller.name.startswith(("<built-in", "torch/")):
+        return False
+    # a module's forward is the program's own code, though nn.Module's __call__ calls it
+    return not (caller.name.startswith("torch/nn/modules/module.py") and frame.name.endswith(": forward"))
