@@ -110,7 +110,8 @@ def time_breakdown(events: list[DeviceEvent]) -> TimeBreakdown:
     return TimeBreakdown(span, busy, compute, comm, overlap, comm_kernels)
 
 
-def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def merged(intervals) -> list[tuple[float, float]]:
+    """Intervals merged where they overlap, in order."""
     out: list[list[float]] = []
     for lo, hi in sorted(intervals):
         if out and lo <= out[-1][1]:
@@ -127,7 +128,7 @@ def collective_exposure(events: list[DeviceEvent]) -> list[tuple[DeviceEvent, fl
     meanwhile. Summed over a step's kernels, the exposed parts can exceed the
     step's exposed communication where collectives overlap one another.
     """
-    compute = _merged([(ev.start_us, ev.end_us) for ev in events if ev.dur_us > 0 and event_class(ev) == _COMPUTE])
+    compute = merged([(ev.start_us, ev.end_us) for ev in events if ev.dur_us > 0 and event_class(ev) == _COMPUTE])
     starts = [lo for lo, _ in compute]
     out = []
     for ev in sorted((e for e in events if event_class(e) == _COMM), key=lambda e: e.start_us):

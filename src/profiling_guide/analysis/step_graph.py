@@ -38,6 +38,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from profiling_guide.analysis.causes import Cause, Where
+from profiling_guide.analysis.overlap import merged
 from profiling_guide.trace.model import CpuOp, DeviceEvent, RuntimeCall, Step, Trace
 from profiling_guide.trace.python_context import frame_words, source_of_frame
 
@@ -727,7 +728,7 @@ def _share_the_gpu(dev: list[DevNode], sms: int | None) -> None:
     if len(by_stream) < 2:
         return
     for stream in by_stream:
-        others = _union(iv for s, ivs in by_stream.items() if s != stream for iv in ivs)
+        others = merged(iv for s, ivs in by_stream.items() if s != stream for iv in ivs)
         starts = [a for a, _ in others]
         for node in dev:
             if node.fills and node.stream == stream:
@@ -737,17 +738,6 @@ def _share_the_gpu(dev: list[DevNode], sms: int | None) -> None:
                     overlap += max(0.0, min(b, others[i][1]) - max(a, others[i][0]))
                     i += 1
                 node.solo_us = max(node.dur_us - overlap * (1 - SHARED_SPEED), 0.0)
-
-
-def _union(intervals) -> list[tuple[float, float]]:
-    """Intervals merged where they overlap, in order."""
-    out: list[list[float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
 
 
 def _stream_before(trace: Trace, dev: list[DevNode]) -> dict:
