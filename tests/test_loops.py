@@ -54,7 +54,8 @@ def test_the_loops_launches_issued_as_one_call_save_about_what_foreach_saved():
     assert "torch._foreach_" in loop.fix and "200 times a step" in loop.fix
     # the whole step's launch overhead (CUDA graphs) is larger still, and its fix names the loop first
     assert verdict.what_if[0].cause is Cause.LAUNCH_OVERHEAD and verdict.what_if[0].saving_ms > loop.saving_ms
-    assert "a loop of the program's, aten::mul_ called 200 times a step" in verdict.what_if[0].fix
+    assert "a loop of the program's, aten::mul_ and aten::add_, each called 200 times a step (400 launches" \
+        in verdict.what_if[0].fix
 
 
 def test_a_loop_over_a_models_layers_gets_the_compiled_or_graphed_fix_too():

@@ -45,6 +45,19 @@ class Loop:
         return f"{self.op} called {self.calls} times a step ({self.launches} launches, {place}{at})"
 
 
+def loops_words(loops: list[Loop]) -> str:
+    """Loops as the fix names them; ops called as often from one place are named together
+    (``aten::mul_ and aten::add_, each called 200 times a step (400 launches, outside any label)``)."""
+    if len(loops) > 1 and len({(lp.label, lp.source, lp.calls) for lp in loops}) == 1:
+        first = loops[0]
+        place = f"in '{first.label}'" if first.label else "outside any label"
+        at = f", {first.source}" if first.source else ""
+        ops = " and ".join(lp.op for lp in loops)
+        return (f"{ops}, each called {first.calls} times a step ({sum(lp.launches for lp in loops)} launches, "
+                f"{place}{at})")
+    return " and ".join(lp.words() for lp in loops)
+
+
 def called_in_a_loop(g: StepGraph) -> list[Loop]:
     """The ops the step's own thread calls at its top level (not nested in another op; not the autograd engine's
     nodes, nor inside an optimizer's step, which has its own fix) :data:`LOOP_CALLS` times or more, most launches

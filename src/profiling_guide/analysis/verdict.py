@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from profiling_guide.analysis.causes import FIXES, Cause, Where
-from profiling_guide.analysis.launch_sources import called_in_a_loop, launch_python
+from profiling_guide.analysis.launch_sources import called_in_a_loop, launch_python, loops_words
 from profiling_guide.analysis.critical_path import (
     PathShare,
     Timing,
@@ -468,9 +468,9 @@ def launch_python_in(per_step: list[StepWhatIfs]) -> str:
 #: What the launch-overhead fix adds where a loop of the program's leads (:func:`loops_in`): not a fix of its own.
 LOOP_HINT = "; most of them come from a loop of the program's"
 #: How to make a loop's launches few (:func:`called_in_a_loop`).
-LOOP_FIX = ("where its calls are independent of one another, one op over all their tensors (a torch._foreach_ op, "
+LOOP_FIX = ("where the calls are independent of one another, one op over all their tensors (a torch._foreach_ op, "
             "or torch.stack or cat and one call); else the loop compiled or captured in a CUDA graph: either makes "
-            "its launches a few")
+            "the launches a few")
 
 
 def loops_in(per_step: list[StepWhatIfs], label: str | None = None) -> str:
@@ -479,7 +479,7 @@ def loops_in(per_step: list[StepWhatIfs], label: str | None = None) -> str:
     loops = [lp for lp in _middle(per_step).loops if label is None or lp.label == label][:2]
     if not loops:
         return ""
-    return f"{LOOP_HINT}, {' and '.join(lp.words() for lp in loops)}: {LOOP_FIX}"
+    return f"{LOOP_HINT}, {loops_words(loops)}: {LOOP_FIX}"
 
 
 def _loop_candidates(per_step: list[StepWhatIfs], path, base: float, rank, pool) -> list[WhatIf]:
@@ -493,7 +493,7 @@ def _loop_candidates(per_step: list[StepWhatIfs], path, base: float, rank, pool)
     top = loops[0]
     return [WhatIf(Cause.LAUNCH_OVERHEAD, Where(op=top.op, label=top.label, rank=rank), base,
                    pool([s.loop_fixed_us for s in per_step]), on_path / 1e3,
-                   f"{' and '.join(lp.words() for lp in loops)}: {LOOP_FIX}")]
+                   f"{loops_words(loops)}: {LOOP_FIX}")]
 
 
 def fp32_gemm_share(g: StepGraph) -> float:
