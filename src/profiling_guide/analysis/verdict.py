@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -275,6 +276,45 @@ def _loop_as_one(g: StepGraph, timing: Timing, calls: frozenset) -> Timing:
     return out
 
 
+def cpu_after_copy(g: StepGraph) -> Where | None:
+    """Where the step copies device data to the host and then computes on it there, inside one label: a host
+    gap at one of torch's ops (it ran on the CPU) after a device→host copy in the same ``record_function``
+    region (``logits.cpu().argmax(-1)`` for a metric). The op with the most host time names it; None where
+    there is none."""
+    copied: set = set()
+    gaps: dict = defaultdict(float)
+    for seg in g.host:
+        label = seg.where.label
+        if label is None:
+            continue
+        if any(g.dev[d].direction == "d2h" for d in seg.launches):
+            copied.add(label)
+        elif seg.cause is Cause.HOST_GAP and seg.where.op and label in copied:
+            gaps[seg.where.op, label] += seg.dur_us
+    if not gaps:
+        return None
+    op, label = max(gaps, key=gaps.get)
+    return Where(op=op, label=label)
+
+
+def _on_cpu(g: StepGraph, timing: Timing) -> tuple[Where, float] | None:
+    """:func:`cpu_after_copy`'s place, and the step with that region's work done on the GPU: its host gaps and
+    its device→host copies gone, their calls not blocking."""
+    where = cpu_after_copy(g)
+    if where is None:
+        return None
+    out = timing.copy()
+    for i, seg in enumerate(g.host):
+        if seg.where.label != where.label:
+            continue
+        copies = [d for d in seg.launches if g.dev[d].direction == "d2h"]
+        if seg.cause is Cause.HOST_GAP or copies or (seg.sync == "stream" and seg.cause is Cause.HOST_SYNC):
+            out.host_us[i], out.blocking[i] = 0.0, False
+        for d in copies:
+            out.dev_us[d] = 0.0
+    return where, simulate(g, out).period_us
+
+
 #: The ops of torch.optim's fused and for-each implementations: an optimizer that runs them is fused already.
 MULTI_TENSOR_OPS = ("aten::_fused_", "aten::_foreach_")
 
@@ -430,6 +470,8 @@ class StepWhatIfs:
     nan_checks: int = 0
     #: the program's function that holds most of its launch overhead, and its share (:func:`launch_python`)
     launch_python: tuple | None = None
+    #: CPU work fed by a copy from the GPU in one label (:func:`cpu_after_copy`), and the step without both
+    on_cpu: tuple | None = None
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -451,7 +493,8 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
                        frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.python_in_op),
                        frozenset(label for label in {seg.where.label for seg in g.host}
                                  if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
-                       loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g))
+                       loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g),
+                       _on_cpu(g, base_timing))
 
 
 def launch_python_in(per_step: list[StepWhatIfs]) -> str:
@@ -871,7 +914,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     profiled, base = pool([s.profiled_us for s in per_step]), pool([s.base_us for s in per_step])
     path = [replace(p, us=p.us / len(per_step)) for s in per_step for p in s.path]
     path_ms = {c: us / 1e3 for c, us in by_cause(path).items()}
-    candidates, regions = _without_repeats(_cause_candidates(per_step, path, path_ms, base, rank, pool),
+    candidates, regions = _without_repeats(_on_cpu_candidate(_cause_candidates(per_step, path, path_ms, base, rank,
+                                                                                pool), per_step, base, rank, pool),
                                            _region_candidates(per_step, path, base, rank, pool)
                                            + _loop_candidates(per_step, path, base, rank, pool))
     what_if = _fast_host_sync(_in_order(candidates, regions, base), candidates, per_step, base, pool, notes)
@@ -886,6 +930,27 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
     profiler = WhatIf(Cause.PROFILER_OVERHEAD, Where(rank=rank), profiled, base, 0.0, FIXES[Cause.PROFILER_OVERHEAD])
     return Verdict(what_if[0] if what_if else None, what_if, profiler, profiled, path_ms, len(per_step), notes=notes,
                    profiler_scale=cost.scale, profiler_factor=cost.factor)
+
+
+def _on_cpu_candidate(candidates: list[WhatIf], per_step: list[StepWhatIfs], base: float, rank, pool) -> list[WhatIf]:
+    """``candidates`` with the host gap and the copy of a region that copies device data to the host and computes
+    on it there (:func:`cpu_after_copy`) made one fix, where every step has it: done on the GPU, both go."""
+    found = _middle(per_step).on_cpu
+    if found is None or any(s.on_cpu is None for s in per_step):
+        return candidates
+    where = found[0]
+    parts = [w for w in candidates if w.where.label == where.label and w.cause in (Cause.HOST_GAP, Cause.MEMCPY)]
+    if not parts:
+        return candidates
+    joined = WhatIf(Cause.HOST_GAP, _ranked(where, rank), base, pool([s.on_cpu[1] for s in per_step]),
+                    sum(w.path_ms for w in parts), CPU_AFTER_COPY_FIX.format(label=where.label, op=where.op))
+    return [joined] + [w for w in candidates if w not in parts]
+
+
+#: The fix for a region that copies device data to the host and computes on it there (:func:`cpu_after_copy`).
+CPU_AFTER_COPY_FIX = ("the work in '{label}' ran on the CPU ({op}) on data copied from the GPU just before it: do "
+                      "it on the GPU and keep its result there (read back only a scalar, and only when it is shown); "
+                      "the copy and the CPU work go together")
 
 
 def _region_candidates(per_step: list[StepWhatIfs], path, base: float, rank, pool) -> list[WhatIf]:
