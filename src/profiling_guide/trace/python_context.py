@@ -59,7 +59,6 @@ class Context:
 EMPTY = Context()
 
 
-@functools.lru_cache(maxsize=4096)
 def frame_words(name: str) -> str:
     """A traced call's name as the report writes a place in code (``torch/fx/traceback.py:415 format_stack``),
     a library's as much as the program's; a builtin's as it is."""
@@ -67,6 +66,7 @@ def frame_words(name: str) -> str:
     return f"{m.group('file')}:{m.group('line')} {m.group('function')}" if m else name
 
 
+@functools.lru_cache(maxsize=4096)
 def source_of_frame(name: str) -> Frame | None:
     """The :class:`Frame` of a traced call of the program's own code, None for a library's or a builtin."""
     m = FRAME.match(name)
