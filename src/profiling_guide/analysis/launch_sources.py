@@ -39,22 +39,21 @@ class Loop:
     source: str | None = None  # the program's line that calls it, where the trace recorded Python calls
     owners: frozenset = field(default=frozenset(), compare=False, repr=False)  # id() of each of its calls
 
+    def place(self) -> str:
+        """Its label (or none) and, where known, the program's line: ``in 'loss', train.py:42 step``."""
+        return (f"in '{self.label}'" if self.label else "outside any label") + (f", {self.source}" if self.source else "")
+
     def words(self) -> str:
-        place = f"in '{self.label}'" if self.label else "outside any label"
-        at = f", {self.source}" if self.source else ""
-        return f"{self.op} called {self.calls} times a step ({self.launches} launches, {place}{at})"
+        return f"{self.op} called {self.calls} times a step ({self.launches} launches, {self.place()})"
 
 
 def loops_words(loops: list[Loop]) -> str:
     """Loops as the fix names them; ops called as often from one place are named together
     (``aten::mul_ and aten::add_, each called 200 times a step (400 launches, outside any label)``)."""
     if len(loops) > 1 and len({(lp.label, lp.source, lp.calls) for lp in loops}) == 1:
-        first = loops[0]
-        place = f"in '{first.label}'" if first.label else "outside any label"
-        at = f", {first.source}" if first.source else ""
         ops = " and ".join(lp.op for lp in loops)
-        return (f"{ops}, each called {first.calls} times a step ({sum(lp.launches for lp in loops)} launches, "
-                f"{place}{at})")
+        return (f"{ops}, each called {loops[0].calls} times a step ({sum(lp.launches for lp in loops)} launches, "
+                f"{loops[0].place()})")
     return " and ".join(lp.words() for lp in loops)
 
 

@@ -666,7 +666,8 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     _host_gaps(trace, host)
     gap, lag = _stream_timing(dev)
     _dependencies(dev, trace, gap, lag)
-    _share_the_gpu(dev, sm_count(trace))
+    sms = sm_count(trace)
+    _share_the_gpu(dev, sms)
     _stream_waits(host, dev, trace)
     _blocking(host, dev, chain, trace, step, index_of)
     profiler_units(host, step, trace)
@@ -674,7 +675,7 @@ def step_graph(trace: Trace, step: Step, *, rank=None) -> StepGraph:
     backward_of = {id(_outermost_op(op)): id(_outermost_op(op.forward_op)) for op in step.ops
                    if op.forward_op is not None}
     return StepGraph(step.number, step.dur_us, host, dev, gap, lag, ops, len(step.runtime_calls), threads,
-                     sm_count(trace), trace.python_frames_by_thread, backward_of)
+                     sms, trace.python_frames_by_thread, backward_of)
 
 
 def _node(ev: DeviceEvent, host: int, rank) -> DevNode:
