@@ -56,7 +56,7 @@ import pandas as pd
 
 from profiling_guide.analysis.backward import PHASES, UNLINKED, phase_of
 from profiling_guide.trace.kernel_information import KernelCall, SourceLine
-from profiling_guide.trace.model import CpuOp, DeviceEvent, PythonFrame, RuntimeCall, Step, Trace
+from profiling_guide.trace.model import CpuOp, DeviceEvent, PythonFrame, RuntimeCall, Step, Trace, frame_open_at
 
 #: How a piece of work was attributed (the page and the JSON name these).
 STACK, PROVENANCE, REGION, LABEL, NONE = "stack", "provenance", "compiled region", "label", "none"
@@ -129,27 +129,18 @@ def user_frame(name: str) -> tuple[str, int, str] | None:
 
 
 class _Frames:
-    """The Python frames of each thread, to find the innermost one around a time."""
+    """The Python frames of each thread (:attr:`Trace.python_frames_by_thread`), to find the innermost one around
+    a time."""
 
-    def __init__(self, frames: list[PythonFrame]):
-        by_thread: dict = defaultdict(list)
-        for frame in frames:  # by start, longest first
-            by_thread[frame.tid].append(frame)
-        self.frames = dict(by_thread)
-        self.starts = {tid: [f.start_us for f in found] for tid, found in by_thread.items()}
-        self.has_modules = any(f.name.startswith("nn.Module: ") for f in frames)
+    def __init__(self, trace: Trace):
+        self.by_thread = trace.python_frames_by_thread
+        self.has_modules = any(f.name.startswith("nn.Module: ") for f in trace.python_frames)
         self._chains: dict[int, tuple[str | None, tuple | None]] = {}
 
     def innermost(self, tid, t: float) -> PythonFrame | None:
         """The innermost frame on thread ``tid`` open at ``t``: the last to start before it, or its caller holding it."""
-        starts = self.starts.get(tid)
-        if not starts:
-            return None
-        i = bisect_right(starts, t + 0.002) - 1
-        frame = self.frames[tid][i] if i >= 0 else None
-        while frame is not None and frame.end_us + 0.002 < t:
-            frame = frame.parent
-        return frame
+        frames = self.by_thread.get(tid)
+        return frame_open_at(frames, t, slack=0.002) if frames else None
 
     def chain(self, frame: PythonFrame) -> tuple[str | None, tuple | None]:
         """``(module path, innermost user frame as (file, line, function))`` of the frames from ``frame`` outwards."""
@@ -209,7 +200,7 @@ class _Sites:
     """The site of an op by the trace alone: its Python frames and modules, its forward op, its optimizer label."""
 
     def __init__(self, trace: Trace):
-        self.frames = _Frames(trace.python_frames)
+        self.frames = _Frames(trace)
         self._cache: dict[int, Site] = {}
 
     def of(self, op: CpuOp | None) -> Site:

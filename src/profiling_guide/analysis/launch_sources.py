@@ -15,12 +15,12 @@ found from the trace alone:
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from profiling_guide.analysis.causes import Cause
 from profiling_guide.analysis.step_graph import OPTIMIZER_LABEL, StepGraph
+from profiling_guide.trace.model import frame_open_at
 from profiling_guide.trace.python_context import source_of_frame
 
 #: An op the program itself calls (not the autograd engine's, nor an optimizer's) at least this many times a step,
@@ -85,20 +85,15 @@ def _source_of(g: StepGraph, seg) -> str | None:
     return str(source_of_frame(frame.name)) if frame is not None else None
 
 
-#: How many of a thread's Python calls that started before a moment :func:`program_frame_at` looks through.
-FRAME_LOOKBACK = 4000
-
-
 def program_frame_at(frames: tuple, t: float):
     """The program's own innermost Python call open at ``t`` (not torch's, nor Python's library:
-    :func:`~profiling_guide.trace.python_context.source_of_frame`), from one thread's ``(starts, frames)``. Calls
-    nest, so of those open at ``t`` the one that started last is the innermost."""
-    starts, found = frames
-    i = bisect.bisect_right(starts, t)
-    for frame in reversed(found[max(i - FRAME_LOOKBACK, 0):i]):
-        if frame.end_us >= t and source_of_frame(frame.name) is not None:
-            return frame
-    return None
+    :func:`~profiling_guide.trace.python_context.source_of_frame`), from one thread's ``(starts, frames)``: the
+    innermost call open there (:func:`~profiling_guide.trace.model.frame_open_at`), or the first of its callers
+    that is the program's."""
+    frame = frame_open_at(frames, t)
+    while frame is not None and source_of_frame(frame.name) is None:
+        frame = frame.parent
+    return frame
 
 
 #: A function of the program's that holds at least this share of the step's launch overhead is named in its fix.

@@ -194,6 +194,18 @@ class PythonFrame:
             frame = frame.parent
 
 
+def frame_open_at(frames: tuple, t: float, slack: float = 0.0) -> PythonFrame | None:
+    """The innermost Python call open at ``t`` (to within ``slack`` µs), from one thread's ``(starts, frames)``
+    (:attr:`Trace.python_frames_by_thread`): calls nest, so the one that started last before ``t`` is inside every
+    call open at ``t``, and the innermost open is it or the first of its callers still open."""
+    starts, found = frames
+    i = bisect_right(starts, t + slack) - 1
+    frame = found[i] if i >= 0 else None
+    while frame is not None and frame.end_us + slack < t:
+        frame = frame.parent
+    return frame
+
+
 @dataclass(eq=False, slots=True)
 class Step:
     """One ``ProfilerStep#N`` of the active phase and what happened in it."""
@@ -641,7 +653,8 @@ class Trace:
 
     @cached_property
     def python_frames_by_thread(self) -> dict:
-        """:attr:`python_frames` by thread: ``tid -> (their starts, the frames)``, each sorted by start."""
+        """:attr:`python_frames` by thread: ``tid -> (their starts, the frames)``, each sorted by start (the longest
+        first among those that start together), as :func:`frame_open_at` reads them."""
         by: dict = {}
         for frame in self.python_frames:
             by.setdefault(frame.tid, []).append(frame)
