@@ -23,8 +23,10 @@ The verdict is the fix that saves the most, then the next two; where two save
 about the same (:data:`TIE`), both are named as a tie, a fix at one place
 first (before CUDA graphs for the whole step), else the one with more time on
 the critical path. A fix at one place that saves at least :data:`PLACE_SHARE` of what graphing the whole step
-saves is named before the graphs, the smaller change; a step's own syncs are also read with the host faster
-than estimated (:data:`FAST_HOST`), since the profiler hides what they cost. A saving
+saves is named before the graphs, the smaller change; a step's own syncs that count at all are named before
+the graphs whatever these save (a CUDA graph cannot hold a sync: taking them out comes first either way), and
+are also read with the host faster than estimated (:data:`FAST_HOST`), since the profiler hides what they
+cost. A saving
 under :data:`MIN_SAVING` of the step does not count; when none counts, the
 step is the GPU's own work, and the verdict names the kernels that take most
 of the path, with what removing them would save (the most a faster kernel
@@ -110,9 +112,9 @@ MIN_SAVING = 0.05
 TIE = 0.02
 #: A fix at one place (a sync, a copy, a host stretch, an optimizer's launches) that saves at least this share of
 #: what graphing the whole step saves is named first: it is the smaller change, and it gets at least half as far
-#: (a sync in a step the host paces costs less than the graphs would save, but it is where the step was made
-#: slower, and a graph cannot hold it anyway). Not the loop's own synchronize after each step
-#: (:func:`is_loop_sync`): that is the harness that times the step, not the step.
+#: A sync of the step's own is named first whenever it counts (:data:`MIN_SAVING`), however much more the
+#: graphs would save: a graph cannot hold it, so taking it out is the first step of that fix too. Not the loop's
+#: own synchronize after each step (:func:`is_loop_sync`): that is the harness that times the step, not the step.
 PLACE_SHARE = 0.5
 #: How much faster than estimated the host may run without the profiler, for the syncs' what-if
 #: (:func:`_fast_host_sync`). A host the profiler slows arrives late at each sync and finds the GPU drained, so the
@@ -123,6 +125,13 @@ PLACE_SHARE = 0.5
 #: traces gave (:func:`host_speed`, their median). So a sync is also read with the profiler's cost doubled, just
 #: past the upper end of that spread.
 FAST_HOST = 2.0
+#: A place (op, label) that copies from or to pageable memory this many times a step or more, each copy small
+#: (:data:`SMALL_COPY_BYTES`), is told to copy once (:data:`SMALL_COPIES_FIX`): one call per tensor costs the host
+#: more than the bytes cost the link.
+MANY_COPIES = 16
+#: Under this many bytes a copy's fixed cost (its call, a wait on pageable memory) outweighs its transfer: 1 MiB
+#: takes about 20 µs at pinned bandwidth, about what a pageable copy's call takes.
+SMALL_COPY_BYTES = 1 << 20
 #: Host↔device bandwidth from pinned memory (GB/s) when the trace has no pinned copy to read it from:
 #: 52.6 (H100) and 54.7 (H200) measured here (references.json of tests/data/corpus/h100 and h200).
 PINNED_GBPS = 53.0
@@ -341,14 +350,43 @@ def launch_regions(g: StepGraph) -> list[str]:
     return sorted(time_in, key=time_in.get, reverse=True)[:REGIONS]
 
 
+def small_copies(g: StepGraph) -> dict[tuple, tuple[int, float]]:
+    """The places (op, label) that copy from or to pageable memory :data:`MANY_COPIES` times a step or more, each
+    copy under :data:`SMALL_COPY_BYTES` on average: their count and mean bytes. A list of tensors moved one by
+    one (``[t.to("cuda") for t in batch]``): each copy is a call, and a wait, of its own."""
+    found: dict[tuple, list[float]] = defaultdict(list)
+    for seg in g.host:
+        if seg.cause is Cause.MEMCPY and seg.pageable:
+            found[(seg.where.op, seg.where.label)].append(sum(g.dev[d].nbytes or 0 for d in seg.launches))
+    return {place: (len(sizes), statistics.mean(sizes)) for place, sizes in found.items()
+            if len(sizes) >= MANY_COPIES and statistics.mean(sizes) < SMALL_COPY_BYTES}
+
+
+def _bytes_words(nbytes: float) -> str:
+    return f"{nbytes / 2**10:,.0f} KiB" if nbytes >= 2**10 else f"{nbytes:,.0f} bytes"
+
+
+def _first_seg(g: StepGraph, owner: int) -> int:
+    return next(i for i, seg in enumerate(g.host) if seg.owner == owner)
+
+
 def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
     """Pageable copies at pinned bandwidth, their calls asynchronous; and the stream sync the same op makes after a
     copy to pageable memory (``.cpu()`` copies, then waits for the copy) gone: a copy into pinned memory with
-    ``non_blocking=True`` does not wait."""
+    ``non_blocking=True`` does not wait. Many small copies from one place (:func:`small_copies`) become one: the
+    first op of each such place stays, the others (their calls and the rest of their host work) cost nothing."""
     out = timing.copy()
     copying = {seg.owner for seg in g.host if seg.cause is Cause.MEMCPY and seg.pageable and seg.owner}
+    stacked, first = small_copies(g), {}
+    for seg in g.host:
+        if seg.cause is Cause.MEMCPY and seg.pageable and (seg.where.op, seg.where.label) in stacked and seg.owner:
+            first.setdefault((seg.where.op, seg.where.label), set()).add(seg.owner)
+    merged = set().union(*first.values()) - {min(owners, key=lambda o: _first_seg(g, o)) for owners in first.values()}
     for i, seg in enumerate(g.host):
-        if seg.cause is Cause.MEMCPY:
+        if seg.owner in merged:
+            out.blocking[i] = False
+            out.host_us[i] = 0.0
+        elif seg.cause is Cause.MEMCPY:
             out.blocking[i] = False
             out.host_us[i] = min(out.host_us[i], 10.0)
             for d in seg.launches:
@@ -448,8 +486,8 @@ class StepWhatIfs:
     compute_where: Where | None
     compute_fixed_us: float | None
     #: with the host :data:`FAST_HOST` times faster than estimated, where the step holds a sync of its own and no
-    #: run record measured the host: the step, and the step with its syncs gone and with its launches graphed
-    fast: tuple[float, float, float] | None = None
+    #: run record measured the host: the step, and the step with its syncs gone
+    fast: tuple[float, float] | None = None
     #: the step's own syncs (not the loop's after it), counted per place (the op, its label)
     syncs: dict[Where, int] = field(default_factory=dict)
     #: its host→device copies are all pinned already (:func:`copies_pinned`): the memcpy fix is to copy ahead
@@ -472,6 +510,8 @@ class StepWhatIfs:
     launch_python: tuple | None = None
     #: CPU work fed by a copy from the GPU in one label (:func:`cpu_after_copy`), and the step without both
     on_cpu: tuple | None = None
+    #: the places that make many small pageable copies (:func:`small_copies`): their count and mean bytes
+    small_copies: dict = field(default_factory=dict)
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -488,13 +528,13 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     loop_fixed = (simulate(g, _loop_as_one(g, base_timing, frozenset().union(*(lp.owners for lp in loops))))
                   .period_us if loops else None)
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
-                       _fast(g, observed, cost, gbps), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
+                       _fast(g, observed, cost), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
                        frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup),
                        frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.python_in_op),
                        frozenset(label for label in {seg.where.label for seg in g.host}
                                  if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
                        loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g),
-                       _on_cpu(g, base_timing))
+                       _on_cpu(g, base_timing), small_copies(g))
 
 
 def launch_python_in(per_step: list[StepWhatIfs]) -> str:
@@ -573,16 +613,14 @@ def own_syncs(g: StepGraph) -> dict[Where, int]:
     return counts
 
 
-def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost, gbps: float) -> tuple[float, float, float] | None:
-    """The step as it is, without its syncs, and with its launches graphed, each re-timed with the host
-    :data:`FAST_HOST` times faster than estimated: only where a sync of the step's own (not the loop's) is in it
-    and no run record measured the host's speed."""
+def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost) -> tuple[float, float] | None:
+    """The step as it is and without its syncs, each re-timed with the host :data:`FAST_HOST` times faster than
+    estimated: only where a sync of the step's own (not the loop's) is in it and no run record measured the
+    host's speed."""
     if cost.factor is not None or not own_syncs(g):
         return None
     timing = without_profiler(g, observed, replace(cost, scale=cost.scale * FAST_HOST))
-    fixes = _fixes(g, gbps)
-    return (simulate(g, timing).period_us, simulate(g, fixes[Cause.HOST_SYNC](timing)).period_us,
-            simulate(g, fixes[Cause.LAUNCH_OVERHEAD](timing)).period_us)
+    return simulate(g, timing).period_us, simulate(g, _drop_host(g, timing, Cause.HOST_SYNC)).period_us
 
 
 def _compute_group(path: list[PathShare]) -> Where | None:
@@ -812,6 +850,9 @@ def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
     special = None
     if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
         special = COPY_AHEAD_FIX
+    elif cause is Cause.MEMCPY and (where.op, where.label) in _middle(per_step).small_copies:
+        count, nbytes = _middle(per_step).small_copies[(where.op, where.label)]
+        special = SMALL_COPIES_FIX.format(count=count, size=_bytes_words(nbytes))
     elif cause is Cause.HOST_GAP:
         special = _host_gap_fix(where, per_step)
     elif cause is Cause.HOST_SYNC and where.op == "aten::item" and _mostly_nan_checks(per_step):
@@ -862,12 +903,16 @@ def syncs_in_the_way(per_step: list[StepWhatIfs], label: str | None = None) -> s
 
 def _first(counted: list[WhatIf], regions: list[WhatIf], base: float) -> WhatIf:
     """The fix named first: the largest saving; of two that tie (:data:`TIE`), the smaller change; before the
-    graphs, a fix at one place that gets at least :data:`PLACE_SHARE` as far (not the loop's own sync)."""
+    graphs, a sync of the step's own that counts (a graph cannot hold it), else a fix at one place that gets at
+    least :data:`PLACE_SHARE` as far (not the loop's own sync)."""
     best = counted[0]
     close = [w for w in counted if best.saving_ms - w.saving_ms <= TIE * base]
     best = max(close, key=_smaller_change)
     if best.cause is not Cause.LAUNCH_OVERHEAD:
         return best
+    syncs = [w for w in counted if w.cause is Cause.HOST_SYNC and not is_loop_sync(w)]
+    if syncs:
+        return max(syncs, key=lambda w: w.saving_ms)
     smaller = [w for w in counted + regions if w.saving_ms >= PLACE_SHARE * best.saving_ms and w is not best
                and not is_loop_sync(w)
                and (w.cause is not Cause.LAUNCH_OVERHEAD or w.fix.split(LOOP_HINT)[0] != FIXES[w.cause])]  # own fix
@@ -888,17 +933,18 @@ def _in_order(candidates: list[WhatIf], regions: list[WhatIf], base: float) -> l
 
 def _fast_host_sync(what_if: list[WhatIf], candidates: list[WhatIf], per_step: list[StepWhatIfs], base: float,
                     pool, notes: list[str]) -> list[WhatIf]:
-    """``what_if`` with the step's syncs named first where graphing its launches leads, but the syncs, read with the
-    host :data:`FAST_HOST` times faster (:attr:`StepWhatIfs.fast`), save at least :data:`PLACE_SHARE` of what the
-    graphs then save and :data:`MIN_SAVING` of the step: the profiler hid what they cost. Their saving is the one
-    read with the faster host, and a note says so."""
+    """``what_if`` with the step's syncs named first where graphing its launches (or the syncs) lead and the syncs,
+    read with the host :data:`FAST_HOST` times faster (:attr:`StepWhatIfs.fast`), save more than as the trace
+    shows them and at least :data:`MIN_SAVING` of the step: the profiler hid what they cost, and a graph cannot
+    hold them. Their saving is the one read with the faster host, and a note says so."""
     sync = next((w for w in candidates if w.cause is Cause.HOST_SYNC and not is_loop_sync(w)), None)
-    if (not what_if or what_if[0].cause is not Cause.LAUNCH_OVERHEAD or sync is None
+    if (not what_if or what_if[0].cause not in (Cause.LAUNCH_OVERHEAD, Cause.HOST_SYNC) or sync is None
+            or (what_if[0].cause is Cause.HOST_SYNC and what_if[0].where != sync.where)
             or any(s.fast is None for s in per_step)):
         return what_if
-    fast_base, no_sync, graphed = (pool([s.fast[i] for s in per_step]) for i in range(3))
+    fast_base, no_sync = (pool([s.fast[i] for s in per_step]) for i in range(2))
     saving = fast_base - no_sync
-    if saving < PLACE_SHARE * (fast_base - graphed) or saving < MIN_SAVING * fast_base or saving <= sync.saving_ms:
+    if saving < MIN_SAVING * fast_base or saving <= sync.saving_ms:
         return what_if
     notes.append(f"the syncs' saving is read with the host {FAST_HOST:g}× as fast as estimated without the profiler: "
                  "the profiler slowed the host, so in the trace each sync found the GPU's work done, while without "
@@ -987,6 +1033,9 @@ FP32_GEMM_FIX = ("the GEMMs there take float32 inputs (the trace's input types),
 
 #: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
 #: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).
+SMALL_COPIES_FIX = ("copy once: its {count} copies a step, about {size} each, are a call and a wait each; stack the "
+                    "tensors into one on the host (torch.cat or torch.stack into a pinned buffer) and copy that with "
+                    "non_blocking=True, then split it on the GPU")
 COPY_AHEAD_FIX = ("the copy is pinned and asynchronous already, but runs on the compute stream between its kernels: "
                   "copy the next batch ahead on a side stream (torch.cuda.Stream, wait_stream, record_stream), so "
                   "it overlaps the step before it")
