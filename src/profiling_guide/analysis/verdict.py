@@ -448,9 +448,16 @@ def hidden_collectives(g: StepGraph, timing: Timing) -> Timing:
 
 
 def _without_kernels(g: StepGraph, timing: Timing, where: Where) -> Timing:
+    """The kernels at ``where`` (its op and label; or, for :data:`UNFUSED`, every elementwise op's outside the
+    optimizer, :func:`_elementwise`) taking no time: the most a faster kernel, or a fused one, could save."""
     out = timing.copy()
+    groups: dict = defaultdict(lambda: defaultdict(float))
     for d, node in enumerate(g.dev):
-        if node.cause is Cause.GPU_COMPUTE and node.where.op == where.op and node.where.label == where.label:
+        if node.cause is Cause.GPU_COMPUTE:
+            groups[(node.where.op, node.where.label)][node.where.kind] += timing.dev_us[d]
+    places = _elementwise(groups) if where == UNFUSED else {(where.op, where.label)}
+    for d, node in enumerate(g.dev):
+        if node.cause is Cause.GPU_COMPUTE and (node.where.op, node.where.label) in places:
             out.dev_us[d] = 0.0
     return out
 
@@ -624,7 +631,8 @@ def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost) -> tuple[float, fl
 
 
 def _compute_group(path: list[PathShare]) -> Where | None:
-    """The (op, label) whose kernels take the most GPU-compute time on the path, with their main kind."""
+    """The (op, label) whose kernels take the most GPU-compute time on the path, with their main kind; or the
+    step's unfused pointwise kernels (:func:`_unfused`), where together they take more."""
     groups: dict = {}
     for p in path:
         if p.cause is Cause.GPU_COMPUTE:
@@ -634,7 +642,48 @@ def _compute_group(path: list[PathShare]) -> Where | None:
     if not groups:
         return None
     (op, label), kinds = max(groups.items(), key=lambda kv: sum(kv[1].values()))
+    elementwise = _elementwise(groups)
+    if len(elementwise) >= 2 and sum(sum(groups[key].values()) for key in elementwise) > sum(kinds.values()):
+        return UNFUSED
     return Where(op=op, label=label, kind=max(kinds, key=kinds.get), rank=None)
+
+
+def _elementwise(groups: dict) -> set:
+    """Of ``{(op, label): {kind: µs}}``, the elementwise ops outside an optimizer (:func:`_unfused`): those whose
+    kernels are pointwise (:data:`ELEMENTWISE_SHARE` of their time or more). Not a convolution's layout
+    transforms, nor a GEMM's epilogue: one op, which fusing the program's ops leaves as it is."""
+    return {key for key, kinds in groups.items()
+            if _unfused(key[1]) and kinds.get("pointwise", 0.0) >= ELEMENTWISE_SHARE * sum(kinds.values()) > 0}
+
+
+#: An op whose pointwise kernels take this share of its device time or more is an elementwise op.
+ELEMENTWISE_SHARE = 0.9
+
+
+#: The step's elementwise ops outside its optimizer, together (:func:`_compute_group`): each elementwise op of
+#: an eager program reads and writes its whole tensor, so a chain of them costs what one fused kernel would,
+#: as many times over as it has ops.
+UNFUSED = Where(kind="pointwise")
+
+
+def _pointwise_ops(path: list[PathShare]) -> str:
+    """The three elementwise ops (:func:`_elementwise`) that take the most of the path, and how many there are."""
+    groups: dict = defaultdict(lambda: defaultdict(float))
+    for p in path:
+        if p.cause is Cause.GPU_COMPUTE:
+            groups[(p.where.op, p.where.label)][p.where.kind] += p.us
+    ops: dict = defaultdict(float)
+    for key in _elementwise(groups):
+        ops[key[0]] += sum(groups[key].values())
+    top = sorted(ops, key=ops.get, reverse=True)
+    named = ", ".join(op for op in top[:3] if op)
+    return f"{named} and {len(top) - 3} other ops" if len(top) > 3 else named
+
+
+def _unfused(label: str | None) -> bool:
+    """Whether pointwise kernels in ``label`` count as the step's unfused ones: not an optimizer's (``_fused_`` and
+    ``_foreach_`` kernels are one pass over many tensors already)."""
+    return not (label or "").startswith(OPTIMIZER_LABEL)
 
 
 # ------------------------------------------------------------ the verdict
@@ -861,6 +910,8 @@ def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
         special = FIXES[cause]
     elif cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
         special = FP32_GEMM_FIX
+    elif cause is Cause.GPU_COMPUTE and where == UNFUSED:
+        special = UNFUSED_FIX.format(ops=_pointwise_ops(_middle(per_step).path))
     return special or fix_for(cause, where)
 
 
@@ -1033,6 +1084,10 @@ FP32_GEMM_FIX = ("the GEMMs there take float32 inputs (the trace's input types),
 
 #: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
 #: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).
+UNFUSED_FIX = ("fuse them ({ops}): each elementwise op reads and writes its whole tensor, so a chain of them costs as many "
+               "passes over memory as it has ops; torch.compile fuses a chain into one kernel, or use the fused op "
+               "(F.gelu, F.silu, F.layer_norm) and keep the chain in bf16 (the what-if removes them: the most "
+               "fusing saves)")
 SMALL_COPIES_FIX = ("copy once: its {count} copies a step, about {size} each, are a call and a wait each; stack the "
                     "tensors into one on the host (torch.cat or torch.stack into a pinned buffer) and copy that with "
                     "non_blocking=True, then split it on the GPU")
