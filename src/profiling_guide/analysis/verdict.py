@@ -451,15 +451,44 @@ def _without_kernels(g: StepGraph, timing: Timing, where: Where) -> Timing:
     """The kernels at ``where`` (its op and label; or, for :data:`UNFUSED`, every elementwise op's outside the
     optimizer, :func:`_elementwise`) taking no time: the most a faster kernel, or a fused one, could save."""
     out = timing.copy()
-    groups: dict = defaultdict(lambda: defaultdict(float))
-    for d, node in enumerate(g.dev):
-        if node.cause is Cause.GPU_COMPUTE:
-            groups[(node.where.op, node.where.label)][node.where.kind] += timing.dev_us[d]
-    places = _elementwise(groups) if where == UNFUSED else {(where.op, where.label)}
-    for d, node in enumerate(g.dev):
-        if node.cause is Cause.GPU_COMPUTE and (node.where.op, node.where.label) in places:
-            out.dev_us[d] = 0.0
+    if where is FP32_GEMMS:
+        gone = {d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE and _fp32_gemm(node)}
+    else:
+        groups: dict = defaultdict(lambda: defaultdict(float))
+        for d, node in enumerate(g.dev):
+            if node.cause is Cause.GPU_COMPUTE:
+                groups[(node.where.op, node.where.label)][node.where.kind] += timing.dev_us[d]
+        places = _elementwise(groups) if where is UNFUSED else {(where.op, where.label)}
+        gone = {d for d, node in enumerate(g.dev)
+                if node.cause is Cause.GPU_COMPUTE and (node.where.op, node.where.label) in places}
+        if where.op == SDPA and _math_sdpa(g, gone):  # its backward is the decomposed ops' nodes
+            owners = {g.host[d_node.host].owner for d_node in (g.dev[d] for d in gone) if d_node.host >= 0}
+            gone |= {d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE and node.host >= 0
+                     and g.backward_of.get(g.host[node.host].owner) in owners}
+    for d in gone:
+        out.dev_us[d] = 0.0
     return out
+
+
+#: The step's float32 GEMMs together (:func:`_fp32_gemm`), where they are most of its GEMMs' time
+#: (:data:`FP32_SHARE`): autocast or TF32, their fix, is one switch for the whole step. Told apart by identity
+#: (``is``), as :data:`UNFUSED` is: a step replayed from a CUDA graph has kernels of no op and no label too.
+FP32_GEMMS = Where(kind="gemm")
+SDPA = "aten::scaled_dot_product_attention"
+SDPA_MATH = "aten::_scaled_dot_product_attention_math"
+
+
+def _math_sdpa(g: StepGraph, nodes) -> bool:
+    """Whether the scaled_dot_product_attention calls that launched ``nodes`` ran PyTorch's math backend (the op
+    holds ``aten::_scaled_dot_product_attention_math``: softmax(QKᵀ)V as separate kernels, and so its backward)."""
+    for d in nodes:
+        launch = g.dev[d].event.launch
+        op = launch.op if launch is not None else None
+        while op is not None and op.name != SDPA:
+            if op.name == SDPA_MATH:
+                return True
+            op = op.parent
+    return False
 
 
 def pinned_gbps(graphs: list[StepGraph]) -> float:
@@ -519,6 +548,8 @@ class StepWhatIfs:
     on_cpu: tuple | None = None
     #: the places that make many small pageable copies (:func:`small_copies`): their count and mean bytes
     small_copies: dict = field(default_factory=dict)
+    #: its GPU-compute what-if is scaled_dot_product_attention on the math backend (:func:`_math_sdpa`)
+    math_sdpa: bool = False
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -530,6 +561,8 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     fixed = {cause: simulate(g, fix(base_timing)).period_us for cause, fix in _fixes(g, gbps).items()}
     regions = {label: simulate(g, _graphed(g, base_timing, label)).period_us for label in launch_regions(g)}
     where = _compute_group(path)
+    if where is not None and where.kind == "gemm" and fp32_gemm_share(g) >= FP32_SHARE:
+        where = FP32_GEMMS
     compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
     loops = called_in_a_loop(g)
     loop_fixed = (simulate(g, _loop_as_one(g, base_timing, frozenset().union(*(lp.owners for lp in loops))))
@@ -541,7 +574,8 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
                        frozenset(label for label in {seg.where.label for seg in g.host}
                                  if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
                        loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g),
-                       _on_cpu(g, base_timing), small_copies(g))
+                       _on_cpu(g, base_timing), small_copies(g),
+                       where is not None and where.op == SDPA and _math_sdpa(g, range(len(g.dev))))
 
 
 def launch_python_in(per_step: list[StepWhatIfs]) -> str:
@@ -592,15 +626,19 @@ def fp32_gemm_share(g: StepGraph) -> float:
     name, decoded)."""
     total = fp32 = 0.0
     for node in g.dev:
-        if node.where.kind != "gemm":
-            continue
-        total += node.dur_us
-        op = node.event.launch.op if node.event.launch is not None else None
-        types = [t for t in ((op.args or {}).get("Input type") or []) if t] if op is not None else []
-        # both facts: the op's inputs are float32, and the kernel's name says it computes in fp32 (not TF32)
-        if types and all(t == "float" for t in types) and getattr(node.event.decoded, "dtype", None) == "fp32":
-            fp32 += node.dur_us
+        if node.where.kind == "gemm":
+            total += node.dur_us
+            fp32 += node.dur_us if _fp32_gemm(node) else 0.0
     return fp32 / total if total else 0.0
+
+
+def _fp32_gemm(node) -> bool:
+    """Whether a GEMM kernel's launching op took float32 inputs only and its name says it computes in fp32 (both
+    facts: not TF32)."""
+    op = node.event.launch.op if node.event.launch is not None else None
+    types = [t for t in ((op.args or {}).get("Input type") or []) if t] if op is not None else []
+    return (node.where.kind == "gemm" and bool(types) and all(t == "float" for t in types)
+            and getattr(node.event.decoded, "dtype", None) == "fp32")
 
 
 #: The labels of framework code whose syncs are its own, not the program's to take out (DDP's forward waits on an
@@ -910,7 +948,9 @@ def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
         special = FIXES[cause]
     elif cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
         special = FP32_GEMM_FIX
-    elif cause is Cause.GPU_COMPUTE and where == UNFUSED:
+    elif cause is Cause.GPU_COMPUTE and where.op == SDPA and any(s.math_sdpa for s in per_step):
+        special = SDPA_MATH_FIX
+    elif cause is Cause.GPU_COMPUTE and where is UNFUSED:
         special = UNFUSED_FIX.format(ops=_pointwise_ops(_middle(per_step).path))
     return special or fix_for(cause, where)
 
@@ -1084,6 +1124,12 @@ FP32_GEMM_FIX = ("the GEMMs there take float32 inputs (the trace's input types),
 
 #: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
 #: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).
+SDPA_MATH_FIX = ("scaled_dot_product_attention ran PyTorch's math backend (aten::_scaled_dot_product_attention_math: "
+                 "the scores, softmax and product as separate kernels, forward and backward): give it what a fused "
+                 "backend takes (bf16 or fp16 inputs, a supported head size, is_causal or no mask rather than a "
+                 "dense one, no sdpa_kernel(SDPBackend.MATH)); torch.backends.cuda.flash_sdp_enabled() and "
+                 "can_use_flash_attention(params, debug=True) say which condition failed (the what-if removes its "
+                 "kernels, forward and backward: the most a fused kernel saves)")
 UNFUSED_FIX = ("fuse them ({ops}): each elementwise op reads and writes its whole tensor, so a chain of them costs as many "
                "passes over memory as it has ops; torch.compile fuses a chain into one kernel, or use the fused op "
                "(F.gelu, F.silu, F.layer_norm) and keep the chain in bf16 (the what-if removes them: the most "
