@@ -110,11 +110,11 @@ MIN_SAVING = 0.05
 #: removes would split the graphs anyway); between two such fixes, the one with more time on the critical path.
 #: One region's launches are part of the step's, so they never tie with it: they are listed after.
 TIE = 0.02
-#: A fix at one place (a sync, a copy, a host stretch, an optimizer's launches) that saves at least this share of
-#: what graphing the whole step saves is named first: it is the smaller change, and it gets at least half as far
-#: A sync of the step's own is named first whenever it counts (:data:`MIN_SAVING`), however much more the
-#: graphs would save: a graph cannot hold it, so taking it out is the first step of that fix too. Not the loop's
-#: own synchronize after each step (:func:`is_loop_sync`): that is the harness that times the step, not the step.
+#: A fix at one place (a copy, a host stretch, an optimizer's launches) that saves at least this share of what
+#: graphing the whole step saves is named first: it is the smaller change, and it gets at least half as far. A
+#: sync of the step's own is named first whenever it counts (:data:`MIN_SAVING`), however much more the graphs
+#: would save: a graph cannot hold it, so taking it out is the first step of that fix too. Not the loop's own
+#: synchronize after each step (:func:`is_loop_sync`): that is the harness that times the step, not the step.
 PLACE_SHARE = 0.5
 #: How much faster than estimated the host may run without the profiler, for the syncs' what-if
 #: (:func:`_fast_host_sync`). A host the profiler slows arrives late at each sync and finds the GPU drained, so the
@@ -377,11 +377,13 @@ def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
     first op of each such place stays, the others (their calls and the rest of their host work) cost nothing."""
     out = timing.copy()
     copying = {seg.owner for seg in g.host if seg.cause is Cause.MEMCPY and seg.pageable and seg.owner}
-    stacked, first = small_copies(g), {}
+    stacked, owners_at = small_copies(g), defaultdict(set)  # the ops that copy, per place
     for seg in g.host:
         if seg.cause is Cause.MEMCPY and seg.pageable and (seg.where.op, seg.where.label) in stacked and seg.owner:
-            first.setdefault((seg.where.op, seg.where.label), set()).add(seg.owner)
-    merged = set().union(*first.values()) - {min(owners, key=lambda o: _first_seg(g, o)) for owners in first.values()}
+            owners_at[(seg.where.op, seg.where.label)].add(seg.owner)
+    # all but the first op of each place: the one copy that stays
+    merged = {o for owners in owners_at.values() for o in owners} - {
+        min(owners, key=lambda o: _first_seg(g, o)) for owners in owners_at.values()}
     for i, seg in enumerate(g.host):
         if seg.owner in merged:
             out.blocking[i] = False
@@ -670,7 +672,7 @@ def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost) -> tuple[float, fl
 
 def _compute_group(path: list[PathShare]) -> Where | None:
     """The (op, label) whose kernels take the most GPU-compute time on the path, with their main kind; or the
-    step's unfused pointwise kernels (:func:`_unfused`), where together they take more."""
+    step's elementwise ops (:data:`UNFUSED`, :func:`_elementwise`), two or more, where together they take more."""
     groups: dict = {}
     for p in path:
         if p.cause is Cause.GPU_COMPUTE:
@@ -1121,22 +1123,25 @@ FP32_GEMM_FIX = ("the GEMMs there take float32 inputs (the trace's input types),
                  "cores' bf16 rate: bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16)) or TF32 "
                  "(torch.set_float32_matmul_precision('high')) runs them several times faster (the what-if removes "
                  "them: the most a faster kernel saves)")
-
-#: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
-#: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).
+#: scaled_dot_product_attention on its math backend (:func:`_math_sdpa`): why a fused backend was not used.
 SDPA_MATH_FIX = ("scaled_dot_product_attention ran PyTorch's math backend (aten::_scaled_dot_product_attention_math: "
                  "the scores, softmax and product as separate kernels, forward and backward): give it what a fused "
                  "backend takes (bf16 or fp16 inputs, a supported head size, is_causal or no mask rather than a "
                  "dense one, no sdpa_kernel(SDPBackend.MATH)); torch.backends.cuda.flash_sdp_enabled() and "
                  "can_use_flash_attention(params, debug=True) say which condition failed (the what-if removes its "
                  "kernels, forward and backward: the most a fused kernel saves)")
+#: The step's elementwise ops together (:data:`UNFUSED`), with the three heaviest named.
 UNFUSED_FIX = ("fuse them ({ops}): each elementwise op reads and writes its whole tensor, so a chain of them costs as many "
                "passes over memory as it has ops; torch.compile fuses a chain into one kernel, or use the fused op "
                "(F.gelu, F.silu, F.layer_norm) and keep the chain in bf16 (the what-if removes them: the most "
                "fusing saves)")
+#: Many small pageable copies from one place (:func:`small_copies`).
 SMALL_COPIES_FIX = ("copy once: its {count} copies a step, about {size} each, are a call and a wait each; stack the "
                     "tensors into one on the host (torch.cat or torch.stack into a pinned buffer) and copy that with "
                     "non_blocking=True, then split it on the GPU")
+
+#: The fix for host→device copies that are pinned and asynchronous already but run on the stream that computes, in
+#: line with its kernels: the what-if hides them behind the work before them (:func:`_ahead`).
 COPY_AHEAD_FIX = ("the copy is pinned and asynchronous already, but runs on the compute stream between its kernels: "
                   "copy the next batch ahead on a side stream (torch.cuda.Stream, wait_stream, record_stream), so "
                   "it overlaps the step before it")
