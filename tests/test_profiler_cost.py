@@ -108,3 +108,16 @@ def test_the_detach_gauge_reads_the_same_host_as_the_trivial_pairs():
                           / (statistics.median(pairs) / verdict_module.RECORDING_REF_US))
     assert len(ratios) >= 15
     assert 0.9 <= statistics.median(ratios) <= 1.1, ratios
+
+
+def test_the_gauge_reads_the_pair_its_reference_was_measured_on():
+    # an FSDP2 rank (tests/data/corpus/h200x2): 78 transposes around their as_strided and 16 slices around theirs
+    # in the all-gathers, which do work of their own (7 µs and more). The gauge reads the transposes alone, the
+    # pair RECORDING_REF_US was measured on; a trace without 20 of them reads every pair
+    path = Path(__file__).parent / "data" / "corpus" / "h200x2" / "fsdp2_extra_rank0" / "rank0.trace.json.gz"
+    steps, _ = complete_steps(Trace.load(path).steps)
+    gaps, pairs = verdict_module._recording_gaps(steps), verdict_module._recording_pairs(steps)
+    transposes = [g for g, p in zip(gaps, pairs, strict=True) if p == verdict_module.GAUGE_PAIR]
+    assert len(transposes) >= 20 and len(transposes) < len(gaps)
+    assert host_speed(steps) == pytest.approx(statistics.median(transposes) / verdict_module.RECORDING_REF_US)
+    assert host_speed(steps) < 0.9 * statistics.median(gaps) / verdict_module.RECORDING_REF_US
