@@ -366,8 +366,16 @@ def _bytes_words(nbytes: float) -> str:
     return f"{nbytes / 2**10:,.0f} KiB" if nbytes >= 2**10 else f"{nbytes:,.0f} bytes"
 
 
-def _first_seg(g: StepGraph, owner: int) -> int:
-    return next(i for i, seg in enumerate(g.host) if seg.owner == owner)
+def _merged_copies(g: StepGraph) -> set[int]:
+    """The ops (their ``owner`` ids) whose small copies become the first one's (:func:`small_copies`): every op that
+    copies at such a place but the first."""
+    stacked, owners_at = small_copies(g), defaultdict(list)  # the ops that copy, per place, in order
+    for seg in g.host:
+        place = (seg.where.op, seg.where.label)
+        if seg.cause is Cause.MEMCPY and seg.pageable and place in stacked and seg.owner \
+                and seg.owner not in owners_at[place]:
+            owners_at[place].append(seg.owner)
+    return {owner for owners in owners_at.values() for owner in owners[1:]}
 
 
 def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
@@ -377,13 +385,7 @@ def _pinned(g: StepGraph, timing: Timing, gbps: float) -> Timing:
     first op of each such place stays, the others (their calls and the rest of their host work) cost nothing."""
     out = timing.copy()
     copying = {seg.owner for seg in g.host if seg.cause is Cause.MEMCPY and seg.pageable and seg.owner}
-    stacked, owners_at = small_copies(g), defaultdict(set)  # the ops that copy, per place
-    for seg in g.host:
-        if seg.cause is Cause.MEMCPY and seg.pageable and (seg.where.op, seg.where.label) in stacked and seg.owner:
-            owners_at[(seg.where.op, seg.where.label)].add(seg.owner)
-    # all but the first op of each place: the one copy that stays
-    merged = {o for owners in owners_at.values() for o in owners} - {
-        min(owners, key=lambda o: _first_seg(g, o)) for owners in owners_at.values()}
+    merged = _merged_copies(g)
     for i, seg in enumerate(g.host):
         if seg.owner in merged:
             out.blocking[i] = False
@@ -450,26 +452,37 @@ def hidden_collectives(g: StepGraph, timing: Timing) -> Timing:
 
 
 def _without_kernels(g: StepGraph, timing: Timing, where: Where) -> Timing:
-    """The kernels at ``where`` (its op and label; or, for :data:`UNFUSED`, every elementwise op's outside the
-    optimizer, :func:`_elementwise`) taking no time: the most a faster kernel, or a fused one, could save."""
+    """The kernels at ``where`` taking no time (:func:`_kernels_at`): the most a faster kernel, or a fused one,
+    could save."""
     out = timing.copy()
-    if where is FP32_GEMMS:
-        gone = {d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE and _fp32_gemm(node)}
-    else:
-        groups: dict = defaultdict(lambda: defaultdict(float))
-        for d, node in enumerate(g.dev):
-            if node.cause is Cause.GPU_COMPUTE:
-                groups[(node.where.op, node.where.label)][node.where.kind] += timing.dev_us[d]
-        places = _elementwise(groups) if where is UNFUSED else {(where.op, where.label)}
-        gone = {d for d, node in enumerate(g.dev)
-                if node.cause is Cause.GPU_COMPUTE and (node.where.op, node.where.label) in places}
-        if where.op == SDPA and _math_sdpa(g, gone):  # its backward is the decomposed ops' nodes
-            owners = {g.host[d_node.host].owner for d_node in (g.dev[d] for d in gone) if d_node.host >= 0}
-            gone |= {d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE and node.host >= 0
-                     and g.backward_of.get(g.host[node.host].owner) in owners}
-    for d in gone:
+    for d in _kernels_at(g, timing, where):
         out.dev_us[d] = 0.0
     return out
+
+
+def _kernels_at(g: StepGraph, timing: Timing, where: Where) -> set[int]:
+    """The GPU-compute nodes at ``where``: its op's in its label; every float32 GEMM for :data:`FP32_GEMMS`; every
+    elementwise op's outside the optimizer for :data:`UNFUSED` (:func:`_elementwise`); and for SDPA on its math
+    backend, the backward nodes the trace links to it too."""
+    compute = [d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE]
+    if where is FP32_GEMMS:
+        return {d for d in compute if _fp32_gemm(g.dev[d])}
+    places = {(where.op, where.label)}
+    if where is UNFUSED:
+        groups: dict = defaultdict(lambda: defaultdict(float))
+        for d in compute:
+            groups[(g.dev[d].where.op, g.dev[d].where.label)][g.dev[d].where.kind] += timing.dev_us[d]
+        places = _elementwise(groups)
+    found = {d for d in compute if (g.dev[d].where.op, g.dev[d].where.label) in places}
+    if where.op == SDPA and _math_sdpa(g, found):  # its backward is the decomposed ops' nodes
+        found |= _backward_of_nodes(g, compute, found)
+    return found
+
+
+def _backward_of_nodes(g: StepGraph, candidates: list[int], nodes: set[int]) -> set[int]:
+    """Of ``candidates``, the nodes launched by the backward ops the trace links to the ops that launched ``nodes``."""
+    owners = {g.host[g.dev[d].host].owner for d in nodes if g.dev[d].host >= 0}
+    return {d for d in candidates if g.dev[d].host >= 0 and g.backward_of.get(g.host[g.dev[d].host].owner) in owners}
 
 
 #: The step's float32 GEMMs together (:func:`_fp32_gemm`), where they are most of its GEMMs' time
@@ -562,22 +575,38 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     path = critical_path(base)
     fixed = {cause: simulate(g, fix(base_timing)).period_us for cause, fix in _fixes(g, gbps).items()}
     regions = {label: simulate(g, _graphed(g, base_timing, label)).period_us for label in launch_regions(g)}
-    where = _compute_group(path)
-    if where is not None and where.kind == "gemm" and fp32_gemm_share(g) >= FP32_SHARE:
-        where = FP32_GEMMS
-    compute = simulate(g, _without_kernels(g, base_timing, where)).period_us if where is not None else None
+    where, compute = _compute_what_if(g, path, base_timing)
     loops = called_in_a_loop(g)
     loop_fixed = (simulate(g, _loop_as_one(g, base_timing, frozenset().union(*(lp.owners for lp in loops))))
                   .period_us if loops else None)
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
                        _fast(g, observed, cost), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
-                       frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.setup),
-                       frozenset((seg.where.op, seg.where.label) for seg in g.host if seg.python_in_op),
-                       frozenset(label for label in {seg.where.label for seg in g.host}
-                                 if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label)),
+                       _places(g, "setup"), _places(g, "python_in_op"), _multi_tensor(g),
                        loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g),
                        _on_cpu(g, base_timing), small_copies(g),
                        where is not None and where.op == SDPA and _math_sdpa(g, range(len(g.dev))))
+
+
+def _compute_what_if(g: StepGraph, path: list[PathShare], timing: Timing) -> tuple[Where | None, float | None]:
+    """Where the GPU's own work is heaviest (:func:`_compute_group`; every float32 GEMM, :data:`FP32_GEMMS`, where
+    they are most of the GEMMs), and the step without those kernels."""
+    where = _compute_group(path)
+    if where is None:
+        return None, None
+    if where.kind == "gemm" and fp32_gemm_share(g) >= FP32_SHARE:
+        where = FP32_GEMMS
+    return where, simulate(g, _without_kernels(g, timing, where)).period_us
+
+
+def _places(g: StepGraph, flag: str) -> frozenset:
+    """The (op, label) of the host stretches whose ``flag`` is set (:attr:`HostSeg.setup`, ``python_in_op``)."""
+    return frozenset((seg.where.op, seg.where.label) for seg in g.host if getattr(seg, flag))
+
+
+def _multi_tensor(g: StepGraph) -> frozenset:
+    """The optimizer labels (``Optimizer.step#…``) whose step is fused or for-each already (:func:`per_parameter`)."""
+    return frozenset(label for label in {seg.where.label for seg in g.host}
+                     if (label or "").startswith(OPTIMIZER_LABEL) and not per_parameter(g, label))
 
 
 def launch_python_in(per_step: list[StepWhatIfs]) -> str:
@@ -951,29 +980,47 @@ def _middle(per_step: list[StepWhatIfs]) -> StepWhatIfs:
 
 def step_fix(cause: Cause, where: Where, per_step: list[StepWhatIfs]) -> str:
     """The fix for ``cause`` at ``where``: :func:`fix_for`'s, but where the steps' own facts call for another:
-    copies pinned already (:data:`COPY_AHEAD_FIX`), a host gap of setup or of Python inside an op
+    copies pinned already or many small ones (:func:`_copy_fix`), a host gap of setup or of Python inside an op
     (:func:`_host_gap_fix`), syncs that are anomaly detection's NaN checks (:data:`NAN_CHECK_FIX`), an optimizer
-    that is fused or for-each already (the graphs' plain fix, not :data:`OPTIMIZER_FIX`), GEMMs on float32
-    (:data:`FP32_GEMM_FIX`)."""
+    that is fused or for-each already (the graphs' plain fix, not :data:`OPTIMIZER_FIX`), GEMMs on float32, SDPA's
+    math backend, elementwise ops to fuse (:func:`_compute_fix`)."""
     special = None
-    if cause is Cause.MEMCPY and all(s.pinned for s in per_step):
-        special = COPY_AHEAD_FIX
-    elif cause is Cause.MEMCPY and (where.op, where.label) in _middle(per_step).small_copies:
-        count, nbytes = _middle(per_step).small_copies[(where.op, where.label)]
-        special = SMALL_COPIES_FIX.format(count=count, size=_bytes_words(nbytes))
+    if cause is Cause.MEMCPY:
+        special = _copy_fix(where, per_step)
     elif cause is Cause.HOST_GAP:
         special = _host_gap_fix(where, per_step)
     elif cause is Cause.HOST_SYNC and where.op == "aten::item" and _mostly_nan_checks(per_step):
         special = NAN_CHECK_FIX
     elif cause is Cause.LAUNCH_OVERHEAD and any(where.label in s.multi_tensor for s in per_step):
         special = FIXES[cause]
-    elif cause is Cause.GPU_COMPUTE and where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
-        special = FP32_GEMM_FIX
-    elif cause is Cause.GPU_COMPUTE and where.op == SDPA and any(s.math_sdpa for s in per_step):
-        special = SDPA_MATH_FIX
-    elif cause is Cause.GPU_COMPUTE and where is UNFUSED:
-        special = UNFUSED_FIX.format(ops=_pointwise_ops(_middle(per_step).path))
+    elif cause is Cause.GPU_COMPUTE:
+        special = _compute_fix(where, per_step)
     return special or fix_for(cause, where)
+
+
+def _copy_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
+    """A copy's fix where its facts call for one of its own: pinned already (:data:`COPY_AHEAD_FIX`), or many small
+    ones from one place (:data:`SMALL_COPIES_FIX`); None otherwise."""
+    if all(s.pinned for s in per_step):
+        return COPY_AHEAD_FIX
+    place = (where.op, where.label)
+    if place in _middle(per_step).small_copies:
+        count, nbytes = _middle(per_step).small_copies[place]
+        return SMALL_COPIES_FIX.format(count=count, size=_bytes_words(nbytes))
+    return None
+
+
+def _compute_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
+    """The GPU's own work's fix where its facts call for one of its own: GEMMs on float32
+    (:data:`FP32_GEMM_FIX`), SDPA on its math backend (:data:`SDPA_MATH_FIX`), the step's elementwise ops
+    (:data:`UNFUSED_FIX`); None otherwise."""
+    if where.kind == "gemm" and _middle(per_step).fp32_gemms >= FP32_SHARE:
+        return FP32_GEMM_FIX
+    if where.op == SDPA and any(s.math_sdpa for s in per_step):
+        return SDPA_MATH_FIX
+    if where is UNFUSED:
+        return UNFUSED_FIX.format(ops=_pointwise_ops(_middle(per_step).path))
+    return None
 
 
 def _host_gap_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
