@@ -233,3 +233,25 @@ def test_a_class_defined_on_a_page_run_without_a_file_keeps_its_text(tmp_path):
         assert _own_file(no_file.Net) == _own_file(as_script.Net) == page.resolve()
     finally:
         del sys.modules["page_as_script"], sys.modules["page_without_file"]
+
+
+def test_an_edit_to_the_analysis_leaves_a_profile_of_your_own_fresh_and_one_to_its_capture_does_not(monkeypatch):
+    # chapter 8 records what profile_callable runs: the capture (its schedule, its warm-up) decides what the trace
+    # holds; the HTML report it writes beside the trace reads what ran and decides nothing a recording keeps, so
+    # the closure stops there (closure.AFTER_THE_RUN), and an edit to the verdict does not make chapter 8 stale
+    from profiling_guide.analysis import verdict
+    from profiling_guide.measure import capture
+    from profiling_guide.report.profile_own import profile_callable
+
+    reached = closure.reach([profile_callable])
+    assert "profiling_guide.measure.capture:profile_to_trace" in reached.texts
+    assert not any(key.startswith(("profiling_guide.analysis.verdict", "profiling_guide.report.html:"))
+                   for key in reached.texts)
+    before = recordings.closure_fingerprint([profile_callable])
+    verdict_file, capture_file = Path(verdict.__file__).resolve(), Path(capture.__file__).resolve()
+    with monkeypatch.context() as m:
+        edited(m, ("    best = counted[0]\n", "    best = counted[-1]\n"), file=verdict_file)
+        assert recordings.closure_fingerprint([profile_callable]) == before
+    with monkeypatch.context() as m:
+        edited(m, ("WAIT, WARMUP, ACTIVE = 1, 1, 3", "WAIT, WARMUP, ACTIVE = 1, 2, 3"), file=capture_file)
+        assert recordings.closure_fingerprint([profile_callable]) != before

@@ -679,6 +679,13 @@ def listed_texts(code: Iterable, fallback=None) -> list[str]:
     return texts
 
 
+#: Definitions the walk does not enter: they run after the GPU's work, on what it recorded, and decide nothing a
+#: recording holds. ``profile_callable`` writes an HTML report beside its trace; a chapter keeps the trace and the
+#: run record, and replay reads them with the analysis as it stands, so an edit to the analysis is not a change
+#: to what ran.
+AFTER_THE_RUN = frozenset({("profiling_guide.report.html", "write_report")})
+
+
 def reach(code: Iterable, fallback=None) -> Reached:
     """The closure of ``code`` (functions, classes, modules, kernels, strings): see the module's docstring.
 
@@ -711,7 +718,7 @@ def reach(code: Iterable, fallback=None) -> Reached:
     seen: set[Key] = set()
     while queue:
         key = queue.pop()
-        if key in seen:
+        if key in seen or key in AFTER_THE_RUN:
             continue
         seen.add(key)
         module = walk.module(key[0])
