@@ -892,6 +892,13 @@ def test_a_chain_of_elementwise_ops_is_named_as_one_where_it_outweighs_the_heavi
     assert abs(v.verdict.predicted_step_ms - fixed) <= 0.15 * fixed, (v.verdict.predicted_step_ms, fixed)
     # a convolution's own layout transforms (pointwise kernels inside aten::conv2d, with its GEMMs) are one op:
     # not an elementwise chain to fuse
+    assert "scaled_dot_product_attention" not in v.verdict.fix
+    # attention written out op by op (matmuls, a masked_fill, a float32 softmax): the same fix, and SDPA named
+    # (measured: 20.27 ms a step, 3.40 with F.scaled_dot_product_attention)
+    by_hand = Trace.load(data / "attention_by_hand.trace.json.gz")
+    first = verdict_of(by_hand, by_hand.steps).verdict
+    assert first.where.kind == UNFUSED.kind and first.where.op is None
+    assert "F.scaled_dot_product_attention runs as one fused kernel" in first.fix
     conv = Trace.load(data / "conv_nchw.trace.json.gz")
     first = verdict_of(conv, conv.steps).verdict
     assert first.cause is Cause.GPU_COMPUTE and first.where.op is not None

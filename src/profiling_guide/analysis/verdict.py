@@ -1019,8 +1019,21 @@ def _compute_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
     if where.op == SDPA and any(s.math_sdpa for s in per_step):
         return SDPA_MATH_FIX
     if where is UNFUSED:
-        return UNFUSED_FIX.format(ops=_pointwise_ops(_middle(per_step).path))
+        path = _middle(per_step).path
+        return UNFUSED_FIX.format(ops=_pointwise_ops(path),
+                                  attention=ATTENTION_BY_HAND if _by_hand_attention(path) else "")
     return None
+
+
+def _by_hand_attention(path: list[PathShare]) -> bool:
+    """Whether the path's GPU work holds a softmax and a batched matrix product in one label, with elementwise ops
+    (the masked fill, the scale): attention written out op by op."""
+    ops: dict = defaultdict(set)
+    for p in path:
+        if p.cause is Cause.GPU_COMPUTE and p.where.op:
+            ops[p.where.label].add(p.where.op.removeprefix("autograd::engine::evaluate_function: "))
+    return any(any("oftmax" in op for op in names) and names & {"aten::bmm", "aten::matmul", "BmmBackward0"}
+               for names in ops.values())
 
 
 def _host_gap_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
@@ -1199,8 +1212,12 @@ SDPA_MATH_FIX = ("scaled_dot_product_attention ran PyTorch's math backend (aten:
 #: The step's elementwise ops together (:data:`UNFUSED`), with the three heaviest named.
 UNFUSED_FIX = ("fuse them ({ops}): each elementwise op reads and writes its whole tensor, so a chain of them costs as many "
                "passes over memory as it has ops; torch.compile fuses a chain into one kernel, or use the fused op "
-               "(F.gelu, F.silu, F.layer_norm) and keep the chain in bf16 (the what-if removes them: the most "
-               "fusing saves)")
+               "(F.gelu, F.silu, F.layer_norm) and keep the chain in bf16{attention} (the what-if removes them: the "
+               "most fusing saves)")
+#: Added to :data:`UNFUSED_FIX` where the chain sits with a softmax and batched matrix products
+#: (:func:`_by_hand_attention`).
+ATTENTION_BY_HAND = ("; here they sit between batched matrix products and a softmax: attention written out op by "
+                     "op, which F.scaled_dot_product_attention runs as one fused kernel, forward and backward")
 #: Many small pageable copies from one place (:func:`small_copies`).
 SMALL_COPIES_FIX = ("copy once: its {count} copies a step, about {size} each, are a call and a wait each; stack the "
                     "tensors into one on the host (torch.cat or torch.stack into a pinned buffer) and copy that with "
