@@ -453,10 +453,17 @@ def hidden_collectives(g: StepGraph, timing: Timing) -> Timing:
 
 def _without_kernels(g: StepGraph, timing: Timing, where: Where) -> Timing:
     """The kernels at ``where`` taking no time (:func:`_kernels_at`): the most a faster kernel, or a fused one,
-    could save."""
+    could save. Where the fix fuses them (:data:`UNFUSED`, SDPA's math backend), their ops' host work (dispatch,
+    launches) goes too: the fused kernel is one op where they were many."""
     out = timing.copy()
-    for d in _kernels_at(g, timing, where):
+    gone = _kernels_at(g, timing, where)
+    for d in gone:
         out.dev_us[d] = 0.0
+    if where is UNFUSED or (where.op == SDPA and _math_sdpa(g, gone)):  # fused: their ops' host work goes too
+        owners = {g.host[g.dev[d].host].owner for d in gone if g.dev[d].host >= 0}
+        for i, seg in enumerate(g.host):
+            if seg.owner in owners and seg.kind != "untraced" and not seg.sync:
+                out.host_us[i] = 0.0
     return out
 
 
