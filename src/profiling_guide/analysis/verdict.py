@@ -572,6 +572,8 @@ class StepWhatIfs:
     small_copies: dict = field(default_factory=dict)
     #: its GPU-compute what-if is scaled_dot_product_attention on the math backend (:func:`_math_sdpa`)
     math_sdpa: bool = False
+    #: the places (op, label) whose pageable copies all go device→host (``.cpu()``: a snapshot, a metric)
+    to_host: frozenset = frozenset()
 
 
 def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCost()) -> StepWhatIfs:
@@ -591,7 +593,7 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
                        _places(g, "setup"), _places(g, "python_in_op"), _multi_tensor(g),
                        loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g),
                        _on_cpu(g, base_timing), small_copies(g),
-                       where is not None and where.op == SDPA and _math_sdpa(g, range(len(g.dev))))
+                       where is not None and where.op == SDPA and _math_sdpa(g, range(len(g.dev))), _to_host(g))
 
 
 def _compute_what_if(g: StepGraph, path: list[PathShare], timing: Timing) -> tuple[Where | None, float | None]:
@@ -603,6 +605,15 @@ def _compute_what_if(g: StepGraph, path: list[PathShare], timing: Timing) -> tup
     if where.kind == "gemm" and fp32_gemm_share(g) >= FP32_SHARE:
         where = FP32_GEMMS
     return where, simulate(g, _without_kernels(g, timing, where)).period_us
+
+
+def _to_host(g: StepGraph) -> frozenset:
+    """The places (op, label) whose pageable copies all go device→host."""
+    directions: dict = defaultdict(set)
+    for seg in g.host:
+        if seg.cause is Cause.MEMCPY and seg.pageable:
+            directions[(seg.where.op, seg.where.label)] |= {g.dev[d].direction for d in seg.launches}
+    return frozenset(place for place, found in directions.items() if found == {"d2h"})
 
 
 def _places(g: StepGraph, flag: str) -> frozenset:
@@ -932,20 +943,32 @@ def _from_run_record(trace: Trace, steps: list[Step], unprofiled: dict,
 
 #: Steps whose mean is this many times their median differ by more than noise (a step that stalled)...
 STALL_MEAN = 1.5
-#: ... and a cause whose what-if brings every step within this share of the median step holds the difference.
+#: ... the long ones are those over the median step by more than this share of it ...
 STALL_FIT = 0.1
+#: ... and the cause whose what-if removes the most of their excess over the median step, at least this share of
+#: it, holds the difference (a checkpoint's copy made pinned still takes a few ms: most of the stall, not all).
+STALL_SHARE = 0.5
 
 
 def stalled(per_step: list[StepWhatIfs]) -> Cause | None:
     """The cause that only some steps hold, where one does: the steps differ (:data:`STALL_MEAN`), and fixing
-    it brings each step to the typical one (:data:`STALL_FIT`): a DataLoader whose workers fall behind now and
-    then, a periodic checkpoint. Those steps are real: a timer over many steps counts them."""
+    it removes most of what the long steps take over the typical one (:data:`STALL_SHARE`): a DataLoader whose
+    workers fall behind now and then, a periodic checkpoint. Those steps are real: a timer over many steps
+    counts them."""
     bases = [s.base_us for s in per_step]
     typical = statistics.median(bases)
     if len(bases) < 2 or statistics.fmean(bases) < STALL_MEAN * typical:
         return None
-    return next((c for c in REMOVABLE if all(abs(s.fixed_us[c] / typical - 1) <= STALL_FIT for s in per_step)),
-                None)
+    long = [s for s in per_step if s.base_us > (1 + STALL_FIT) * typical]
+    excess = sum(s.base_us - typical for s in long)
+    removed = {c: sum(s.base_us - s.fixed_us[c] for s in long) for c in STALL_CAUSES}
+    best = max(STALL_CAUSES, key=removed.get)
+    return best if removed[best] >= STALL_SHARE * excess else None
+
+
+#: What a program does in some steps only (a checkpoint, a batch late, a sync to log): not launch overhead, whose
+#: what-if (no host cost per launch) would hide any host stretch, stalled or not.
+STALL_CAUSES = (Cause.HOST_SYNC, Cause.MEMCPY, Cause.ALLOCATOR, Cause.HOST_GAP)
 
 
 def _pooling(per_step: list[StepWhatIfs], notes: list[str]) -> Callable[[list[float]], float]:
@@ -1011,9 +1034,13 @@ def _copy_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
     if all(s.pinned for s in per_step):
         return COPY_AHEAD_FIX
     place = (where.op, where.label)
-    if place in _middle(per_step).small_copies:
-        count, nbytes = _middle(per_step).small_copies[place]
+    # the typical step's, else any step's: a copy made every few steps is in some only
+    holding = [s for s in [_middle(per_step), *per_step] if place in s.small_copies]
+    if holding:
+        count, nbytes = holding[0].small_copies[place]
         return SMALL_COPIES_FIX.format(count=count, size=_bytes_words(nbytes))
+    if any(place in s.to_host for s in per_step):
+        return TO_HOST_FIX
     return None
 
 
@@ -1148,7 +1175,8 @@ def _pooled(per_step: list[StepWhatIfs], rank, cost: ProfilerCost, notes: list[s
         what_if = [w for w in what_if if not is_loop_sync(w)]
     middle = _middle(per_step)
     if middle.compute_where is not None:
-        predicted = pool([s.compute_fixed_us for s in per_step if s.compute_fixed_us is not None])
+        # a step without such kernels on its path loses nothing (a stalled step's path may be the stall alone)
+        predicted = pool([s.base_us if s.compute_fixed_us is None else s.compute_fixed_us for s in per_step])
         what_if.append(WhatIf(Cause.GPU_COMPUTE, _ranked(middle.compute_where, rank), base, predicted,
                               path_ms.get(Cause.GPU_COMPUTE, 0.0),
                               step_fix(Cause.GPU_COMPUTE, middle.compute_where, per_step)))
@@ -1225,6 +1253,11 @@ UNFUSED_FIX = ("fuse them ({ops}): each elementwise op reads and writes its whol
 #: (:func:`_by_hand_attention`).
 ATTENTION_BY_HAND = ("; here they sit between batched matrix products and a softmax: attention written out op by "
                      "op, which F.scaled_dot_product_attention runs as one fused kernel, forward and backward")
+#: Pageable copies device→host (:func:`_to_host`): the copy's fix is a pinned buffer to copy into, not a
+#: DataLoader's pinning.
+TO_HOST_FIX = ("copy into pinned memory with non_blocking=True: a buffer allocated once with pin_memory=True and "
+               "filled with .copy_(x, non_blocking=True), read only after an event recorded behind the copy says it "
+               "is done (or done less often)")
 #: Many small pageable copies from one place (:func:`small_copies`).
 SMALL_COPIES_FIX = ("copy once: its {count} copies a step, about {size} each, are a call and a wait each; stack the "
                     "tensors into one on the host (torch.cat or torch.stack into a pinned buffer) and copy that with "
