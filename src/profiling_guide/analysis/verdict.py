@@ -474,6 +474,8 @@ def _kernels_at(g: StepGraph, timing: Timing, where: Where) -> set[int]:
     compute = [d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE]
     if where is FP32_GEMMS:
         return {d for d in compute if _fp32_gemm(g.dev[d])}
+    if where is RECOMPUTE:
+        return recomputed(g)
     places = {(where.op, where.label)}
     if where is UNFUSED:
         groups: dict = defaultdict(lambda: defaultdict(float))
@@ -604,7 +606,42 @@ def _compute_what_if(g: StepGraph, path: list[PathShare], timing: Timing) -> tup
         return None, None
     if where.kind == "gemm" and fp32_gemm_share(g) >= FP32_SHARE:
         where = FP32_GEMMS
-    return where, simulate(g, _without_kernels(g, timing, where)).period_us
+    fixed = simulate(g, _without_kernels(g, timing, where)).period_us
+    if recomputed(g):  # work the program chose to do twice comes first, where it counts
+        again = simulate(g, _without_kernels(g, timing, RECOMPUTE)).period_us
+        base = simulate(g, timing).period_us
+        if base - again >= MIN_SAVING * base:
+            return RECOMPUTE, again
+    return where, fixed
+
+
+#: Forward ops that no backward formula calls: found inside a backward node, they are its forward run again
+#: (activation checkpointing recomputes a checkpointed region's forward when the backward needs its activations).
+FORWARD_ONLY = frozenset({"aten::linear", "aten::gelu", "aten::silu", "aten::relu", "aten::layer_norm",
+                          "aten::rms_norm", "aten::group_norm", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+                          "aten::embedding", "aten::dropout", "aten::scaled_dot_product_attention",
+                          "aten::softmax", "aten::log_softmax"})
+#: The step's recomputed forward, together (:func:`recomputed`); told apart by identity, as :data:`UNFUSED` is.
+RECOMPUTE = Where(kind="recompute")
+
+
+def recomputed(g: StepGraph) -> set[int]:
+    """The GPU-compute nodes a forward op launched inside a backward node (:data:`FORWARD_ONLY`): the forward
+    recomputed for the backward."""
+    found = set()
+    for d, node in enumerate(g.dev):
+        op = node.event.launch.op if node.cause is Cause.GPU_COMPUTE and node.event.launch is not None else None
+        forward = False
+        while op is not None:
+            forward = forward or op.name in FORWARD_ONLY
+            if op.name.startswith(BACKWARD_NODE) and forward:
+                found.add(d)
+                break
+            op = op.parent
+    return found
+
+
+BACKWARD_NODE = "autograd::engine::evaluate_function: "
 
 
 def _to_host(g: StepGraph) -> frozenset:
@@ -1052,6 +1089,8 @@ def _compute_fix(where: Where, per_step: list[StepWhatIfs]) -> str | None:
         return FP32_GEMM_FIX
     if where.op == SDPA and any(s.math_sdpa for s in per_step):
         return SDPA_MATH_FIX
+    if where is RECOMPUTE:
+        return RECOMPUTE_FIX
     if where is UNFUSED:
         path = _middle(per_step).path
         return UNFUSED_FIX.format(ops=_pointwise_ops(path),
@@ -1258,6 +1297,11 @@ ATTENTION_BY_HAND = ("; here they sit between batched matrix products and a soft
 TO_HOST_FIX = ("copy into pinned memory with non_blocking=True: a buffer allocated once with pin_memory=True and "
                "filled with .copy_(x, non_blocking=True), read only after an event recorded behind the copy says it "
                "is done (or done less often)")
+#: The forward recomputed in the backward (:data:`RECOMPUTE`).
+RECOMPUTE_FIX = ("the backward runs forward ops again (linear, activations, norms inside backward nodes): activation "
+                 "checkpointing (torch.utils.checkpoint) trades that time for memory; checkpoint fewer layers, or "
+                 "only the cheap ops (selective checkpointing), where memory allows (the what-if removes the "
+                 "recompute)")
 #: Many small pageable copies from one place (:func:`small_copies`).
 SMALL_COPIES_FIX = ("copy once: its {count} copies a step, about {size} each, are a call and a wait each; stack the "
                     "tensors into one on the host (torch.cat or torch.stack into a pinned buffer) and copy that with "
