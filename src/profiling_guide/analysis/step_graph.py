@@ -37,6 +37,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from profiling_guide.analysis.align import ENGINE_PREFIX
 from profiling_guide.analysis.causes import Cause, Where
 from profiling_guide.analysis.overlap import merged
 from profiling_guide.trace.model import CpuOp, DeviceEvent, RuntimeCall, Step, Trace
@@ -240,7 +241,7 @@ def _nan_check(op: CpuOp | None) -> bool:
     while op is not None and op.name != "aten::item":
         op = op.parent
     parent = op.parent if op is not None else None
-    if parent is None or not parent.name.startswith("autograd::engine::evaluate_function"):
+    if parent is None or not parent.name.startswith(ENGINE_PREFIX):
         return False
     before = [c.name for c in parent.children if c.end_us <= op.start_us]
     return tuple(before[-2:]) == NAN_CHECK_OPS

@@ -45,6 +45,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from profiling_guide.analysis.align import ENGINE_PREFIX
 from profiling_guide.analysis.causes import FIXES, Cause, Where
 from profiling_guide.analysis.launch_sources import called_in_a_loop, launch_python, loops_words
 from profiling_guide.analysis.critical_path import (
@@ -451,31 +452,29 @@ def hidden_collectives(g: StepGraph, timing: Timing) -> Timing:
     return out
 
 
-def _without_kernels(g: StepGraph, timing: Timing, where: Where) -> Timing:
-    """The kernels at ``where`` taking no time (:func:`_kernels_at`): the most a faster kernel, or a fused one,
-    could save. Where the fix fuses them (:data:`UNFUSED`, SDPA's math backend), their ops' host work (dispatch,
-    launches) goes too: the fused kernel is one op where they were many."""
+def _without_kernels(g: StepGraph, timing: Timing, nodes: set[int], fused: bool) -> Timing:
+    """``nodes`` taking no time (:func:`_kernels_at`): the most a faster kernel, or a fused one, could save. Where
+    the fix fuses them (``fused``: :data:`UNFUSED`, SDPA's math backend), their ops' host work (dispatch, launches)
+    goes too: the fused kernel is one op where they were many."""
     out = timing.copy()
-    gone = _kernels_at(g, timing, where)
-    for d in gone:
+    for d in nodes:
         out.dev_us[d] = 0.0
-    if where is UNFUSED or (where.op == SDPA and _math_sdpa(g, gone)):  # fused: their ops' host work goes too
-        owners = {g.host[g.dev[d].host].owner for d in gone if g.dev[d].host >= 0}
+    if fused:
+        owners = {g.host[g.dev[d].host].owner for d in nodes if g.dev[d].host >= 0}
         for i, seg in enumerate(g.host):
             if seg.owner in owners and seg.kind != "untraced" and not seg.sync:
                 out.host_us[i] = 0.0
     return out
 
 
-def _kernels_at(g: StepGraph, timing: Timing, where: Where) -> set[int]:
+def _kernels_at(g: StepGraph, timing: Timing, where: Where) -> tuple[set[int], bool]:
     """The GPU-compute nodes at ``where``: its op's in its label; every float32 GEMM for :data:`FP32_GEMMS`; every
     elementwise op's outside the optimizer for :data:`UNFUSED` (:func:`_elementwise`); and for SDPA on its math
-    backend, the backward nodes the trace links to it too."""
+    backend, the backward nodes the trace links to it too. And whether the fix fuses them (the elementwise ops,
+    SDPA's math backend)."""
     compute = [d for d, node in enumerate(g.dev) if node.cause is Cause.GPU_COMPUTE]
     if where is FP32_GEMMS:
-        return {d for d in compute if _fp32_gemm(g.dev[d])}
-    if where is RECOMPUTE:
-        return recomputed(g)
+        return {d for d in compute if _fp32_gemm(g.dev[d])}, False
     places = {(where.op, where.label)}
     if where is UNFUSED:
         groups: dict = defaultdict(lambda: defaultdict(float))
@@ -484,8 +483,8 @@ def _kernels_at(g: StepGraph, timing: Timing, where: Where) -> set[int]:
         places = _elementwise(groups)
     found = {d for d in compute if (g.dev[d].where.op, g.dev[d].where.label) in places}
     if where.op == SDPA and _math_sdpa(g, found):  # its backward is the decomposed ops' nodes
-        found |= _backward_of_nodes(g, compute, found)
-    return found
+        return found | _backward_of_nodes(g, compute, found), True
+    return found, where is UNFUSED
 
 
 def _backward_of_nodes(g: StepGraph, candidates: list[int], nodes: set[int]) -> set[int]:
@@ -586,33 +585,35 @@ def step_what_ifs(g: StepGraph, *, gbps: float, cost: ProfilerCost = ProfilerCos
     path = critical_path(base)
     fixed = {cause: simulate(g, fix(base_timing)).period_us for cause, fix in _fixes(g, gbps).items()}
     regions = {label: simulate(g, _graphed(g, base_timing, label)).period_us for label in launch_regions(g)}
-    where, compute = _compute_what_if(g, path, base_timing)
+    fp32_share = fp32_gemm_share(g)
+    where, compute, math_sdpa = _compute_what_if(g, path, base_timing, base.period_us, fp32_share)
     loops = called_in_a_loop(g)
     loop_fixed = (simulate(g, _loop_as_one(g, base_timing, frozenset().union(*(lp.owners for lp in loops))))
                   .period_us if loops else None)
     return StepWhatIfs(profiled.period_us, base.period_us, fixed, regions, path, where, compute,
-                       _fast(g, observed, cost), own_syncs(g), copies_pinned(g), fp32_gemm_share(g),
+                       _fast(g, observed, cost), own_syncs(g), copies_pinned(g), fp32_share,
                        _places(g, "setup"), _places(g, "python_in_op"), _multi_tensor(g),
                        loops, loop_fixed, sum(1 for seg in g.host if seg.nan_check), launch_python(g),
-                       _on_cpu(g, base_timing), small_copies(g),
-                       where is not None and where.op == SDPA and _math_sdpa(g, range(len(g.dev))), _to_host(g))
+                       _on_cpu(g, base_timing), small_copies(g), math_sdpa, _to_host(g))
 
 
-def _compute_what_if(g: StepGraph, path: list[PathShare], timing: Timing) -> tuple[Where | None, float | None]:
+def _compute_what_if(g: StepGraph, path: list[PathShare], timing: Timing, base_us: float,
+                     fp32_share: float) -> tuple[Where | None, float | None, bool]:
     """Where the GPU's own work is heaviest (:func:`_compute_group`; every float32 GEMM, :data:`FP32_GEMMS`, where
-    they are most of the GEMMs), and the step without those kernels."""
+    they are most of the GEMMs; the forward recomputed in the backward, :data:`RECOMPUTE`, where removing it saves
+    :data:`MIN_SAVING` of the step), the step without those kernels, and whether they are SDPA's math backend."""
     where = _compute_group(path)
     if where is None:
-        return None, None
-    if where.kind == "gemm" and fp32_gemm_share(g) >= FP32_SHARE:
+        return None, None, False
+    again = recomputed(g)
+    if again:  # work the program chose to do twice comes first, where it counts
+        without = simulate(g, _without_kernels(g, timing, again, fused=False)).period_us
+        if base_us - without >= MIN_SAVING * base_us:
+            return RECOMPUTE, without, False
+    if where.kind == "gemm" and fp32_share >= FP32_SHARE:
         where = FP32_GEMMS
-    fixed = simulate(g, _without_kernels(g, timing, where)).period_us
-    if recomputed(g):  # work the program chose to do twice comes first, where it counts
-        again = simulate(g, _without_kernels(g, timing, RECOMPUTE)).period_us
-        base = simulate(g, timing).period_us
-        if base - again >= MIN_SAVING * base:
-            return RECOMPUTE, again
-    return where, fixed
+    nodes, fused = _kernels_at(g, timing, where)
+    return where, simulate(g, _without_kernels(g, timing, nodes, fused)).period_us, fused and where.op == SDPA
 
 
 #: Forward ops that no backward formula calls: found inside a backward node, they are its forward run again
@@ -634,14 +635,12 @@ def recomputed(g: StepGraph) -> set[int]:
         forward = False
         while op is not None:
             forward = forward or op.name in FORWARD_ONLY
-            if op.name.startswith(BACKWARD_NODE) and forward:
+            if op.name.startswith(ENGINE_PREFIX) and forward:
                 found.add(d)
                 break
             op = op.parent
     return found
 
-
-BACKWARD_NODE = "autograd::engine::evaluate_function: "
 
 
 def _to_host(g: StepGraph) -> frozenset:
@@ -757,12 +756,7 @@ def _fast(g: StepGraph, observed: Timing, cost: ProfilerCost) -> tuple[float, fl
 def _compute_group(path: list[PathShare]) -> Where | None:
     """The (op, label) whose kernels take the most GPU-compute time on the path, with their main kind; or the
     step's elementwise ops (:data:`UNFUSED`, :func:`_elementwise`), two or more, where together they take more."""
-    groups: dict = {}
-    for p in path:
-        if p.cause is Cause.GPU_COMPUTE:
-            key = (p.where.op, p.where.label)
-            kinds = groups.setdefault(key, {})
-            kinds[p.where.kind] = kinds.get(p.where.kind, 0.0) + p.us
+    groups = _compute_groups(path)
     if not groups:
         return None
     (op, label), kinds = max(groups.items(), key=lambda kv: sum(kv[1].values()))
@@ -770,6 +764,15 @@ def _compute_group(path: list[PathShare]) -> Where | None:
     if len(elementwise) >= 2 and sum(sum(groups[key].values()) for key in elementwise) > sum(kinds.values()):
         return UNFUSED
     return Where(op=op, label=label, kind=max(kinds, key=kinds.get), rank=None)
+
+
+def _compute_groups(path: list[PathShare]) -> dict:
+    """The path's GPU-compute time by (op, label), then by kernel kind (µs)."""
+    groups: dict = defaultdict(lambda: defaultdict(float))
+    for p in path:
+        if p.cause is Cause.GPU_COMPUTE:
+            groups[(p.where.op, p.where.label)][p.where.kind] += p.us
+    return groups
 
 
 def _elementwise(groups: dict) -> set:
@@ -792,10 +795,7 @@ UNFUSED = Where(kind="pointwise")
 
 def _pointwise_ops(path: list[PathShare]) -> str:
     """The three elementwise ops (:func:`_elementwise`) that take the most of the path, and how many there are."""
-    groups: dict = defaultdict(lambda: defaultdict(float))
-    for p in path:
-        if p.cause is Cause.GPU_COMPUTE:
-            groups[(p.where.op, p.where.label)][p.where.kind] += p.us
+    groups = _compute_groups(path)
     ops: dict = defaultdict(float)
     for key in _elementwise(groups):
         ops[key[0]] += sum(groups[key].values())
@@ -1104,8 +1104,8 @@ def _by_hand_attention(path: list[PathShare]) -> bool:
     ops: dict = defaultdict(set)
     for p in path:
         if p.cause is Cause.GPU_COMPUTE and p.where.op:
-            ops[p.where.label].add(p.where.op.removeprefix("autograd::engine::evaluate_function: "))
-    return any(any("oftmax" in op for op in names) and names & {"aten::bmm", "aten::matmul", "BmmBackward0"}
+            ops[p.where.label].add(p.where.op.removeprefix(ENGINE_PREFIX + ": "))
+    return any(any("softmax" in op.lower() for op in names) and names & {"aten::bmm", "aten::matmul", "BmmBackward0"}
                for names in ops.values())
 
 
